@@ -1,0 +1,3 @@
+from k8sdds.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Load results, draw plots."""

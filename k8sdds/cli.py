@@ -1,0 +1,249 @@
+"""The `k8sdds` command: run, parse, plot, testbed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from k8sdds import datapaths, schedule
+from k8sdds.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Benchmark DDS publish/subscribe on (emulated) edge Kubernetes clusters.")
+testbed_app = typer.Typer(no_args_is_help=True,
+                          help="Manage the emulated edge cluster by hand.")
+app.add_typer(testbed_app, name="testbed")
+
+out_console = Console()
+err_console = Console(stderr=True)
+
+
+class RichProgress:
+    """Progress bar on stderr: test i of n, repeat, elapsed, ETA."""
+
+    def __init__(self) -> None:
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                             TimeRemainingColumn(), console=err_console, transient=False)
+        self._task = None
+
+    def start(self, total: int) -> None:
+        self._bar.start()
+        self._task = self._bar.add_task("starting", total=total)
+
+    def step(self, description: str) -> None:
+        self._bar.update(self._task, description=description)
+
+    def advance(self) -> None:
+        self._bar.advance(self._task)
+
+    def stop(self) -> None:
+        self._bar.stop()
+
+
+def _choice(value: str | None, allowed: list[str], option: str) -> str | None:
+    if value is None:
+        return None
+    low = value.strip().lower()
+    if low not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}",
+                                 param_hint=option)
+    return low
+
+
+def _datapath_list(value: str, offered: list[str]) -> list[str]:
+    names = [v.strip().lower() for v in value.split(",") if v.strip()]
+    if not names:
+        raise typer.BadParameter("give at least one datapath", param_hint="--datapath")
+    for name in names:
+        if name not in datapaths.DATAPATHS or name not in offered:
+            raise typer.BadParameter(f"{name!r} is not one of {', '.join(offered)}",
+                                     param_hint="--datapath")
+    return list(dict.fromkeys(names))
+
+
+@app.command()
+def run(
+    sch: Path = typer.Option(..., "--sch", "--schedule", help="Schedule CSV, a test a row."),
+    backend: str = typer.Option("emulated", "--backend", help="Where tests run: emulated."),
+    datapath: str = typer.Option(
+        "host", "--datapath",
+        help="Comma-separated datapaths; the schedule runs once per datapath, into one run "
+             "directory: " + ", ".join(datapaths.DATAPATHS)),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Seconds each test runs (rows without a duration). [10]"),
+    repeats: int | None = typer.Option(
+        None, "--repeats", help="Repeats of each test (rows without repeats). [1]"),
+    from_i: int | None = typer.Option(
+        None, "--fromI", help="First schedule row to run (0-based, inclusive)."),
+    to_i: int | None = typer.Option(
+        None, "--toI", help="Last schedule row to run (0-based, inclusive)."),
+    latency_test: bool = typer.Option(
+        False, "--latencyTest", help="Latency (ping-pong) tests instead of throughput."),
+    transport: str | None = typer.Option(
+        None, "--transport", help="udp or tcp (case-insensitive; tls is not yet supported)."),
+    secure: bool = typer.Option(False, "--secure", help="DDS Security (not yet supported)."),
+    peers: bool = typer.Option(
+        False, "--peers", help="Discover by unicast peers even where multicast would work."),
+    send_queue_size: int | None = typer.Option(
+        None, "--sendQueueSize",
+        help="Writer queue in samples (ddsperf: Cyclone's WhcHigh = this x dataLen bytes)."),
+    no_print: bool = typer.Option(
+        False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
+    out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON on stdout."),
+) -> None:
+    """Run a schedule and write one run directory under --out."""
+    from k8sdds.deployment import BACKENDS
+    from k8sdds.runner import Runner, RunOptions
+
+    name = _choice(backend, list(BACKENDS), "--backend")
+    chosen = BACKENDS[name]()
+    names = _datapath_list(datapath, list(chosen.datapaths()))
+    defaults = schedule.Defaults(
+        latency_test=True if latency_test else None,
+        transport=_choice(transport, list(schedule.TRANSPORTS), "--transport"),
+        secure=True if secure else None,
+        duration=duration, repeats=repeats, send_queue_size=send_queue_size,
+        discovery="peers" if peers else None, no_print=True if no_print else None)
+    tests = schedule.load(sch, defaults, chosen.limits())
+    tests = schedule.expand(tests, names, sch, from_i, to_i)
+    if not quiet and not as_json:
+        err_console.print(f"{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
+                          f"{name}, datapaths {', '.join(names)}")
+    options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv))
+    progress = None if (quiet or as_json) else RichProgress()
+    try:
+        outcome = Runner(chosen, options, progress).run(tests)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: processes and testbed objects removed")
+        raise typer.Exit(130) from None
+    plotted = plot and _plot(outcome.run_dir)
+    if as_json:
+        out_console.print_json(json.dumps({
+            "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
+            "failed": outcome.failed, "wall_s": round(outcome.wall_s, 2),
+            "plot": str(outcome.run_dir / "throughput.png") if plotted else None}))
+    elif not quiet:
+        for failure in outcome.failed:
+            err_console.print(f"[red]failed[/red] {failure}")
+        err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "
+                          f"done in {outcome.wall_s:.1f} s")
+        out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
+        if plotted:
+            out_console.print(f"plot:    {outcome.run_dir / 'throughput.png'}")
+
+
+def _plot(run_dir: Path) -> bool:
+    from k8sdds.analysis import load, plots
+
+    path = Path(run_dir) / "results.csv"
+    if not path.exists():
+        return False
+    return plots.throughput(load.results([run_dir]), Path(run_dir) / "throughput.png")
+
+
+@app.command()
+def parse(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
+    """Re-parse the raw logs of a run into results.csv (idempotent)."""
+    from k8sdds.reparse import reparse
+
+    count = reparse(run_dir)
+    out_console.print(f"{count} rows written to {run_dir / 'results.csv'}")
+
+
+@app.command("plot")
+def plot_cmd(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
+    """Draw throughput.png of a run (throughput against payload, a line per datapath)."""
+    if not _plot(run_dir):
+        raise UserError(f"{run_dir}: no throughput figures to plot")
+    out_console.print(f"plot: {run_dir / 'throughput.png'}")
+
+
+def _testbed(name: str, nodes: int):
+    from k8sdds.cluster.emulated import ClusterSpec, Testbed
+
+    return Testbed(ClusterSpec(name=name, nodes=nodes))
+
+
+NAME = typer.Option("k8sdds", "--name", help="Testbed name (namespace prefix).")
+
+
+@testbed_app.command("up")
+def testbed_up(name: str = NAME,
+               nodes: int = typer.Option(3, "--nodes", min=2, max=64, help="Number of nodes."),
+               datapath: str = typer.Option("host", "--datapath", help="Datapath to wire."),
+               ) -> None:
+    """Bring the emulated cluster up (a run reuses it and leaves it up)."""
+    from k8sdds.cluster.wiring import WIRING
+
+    [dp] = _datapath_list(datapath, list(WIRING))[:1]
+    tb = _testbed(name, nodes)
+    tb.up()
+    tb.use_datapath(dp)
+    _status(tb)
+
+
+@testbed_app.command("status")
+def testbed_status(name: str = NAME) -> None:
+    """Show the emulated cluster: nodes, datapath, pods, processes."""
+    from k8sdds.cluster.emulated import Testbed
+
+    tb = Testbed.existing(name)
+    if tb is None:
+        out_console.print(f"testbed {name}: down")
+        return
+    _status(tb)
+
+
+@testbed_app.command("down")
+def testbed_down(name: str = NAME) -> None:
+    """Remove every namespace, link and process of the testbed (also after a crash)."""
+    from k8sdds.cluster.emulated import ClusterSpec, Testbed
+
+    tb = Testbed.existing(name) or Testbed(ClusterSpec(name=name))
+    gone = tb.down()
+    out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
+
+
+def _status(tb) -> None:
+    st = tb.status()
+    table = Table(title=f"testbed {st['name']}: {'up' if st['up'] else 'incomplete'}, "
+                        f"datapath {st['datapath'] or 'none'}, {st['pods']} pods, "
+                        f"{st['processes']} processes")
+    for col in ("node", "namespace", "address", "pod CIDR", "present"):
+        table.add_column(col)
+    for n in st["nodes"]:
+        table.add_row(n["name"], n["namespace"], n["address"], n["pod_cidr"],
+                      "yes" if n["present"] else "no")
+    out_console.print(table)
+
+
+def _terminate(signum, frame):  # SIGTERM stops a run like Ctrl-C: clean up, then exit
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user mistakes become one message and an exit status, never a traceback."""
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        app(args=argv)  # typer reports usage errors itself (exit status 2)
+    except UserError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)

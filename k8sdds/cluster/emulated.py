@@ -1,0 +1,244 @@
+"""The emulated edge cluster: network namespaces wired like a small Kubernetes cluster.
+
+* underlay: a bridge `br0` in its own namespace (the switch); each node is a namespace with
+  `eth0` on it, addresses in 10.99.0.0/24. Nothing links the testbed to the machine's own
+  namespace, so no packet can leave it.
+* pods: a namespace per pod, `eth0` enslaved to its node's `cni0` bridge (10.244.<n>.0/24,
+  gateway .1), created per test and deleted after it.
+* datapaths: how cross-node pod traffic travels; see k8sdds.cluster.wiring.
+
+What exists is recorded in a state file before it is created, so `down` removes everything,
+also after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from k8sdds.cluster import netns, wiring
+from k8sdds.cluster.netns import ip
+from k8sdds.errors import TestbedError
+from k8sdds.results import atomic_write
+
+UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
+MAX_PODS_PER_NODE = 32
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("K8SDDS_STATE_DIR", "/run/k8sdds"))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The shape of the emulated cluster."""
+
+    name: str = "k8sdds"
+    nodes: int = 3
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    index: int
+    ns: str
+    address: str
+    pod_cidr: str
+    gateway: str
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    node: str
+    ns: str
+    address: str
+
+
+@dataclass
+class _State:
+    spec: dict
+    namespaces: list[str] = field(default_factory=list)
+    datapath: str | None = None
+    pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
+
+
+class Testbed:
+    """One emulated cluster, identified by its name (the namespace prefix)."""
+
+    def __init__(self, spec: ClusterSpec = ClusterSpec()):
+        if spec.nodes < 2:
+            raise TestbedError("an emulated cluster needs at least 2 nodes")
+        self.spec = spec
+        self.switch = f"{spec.name}-switch"
+        self.nodes = [
+            Node(name=f"node{i}", index=i, ns=f"{spec.name}-node{i}",
+                 address=f"{UNDERLAY}.{10 + i}", pod_cidr=f"10.244.{i}.0/24",
+                 gateway=f"10.244.{i}.1")
+            for i in range(spec.nodes)
+        ]
+        self.state_file = state_dir() / f"{spec.name}.json"
+
+    # ---- state on disk -------------------------------------------------------------
+    @classmethod
+    def existing(cls, name: str = "k8sdds") -> Testbed | None:
+        """The testbed recorded on disk under `name`, or None."""
+        path = state_dir() / f"{name}.json"
+        if not path.exists():
+            return None
+        try:
+            spec = json.loads(path.read_text())["spec"]
+            return cls(ClusterSpec(**spec))
+        except (ValueError, KeyError, TypeError):
+            return cls(ClusterSpec(name=name))  # unreadable state: still allow `down`
+
+    def _load(self) -> _State:
+        try:
+            data = json.loads(self.state_file.read_text())
+            return _State(**data)
+        except (OSError, ValueError, TypeError):
+            return _State(spec=asdict(self.spec))
+
+    def _save(self, state: _State) -> None:
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.state_file, json.dumps(asdict(state), indent=2))
+
+    def _add_ns(self, state: _State, ns: str) -> None:
+        state.namespaces.append(ns)
+        self._save(state)  # record first: a crash after this still gets cleaned up
+        ip("netns", "add", ns)
+        ip("link", "set", "lo", "up", ns=ns)
+
+    def is_up(self) -> bool:
+        present = set(netns.list_namespaces())
+        return self.state_file.exists() and all(
+            n in present for n in [self.switch] + [n.ns for n in self.nodes])
+
+    @property
+    def datapath(self) -> str | None:
+        return self._load().datapath
+
+    # ---- bring-up ------------------------------------------------------------------
+    def up(self) -> None:
+        """Create the switch and the nodes; leaves no datapath configured."""
+        preflight()
+        if self.is_up():
+            return
+        if self.state_file.exists() or self._leftovers():
+            self.down()
+        state = _State(spec=asdict(self.spec))
+        try:
+            self._add_ns(state, self.switch)
+            ip("link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=self.switch)
+            ip("link", "set", "br0", "up", ns=self.switch)
+            for node in self.nodes:
+                self._add_node(state, node)
+        except BaseException:
+            self.down()
+            raise
+
+    def _add_node(self, state: _State, node: Node) -> None:
+        self._add_ns(state, node.ns)
+        port = f"n{node.index}"
+        ip("link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", node.ns,
+           ns=self.switch)
+        ip("link", "set", port, "master", "br0", "up", ns=self.switch)
+        ip("addr", "add", f"{node.address}/24", "dev", "eth0", ns=node.ns)
+        ip("link", "set", "eth0", "up", ns=node.ns)
+        ip("route", "add", "224.0.0.0/4", "dev", "eth0", ns=node.ns)
+        ip("link", "add", "cni0", "type", "bridge", "mcast_snooping", "0", ns=node.ns)
+        ip("addr", "add", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
+        ip("link", "set", "cni0", "up", ns=node.ns)
+        netns.sysctl(node.ns, "net.ipv4.ip_forward", "1")
+
+    def use_datapath(self, name: str) -> None:
+        """Rewire cross-node pod traffic for datapath `name`."""
+        state = self._load()
+        if state.datapath == name:
+            return
+        if state.datapath:
+            wiring.WIRING[state.datapath].teardown(self)
+        state.datapath = None
+        self._save(state)
+        wiring.WIRING[name].setup(self)
+        state.datapath = name
+        self._save(state)
+
+    # ---- pods ------------------------------------------------------------------------
+    def add_pod(self, node: Node, name: str, mtu: int) -> Pod:
+        state = self._load()
+        taken = {p["address"] for p in state.pods.values() if p["node"] == node.name}
+        prefix = node.gateway.rsplit(".", 1)[0]
+        free = [f"{prefix}.{10 + k}" for k in range(MAX_PODS_PER_NODE)
+                if f"{prefix}.{10 + k}" not in taken]
+        if not free:
+            raise TestbedError(f"{node.name} has no free pod address "
+                               f"(at most {MAX_PODS_PER_NODE} pods per node)")
+        pod = Pod(name=name, node=node.name, ns=f"{self.spec.name}-{node.name}-{name}",
+                  address=free[0])
+        state.pods[pod.ns] = asdict(pod)
+        self._add_ns(state, pod.ns)
+        veth = f"v{name}"[:15]
+        ip("link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
+           "netns", pod.ns, ns=node.ns)
+        ip("link", "set", veth, "master", "cni0", "up", ns=node.ns)
+        ip("addr", "add", f"{pod.address}/24", "dev", "eth0", ns=pod.ns)
+        ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
+        ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
+        return pod
+
+    def remove_pods(self) -> None:
+        """Delete every pod (and kill its processes)."""
+        state = self._load()
+        for ns in list(state.pods):
+            netns.delete(ns)
+            state.pods.pop(ns)
+            if ns in state.namespaces:
+                state.namespaces.remove(ns)
+        self._save(state)
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    # ---- teardown --------------------------------------------------------------------
+    def _leftovers(self) -> list[str]:
+        prefix = f"{self.spec.name}-"
+        return [n for n in netns.list_namespaces() if n.startswith(prefix)]
+
+    def down(self) -> list[str]:
+        """Remove every namespace, link and process of this testbed; return what went."""
+        state = self._load()
+        doomed = list(dict.fromkeys(list(reversed(state.namespaces)) + self._leftovers()))
+        for ns in doomed:
+            netns.delete(ns)
+        try:
+            self.state_file.unlink()
+        except FileNotFoundError:
+            pass
+        return doomed
+
+    def status(self) -> dict:
+        state = self._load()
+        present = set(netns.list_namespaces())
+        return {
+            "name": self.spec.name,
+            "up": self.is_up(),
+            "datapath": state.datapath,
+            "nodes": [{"name": n.name, "namespace": n.ns, "address": n.address,
+                       "pod_cidr": n.pod_cidr, "present": n.ns in present}
+                      for n in self.nodes],
+            "pods": len(state.pods),
+            "processes": sum(len(netns.pids(ns)) for ns in state.namespaces if ns in present),
+            "state_file": str(self.state_file),
+        }
+
+
+def preflight() -> None:
+    """Fail early, with the fix, when this machine cannot host the testbed."""
+    if os.geteuid() != 0:
+        raise TestbedError("the emulated backend needs root (network namespaces); run as root")
+    probe = netns.run(["ip", "netns", "list"], check=False)
+    if probe.returncode != 0:
+        raise TestbedError(f"network namespaces are not usable here: {probe.stderr.strip()}")

@@ -1,0 +1,68 @@
+"""Thin wrappers over iproute2 for network namespaces; every command is an argv list."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+
+from k8sdds.errors import TestbedError
+
+
+def run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command; raise TestbedError with its stderr when it fails and `check`."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise TestbedError(f"{argv[0]} is not installed (apt-get install iproute2)") from None
+    if check and proc.returncode != 0:
+        raise TestbedError(f"`{' '.join(argv)}` failed: {proc.stderr.strip() or proc.stdout}")
+    return proc
+
+
+def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """`ip [-n ns] args...`"""
+    return run(["ip", *(["-n", ns] if ns else []), *args], check=check)
+
+
+def exec_argv(ns: str, argv: Sequence[str]) -> list[str]:
+    """The argv that runs `argv` inside namespace `ns`."""
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def sysctl(ns: str, key: str, value: str) -> None:
+    run(exec_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"]))
+
+
+def list_namespaces() -> list[str]:
+    out = run(["ip", "netns", "list"], check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def pids(ns: str) -> list[int]:
+    out = run(["ip", "netns", "pids", ns], check=False).stdout
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def kill_all(ns: str, grace: float = 1.0) -> None:
+    """SIGTERM every process in `ns`, then SIGKILL what is left after `grace` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = pids(ns)
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and pids(ns):
+            time.sleep(0.05)
+
+
+def delete(ns: str) -> None:
+    """Kill the processes of `ns` and delete it (its interfaces go with it)."""
+    kill_all(ns)
+    ip("netns", "del", ns, check=False)

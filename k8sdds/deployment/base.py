@@ -1,0 +1,70 @@
+"""The backend interface: where the processes of a test execute."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from k8sdds.schedule import Limits, Test
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one role runs."""
+
+    role: str
+    node: str
+    address: str  # the role's IP address
+    interface: str  # the interface DDS must use there
+    where: str  # backend-specific location (a namespace, a pod name, a host)
+
+
+@dataclass
+class Handle:
+    """A started role: its process and its log."""
+
+    role: str
+    proc: subprocess.Popen
+    log: Path
+    stopped: bool = False  # True once we stopped it ourselves
+
+
+class Backend(Protocol):
+    name: str
+
+    def limits(self) -> Limits:
+        """What this backend can place, for schedule validation."""
+
+    def datapaths(self) -> Sequence[str]:
+        """The datapaths this backend can offer."""
+
+    def up(self) -> None:
+        """Make the cluster ready (reusing one that is already up)."""
+
+    def use_datapath(self, name: str) -> None:
+        """Configure datapath `name` for the tests that follow."""
+
+    def deploy(self, test: Test, roles: Sequence[str]) -> Mapping[str, Placement]:
+        """Create what the roles need and say where each runs."""
+
+    def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
+              log: Path) -> Handle:
+        """Start one role with its output going to `log`."""
+
+    def wait(self, handle: Handle, timeout: float) -> int | None:
+        """The role's exit status, or None if it is still running after `timeout` s."""
+
+    def stop(self, handle: Handle, grace: float = 2.0) -> int:
+        """Stop a role (SIGTERM, then SIGKILL after `grace` s); its exit status."""
+
+    def teardown(self) -> None:
+        """Remove what deploy created (after every repeat, also on failure)."""
+
+    def down(self) -> None:
+        """Remove the cluster if this backend brought it up."""
+
+    def describe(self) -> dict:
+        """The cluster, for the manifest."""

@@ -1,0 +1,102 @@
+"""The emulated backend: roles run as processes in the testbed's namespaces."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from k8sdds import datapaths
+from k8sdds.cluster import netns
+from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, ClusterSpec, Testbed
+from k8sdds.cluster.wiring import WIRING
+from k8sdds.deployment.base import Handle, Placement
+from k8sdds.deployment.placement import place
+from k8sdds.schedule import Limits, Test
+
+
+class EmulatedBackend:
+    name = "emulated"
+
+    def __init__(self, spec: ClusterSpec = ClusterSpec()):
+        self.testbed = Testbed(spec)
+        self.owned = False  # True when this run brought the testbed up
+        self._datapath: str | None = None
+        self._handles: list[Handle] = []
+
+    def limits(self) -> Limits:
+        workers = max(1, len(self.testbed.nodes) - 1)
+        return Limits(max_subscribers=workers * MAX_PODS_PER_NODE)
+
+    def datapaths(self) -> Sequence[str]:
+        return list(WIRING)
+
+    def up(self) -> None:
+        if not self.testbed.is_up():
+            self.testbed.up()
+            self.owned = True
+
+    def use_datapath(self, name: str) -> None:
+        self.testbed.use_datapath(name)
+        self._datapath = name
+
+    def deploy(self, test: Test, roles: Sequence[str]) -> Mapping[str, Placement]:
+        dp = datapaths.get(test.datapath)
+        nodes = place(roles, [n.name for n in self.testbed.nodes], test.placement)
+        out = {}
+        for role in roles:
+            node = self.testbed.node(nodes[role])
+            if dp.host_network:
+                out[role] = Placement(role, node.name, node.address, "eth0", node.ns)
+            else:
+                pod = self.testbed.add_pod(node, role, dp.mtu)
+                out[role] = Placement(role, node.name, pod.address, "eth0", pod.ns)
+        return out
+
+    def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
+              log: Path) -> Handle:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(netns.exec_argv(placement.where, argv),
+                                    stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                                    start_new_session=True)
+        handle = Handle(placement.role, proc, log)
+        self._handles.append(handle)
+        return handle
+
+    def wait(self, handle: Handle, timeout: float) -> int | None:
+        try:
+            return handle.proc.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, handle: Handle, grace: float = 2.0) -> int:
+        if handle.proc.poll() is None:
+            handle.stopped = True
+            handle.proc.terminate()
+            try:
+                return handle.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                handle.proc.kill()
+        return handle.proc.wait()
+
+    def teardown(self) -> None:
+        for handle in self._handles:
+            self.stop(handle, grace=1.0)
+        self._handles = []
+        self.testbed.remove_pods()
+        if self._datapath and datapaths.get(self._datapath).host_network:
+            for node in self.testbed.nodes:  # host-network roles leave no pod behind
+                netns.kill_all(node.ns, grace=0.5)
+
+    def down(self) -> None:
+        self.teardown()
+        if self.owned:
+            self.testbed.down()
+            self.owned = False
+
+    def describe(self) -> dict:
+        return {"testbed": self.testbed.spec.name,
+                "nodes": [{"name": n.name, "address": n.address, "pod_cidr": n.pod_cidr}
+                          for n in self.testbed.nodes]}

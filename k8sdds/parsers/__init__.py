@@ -1,0 +1,13 @@
+"""Parsers by name: pure functions from an engine's output text to values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from k8sdds.parsers import ddsperf
+from k8sdds.parsers.base import SAMPLE, SUMMARY, Parsed, Value
+
+# parser(text, role, latency_test) -> Parsed
+PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {"ddsperf": ddsperf.parse}
+
+__all__ = ["PARSERS", "SAMPLE", "SUMMARY", "Parsed", "Value"]

@@ -1,0 +1,10 @@
+"""Engines by name. The runner never branches on an engine; it looks it up here."""
+
+from __future__ import annotations
+
+from k8sdds.perftest.base import Command, Engine, RoleContext
+from k8sdds.perftest.ddsperf import Ddsperf
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (Ddsperf(),)}
+
+__all__ = ["ENGINES", "Command", "Engine", "RoleContext"]

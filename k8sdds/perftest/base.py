@@ -1,0 +1,54 @@
+"""The engine interface: what to run (argv, environment, files) for each role of a test."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from k8sdds.schedule import Test
+
+# (field of Test, offending value, reason), as schedule.check reports it
+Problem = tuple[str, Any, str] | None
+
+
+@dataclass(frozen=True)
+class RoleContext:
+    """Where one role runs and who its peers are, as the backend placed them."""
+
+    role: str
+    address: str  # this role's IP address
+    interface: str  # the network interface DDS must use
+    endpoints: Mapping[str, str]  # role -> IP address, for every role of the test
+    discovery: str  # "multicast" or "peers"
+    config_dir: str  # absolute path where the engine's files are written
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)  # file name -> content
+
+
+class Engine(Protocol):
+    name: str
+    parser: str  # name in k8sdds.parsers.PARSERS
+
+    def check(self, test: Test) -> Problem:
+        """Why this engine cannot run `test`, or None."""
+
+    def roles(self, test: Test) -> Sequence[str]:
+        """All roles of the test; the first is the driver, whose exit ends the repeat."""
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        """The argv, environment and files of one role."""
+
+    def timeout(self, test: Test) -> float:
+        """Seconds after which a driver that has not exited is killed."""
+
+    def unavailable(self) -> str | None:
+        """Why the engine cannot run on this machine (with how to fix it), or None."""
+
+    def version(self) -> str:
+        """The engine's version, for the manifest."""

@@ -1,0 +1,118 @@
+"""Cyclone DDS `ddsperf` (Debian package cyclonedds-tools).
+
+Throughput: `pub [rate] size S` on the publisher, `sub` on each subscriber.
+Latency: `ping size S` on the publisher, `pong` on each subscriber.
+Transport, discovery, batching and the send queue go through a generated CYCLONEDDS_URI.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from k8sdds.perftest.base import Command, Problem, RoleContext
+from k8sdds.perftest.cyclone import CycloneConfig, render
+from k8sdds.schedule import Test
+
+MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
+MAX_SIZE = 16 * 1024 * 1024
+TCP_BASE_PORT = 7410
+DISCOVERY_WAIT = 10  # seconds a process waits for its peers before it gives up (-Q initwait)
+
+
+class Ddsperf:
+    name = "ddsperf"
+    parser = "ddsperf"
+    binary = "ddsperf"
+
+    def check(self, test: Test) -> Problem:
+        if not MIN_SIZE <= test.data_len <= MAX_SIZE:
+            return ("data_len", test.data_len,
+                    f"ddsperf sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
+        if test.latency_test and test.batch_size > 0:
+            return ("batch_size", test.batch_size,
+                    "batching cannot be used in a latency test (latencyTest=true); set "
+                    "batchSize=0")
+        if test.transport == "tls":
+            return ("transport", test.transport,
+                    "TLS with ddsperf is not supported yet; allowed here: udp, tcp")
+        if test.secure:
+            return ("secure", test.secure,
+                    "DDS Security with ddsperf is not supported yet; set secure=false")
+        if test.transport == "tcp" and test.multicast:
+            return ("multicast", test.multicast, "multicast needs transport=udp")
+        if test.transport == "tcp" and test.discovery == "multicast":
+            return ("discovery", test.discovery, "transport=tcp discovers by peers only")
+        if test.latency_test and test.pub_rate:
+            return ("pub_rate", test.pub_rate,
+                    "a latency test sends one ping after each pong; set pubRate=0")
+        return None
+
+    def roles(self, test: Test) -> Sequence[str]:
+        return ["pub"] + [f"sub{i}" for i in range(test.num_subscribers)]
+
+    def timeout(self, test: Test) -> float:
+        return test.duration + DISCOVERY_WAIT + 10
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        roles = list(ctx.endpoints)
+        index = roles.index(ctx.role)
+        tcp = test.transport == "tcp"
+        peers: list[str] = []
+        if ctx.discovery == "peers":
+            peers = [f"{addr}:{TCP_BASE_PORT + i}" if tcp else addr
+                     for i, addr in enumerate(ctx.endpoints.values())]
+            peers = list(dict.fromkeys(peers))
+        if test.multicast:
+            allow = "true"
+        else:
+            allow = "spdp" if ctx.discovery == "multicast" else "false"
+        cfg = CycloneConfig(
+            interface=ctx.interface,
+            allow_multicast=allow,
+            transport=test.transport,
+            tcp_port=TCP_BASE_PORT + index if tcp else None,
+            peers=peers,
+            max_participant_index=max(9, len(roles) + 1),
+            write_batch=test.batch_size > 0,
+            whc_high_bytes=test.send_queue_size * test.data_len,
+        )
+        config_name = f"{ctx.role}.cyclonedds.xml"
+        config_path = Path(ctx.config_dir) / config_name
+        publisher = ctx.role == "pub"
+        argv = [self.binary, "-D", _seconds(test.duration if publisher
+                                             else test.duration + DISCOVERY_WAIT + 10)]
+        argv += ["-Q", f"minmatch:{test.num_subscribers if publisher else 1}",
+                 "-Q", f"initwait:{DISCOVERY_WAIT}"]
+        if test.best_effort:
+            argv.append("-u")
+        if test.latency_test:
+            argv += ["ping", "size", str(test.data_len)] if publisher else ["pong"]
+        elif publisher:
+            rate = f"{test.pub_rate}Hz" if test.pub_rate else "inf"
+            argv += ["pub", rate, "size", str(test.data_len)]
+        else:
+            argv += ["sub"]
+        return Command(argv=tuple(argv),
+                       env={"CYCLONEDDS_URI": config_path.resolve().as_uri()},
+                       files={config_name: render(cfg)})
+
+    def unavailable(self) -> str | None:
+        if shutil.which(self.binary) is None:
+            return ("ddsperf is not installed; install the Debian package cyclonedds-tools "
+                    "(apt-get install cyclonedds-tools), or run `make demo`, which does")
+        return None
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "cyclonedds-tools"],
+                                 capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"

@@ -1,0 +1,229 @@
+"""Drives a run: for each test and repeat, deploy -> start -> wait -> collect -> parse -> store.
+
+The runner never branches on the backend or the engine; both come from their registries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from k8sdds import __version__, datapaths, environment, perftest, records
+from k8sdds.deployment import Backend, Handle
+from k8sdds.errors import EngineUnavailable, TestbedError, UserError
+from k8sdds.perftest import RoleContext
+from k8sdds.results import SCHEMA_VERSION, RunDir
+from k8sdds.schedule import Test
+
+FOLLOWER_GRACE = 0.5  # seconds the subscribers get to drain after the publisher exits
+
+
+class Progress(Protocol):
+    def start(self, total: int) -> None: ...
+    def step(self, description: str) -> None: ...
+    def advance(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class NoProgress:
+    def start(self, total: int) -> None: ...
+    def step(self, description: str) -> None: ...
+    def advance(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    schedule: Path
+    out: Path
+    command_line: Sequence[str] = ()
+
+
+@dataclass
+class Outcome:
+    run_dir: Path
+    repeats: int = 0
+    failed: list[str] = field(default_factory=list)  # "test-i/rep-r: reason"
+    wall_s: float = 0.0
+
+
+def repeat_key(test: int, repeat: int) -> str:
+    return f"test-{test}/rep-{repeat}"
+
+
+def discovery_of(test: Test) -> str:
+    """The test's own choice, else multicast where the datapath carries it across nodes."""
+    if test.discovery:
+        return test.discovery
+    if test.transport == "tcp":
+        return "peers"
+    dp = datapaths.get(test.datapath)
+    if dp.multicast_across_nodes or test.placement == "same-node":
+        return "multicast"
+    return "peers"
+
+
+def check_engines(tests: Sequence[Test]) -> None:
+    """Fail before anything starts when an engine the schedule needs is missing."""
+    for name in dict.fromkeys(t.engine for t in tests):
+        reason = perftest.ENGINES[name].unavailable()
+        if reason:
+            raise EngineUnavailable(reason)
+
+
+class Runner:
+    def __init__(self, backend: Backend, options: RunOptions,
+                 progress: Progress | None = None):
+        self.backend = backend
+        self.options = options
+        self.progress = progress or NoProgress()
+
+    def run(self, tests: Sequence[Test]) -> Outcome:
+        check_engines(tests)
+        writable(self.options.out)
+        started = time.monotonic()
+        self.backend.up()
+        try:
+            run = RunDir.create(self.options.out)
+            outcome = Outcome(run.path)
+            manifest = self._manifest(run, tests)
+            run.write_manifest(manifest)
+            self.progress.start(sum(t.repeats for t in tests))
+            try:
+                for test in tests:
+                    self.backend.use_datapath(test.datapath)
+                    for rep in range(1, test.repeats + 1):
+                        self.progress.step(
+                            f"test {test.number}/{len(tests)} {test.datapath} "
+                            f"{test.data_len} B rep {rep}/{test.repeats}")
+                        entry = self._repeat(run, test, rep)
+                        manifest["repeats"][repeat_key(test.number, rep)] = entry
+                        manifest["status"] = "running"
+                        run.write_manifest(manifest)
+                        outcome.repeats += 1
+                        if entry["status"] == "failed":
+                            outcome.failed.append(
+                                f"{repeat_key(test.number, rep)}: {entry['reason']}")
+                        self.progress.advance()
+                manifest["status"] = "complete"
+            except KeyboardInterrupt:
+                manifest["status"] = "interrupted"
+                raise
+            finally:
+                self.progress.stop()
+                manifest["finished"] = _now()
+                run.write_manifest(manifest)
+        finally:
+            self.backend.down()
+        outcome.wall_s = time.monotonic() - started
+        return outcome
+
+    def _manifest(self, run: RunDir, tests: Sequence[Test]) -> dict:
+        engines = dict.fromkeys(t.engine for t in tests)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run.run_id,
+            "k8sdds": __version__,
+            "created": _now(),
+            "status": "running",
+            "command_line": list(self.options.command_line),
+            "schedule": run.copy_schedule(self.options.schedule),
+            "backend": self.backend.name,
+            "cluster": self.backend.describe(),
+            "datapaths": list(dict.fromkeys(t.datapath for t in tests)),
+            "environment": environment.capture(),
+            "tools": {name: perftest.ENGINES[name].version() for name in engines},
+            "tests": [asdict(t) for t in tests],
+            "repeats": {},
+        }
+
+    def _repeat(self, run: RunDir, test: Test, rep: int) -> dict:
+        """Run one repeat; always tears down; returns its manifest entry."""
+        engine = perftest.ENGINES[test.engine]
+        rep_dir = run.repeat_dir(test.number, rep)
+        rep_dir.mkdir(parents=True, exist_ok=True)
+        roles = list(engine.roles(test))
+        t0 = time.monotonic()
+        entry: dict = {"started": _now(), "status": "failed", "reason": None}
+        handles: dict[str, Handle] = {}
+        codes: dict[str, int | None] = {}
+        try:
+            placement = self.backend.deploy(test, roles)
+            entry["placement"] = {r: p.node for r, p in placement.items()}
+            endpoints = {r: placement[r].address for r in roles}
+            discovery = discovery_of(test)
+            entry["discovery"] = discovery
+            commands = {}
+            for role in roles:
+                ctx = RoleContext(role=role, address=placement[role].address,
+                                  interface=placement[role].interface, endpoints=endpoints,
+                                  discovery=discovery, config_dir=str(rep_dir.resolve()))
+                cmd = engine.command(test, ctx)
+                for name, content in cmd.files.items():
+                    (rep_dir / name).write_text(content)
+                commands[role] = cmd
+            entry["argv"] = {r: list(c.argv) for r, c in commands.items()}
+            driver, followers = roles[0], roles[1:]
+            for role in followers + [driver]:
+                handles[role] = self.backend.start(placement[role], commands[role].argv,
+                                                   commands[role].env,
+                                                   rep_dir / f"{role}.log")
+            codes[driver] = self.backend.wait(handles[driver], engine.timeout(test))
+            if codes[driver] is None:
+                for role in roles:
+                    codes[role] = self.backend.stop(handles[role])
+                entry["reason"] = (f"{driver} did not finish within "
+                                   f"{engine.timeout(test):g} s and was stopped")
+            else:
+                deadline = time.monotonic() + FOLLOWER_GRACE
+                for role in followers:
+                    code = self.backend.wait(handles[role], deadline - time.monotonic())
+                    codes[role] = code if code is not None else self.backend.stop(handles[role])
+        except TestbedError as exc:  # this repeat could not be deployed; the run goes on
+            entry["reason"] = f"deployment failed: {exc}"
+        finally:
+            self.backend.teardown()
+        entry["exit_codes"] = codes
+        entry["wall_s"] = round(time.monotonic() - t0, 3)
+        parsed = records.parse_logs(test, rep_dir, roles)
+        rows = records.rows(run.run_id, self.backend.name, test, rep,
+                            entry.get("placement", {}), parsed)
+        if rows:
+            run.append_results(rows)
+        if entry["reason"] is None:
+            entry["reason"] = _failure(roles, handles, codes, parsed)
+        entry["status"] = "failed" if entry["reason"] else "done"
+        return entry
+
+
+def _failure(roles, handles, codes, parsed) -> str | None:
+    """Why the repeat failed: a role that exited badly or measured nothing; None if fine."""
+    reasons = []
+    for role in roles:
+        code = codes.get(role)
+        stopped = role in handles and handles[role].stopped
+        why = parsed[role].failure
+        if code not in (0, None) and not stopped:
+            reasons.append(f"{role} exited with status {code}" + (f": {why}" if why else ""))
+        elif why:
+            reasons.append(f"{role}: {why}")
+    return "; ".join(reasons) or None
+
+
+def writable(out: Path) -> None:
+    """Fail before anything starts when the output directory cannot be written."""
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        probe = Path(out) / ".k8sdds-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"cannot write results to {out}: {exc.strerror}") from None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

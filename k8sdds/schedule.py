@@ -1,0 +1,311 @@
+"""CSV schedule -> validated, frozen tests. All input checking lives here.
+
+The K8sDDS columns (`dataLen,multicast,numSubscribers,bestEffort,batchSize`) are required;
+every other column is optional and has a default. Command-line options apply to every row
+that leaves the column empty or absent. Nothing runs until the whole schedule is valid.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from k8sdds import datapaths
+from k8sdds.errors import ScheduleError
+
+REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
+TRANSPORTS = ("udp", "tcp", "tls")
+PLACEMENTS = ("cross-node", "same-node")
+DISCOVERIES = ("multicast", "peers")
+
+
+@dataclass(frozen=True)
+class Test:
+    """One row of a schedule: the parameters of one measurement."""
+
+    row: int  # 0-based index of the row in the schedule (K8sDDS `I`)
+    line: int  # line of the row in the file, for messages
+    data_len: int
+    multicast: bool
+    num_subscribers: int
+    best_effort: bool
+    batch_size: int
+    engine: str = "ddsperf"
+    latency_test: bool = False
+    transport: str = "udp"
+    secure: bool = False
+    duration: float = 10.0
+    repeats: int = 1
+    datapath: str | None = None  # None: the run's --datapath list
+    placement: str = "cross-node"
+    pub_rate: int = 0  # samples/s; 0: as fast as possible
+    send_queue_size: int = 0  # samples; 0: the engine's default
+    discovery: str | None = None  # None: chosen from the datapath
+    no_print: bool = False
+    number: int = 0  # 1-based position in the run (after expansion over datapaths)
+
+    def params(self) -> dict[str, Any]:
+        """The measured parameters, as the snake_case columns of results.csv."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("row", "line", "number", "no_print")}
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Command-line values for optional columns; None leaves the column's own default."""
+
+    engine: str | None = None
+    latency_test: bool | None = None
+    transport: str | None = None
+    secure: bool | None = None
+    duration: float | None = None
+    repeats: int | None = None
+    placement: str | None = None
+    send_queue_size: int | None = None
+    discovery: str | None = None
+    no_print: bool | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the backend can place; checked at load time."""
+
+    max_subscribers: int = 64
+    engines: Sequence[str] = field(default_factory=lambda: ("ddsperf",))
+
+
+class _Bad(ValueError):
+    """A cell value that does not parse; the message says what is allowed."""
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise _Bad("true or false")
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise _Bad(f"a whole number from {lo} to {hi}") from None
+        if not lo <= value <= hi:
+            raise _Bad(f"a whole number from {lo} to {hi}")
+        return value
+    return parse
+
+
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise _Bad(f"a number from {lo:g} to {hi:g}") from None
+        if not lo <= value <= hi:
+            raise _Bad(f"a number from {lo:g} to {hi:g}")
+        return value
+    return parse
+
+
+def _choice(options: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        low = text.strip().lower()
+        if low in options:
+            return low
+        hint = difflib.get_close_matches(low, options, n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise _Bad("one of " + ", ".join(options) + extra)
+    return parse
+
+
+# column name in the CSV -> (field of Test, parser)
+COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "dataLen": ("data_len", _int(1, 2**31 - 1)),
+    "multicast": ("multicast", _bool),
+    "numSubscribers": ("num_subscribers", _int(1, 10_000)),
+    "bestEffort": ("best_effort", _bool),
+    "batchSize": ("batch_size", _int(0, 2**31 - 1)),
+    "engine": ("engine", lambda t: t.strip().lower()),  # checked against the registry below
+    "latencyTest": ("latency_test", _bool),
+    "transport": ("transport", _choice(TRANSPORTS)),
+    "secure": ("secure", _bool),
+    "duration": ("duration", _float(1, 86_400)),
+    "repeats": ("repeats", _int(1, 1000)),
+    "datapath": ("datapath", _choice(tuple(datapaths.DATAPATHS))),
+    "placement": ("placement", _choice(PLACEMENTS)),
+    "pubRate": ("pub_rate", _int(0, 10**9)),
+    "sendQueueSize": ("send_queue_size", _int(0, 10**7)),
+    "discovery": ("discovery", _choice(DISCOVERIES)),
+}
+FIELD_TO_COLUMN = {f: c for c, (f, _) in COLUMNS.items()}
+
+
+def _where(path: Path, line: int, row: int | None = None) -> str:
+    return f"{path}, line {line}" + (f" (test row {row})" if row is not None else "")
+
+
+def _decode(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ScheduleError(f"{path}: no such schedule file") from None
+    except OSError as exc:
+        raise ScheduleError(f"{path}: cannot read the schedule: {exc.strerror}") from None
+    if b"\0" in raw:
+        raise ScheduleError(f"{path}: not a CSV text file (it contains NUL bytes)")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ScheduleError(
+            f"{path}: not UTF-8 text (bad byte at offset {exc.start}); save the schedule as "
+            "UTF-8 CSV") from None
+
+
+def _header(path: Path, header: list[str]) -> list[str]:
+    names = [h.strip() for h in header]
+    seen: dict[str, int] = {}
+    for pos, name in enumerate(names, start=1):
+        if not name:
+            raise ScheduleError(f"{path}, line 1, column {pos}: empty column name")
+        if name in seen:
+            raise ScheduleError(
+                f"{path}, line 1: duplicate column '{name}' (columns {seen[name]} and {pos})")
+        seen[name] = pos
+        if name not in COLUMNS:
+            hint = difflib.get_close_matches(name, list(COLUMNS), n=1, cutoff=0.5)
+            extra = f"; did you mean '{hint[0]}'?" if hint else ""
+            raise ScheduleError(
+                f"{path}, line 1, column {pos}: unknown column '{name}'{extra} "
+                f"Known columns: {', '.join(COLUMNS)}")
+    missing = [c for c in REQUIRED if c not in seen]
+    if missing:
+        raise ScheduleError(
+            f"{path}, line 1: missing required column(s) {', '.join(missing)}; a schedule "
+            f"needs at least {','.join(REQUIRED)}")
+    return names
+
+
+def load(path: str | Path, defaults: Defaults = Defaults(), limits: Limits = Limits(),
+         ) -> list[Test]:
+    """Read and validate a schedule; raise ScheduleError naming the first problem."""
+    path = Path(path)
+    text = _decode(path)
+    rows = [r for r in csv.reader(io.StringIO(text))]
+    # keep the file line of each row; skip rows that are entirely blank
+    numbered = [(n, r) for n, r in enumerate(rows, start=1) if any(c.strip() for c in r)]
+    if not numbered:
+        raise ScheduleError(f"{path}: the schedule is empty; it needs a header line "
+                            f"({','.join(REQUIRED)}) and at least one test row")
+    header_line, header = numbered[0]
+    names = _header(path, header)
+    body = numbered[1:]
+    if not body:
+        raise ScheduleError(f"{path}: the schedule has a header but no test rows")
+    tests = []
+    for row, (line, cells) in enumerate(body):
+        if len(cells) != len(names):
+            raise ScheduleError(
+                f"{_where(path, line, row)}: {len(cells)} values for {len(names)} columns")
+        tests.append(_row(path, line, row, dict(zip(names, cells, strict=False)), defaults, limits))
+    return tests
+
+
+def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defaults,
+         limits: Limits) -> Test:
+    values: dict[str, Any] = {}
+    from_cli: set[str] = set()
+    for fname in (f.name for f in fields(Defaults)):
+        value = getattr(defaults, fname)
+        if value is not None:
+            values[fname] = value
+            from_cli.add(fname)
+    for column, text in cells.items():
+        fname, parse = COLUMNS[column]
+        if text.strip() == "":
+            if column in REQUIRED:
+                raise ScheduleError(
+                    f"{_where(path, line, row)}, column '{column}': empty value; required")
+            continue
+        try:
+            values[fname] = parse(text)
+        except _Bad as exc:
+            raise ScheduleError(
+                f"{_where(path, line, row)}, column '{column}': value {text.strip()!r} is "
+                f"not allowed; allowed: {exc}") from None
+        from_cli.discard(fname)
+    test = Test(row=row, line=line, **values)
+    problem = check(test, limits)
+    if problem:
+        fname, value, reason = problem
+        column = FIELD_TO_COLUMN.get(fname, fname)
+        source = " (set on the command line)" if fname in from_cli else ""
+        raise ScheduleError(
+            f"{_where(path, line, row)}, column '{column}': value {value!r}{source}: {reason}")
+    return test
+
+
+def check(test: Test, limits: Limits) -> tuple[str, Any, str] | None:
+    """The first reason this test cannot run: (field, value, reason), or None."""
+    from k8sdds import perftest  # the engine registry; imported late to keep this module light
+
+    if test.engine not in perftest.ENGINES:
+        hint = difflib.get_close_matches(test.engine, list(perftest.ENGINES), n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        return ("engine", test.engine,
+                "unknown engine; allowed: " + ", ".join(perftest.ENGINES) + extra)
+    if test.num_subscribers > limits.max_subscribers:
+        return ("num_subscribers", test.num_subscribers,
+                f"more subscribers than this cluster can place (at most "
+                f"{limits.max_subscribers})")
+    return perftest.ENGINES[test.engine].check(test)
+
+
+def expand(tests: Sequence[Test], datapath_names: Sequence[str], path: str | Path = "schedule",
+           from_i: int | None = None, to_i: int | None = None) -> list[Test]:
+    """Select rows `from_i..to_i` (0-based, inclusive) and run them once per datapath.
+
+    A row that names its own datapath runs once, on that datapath. Tests are grouped by
+    datapath (in the order given) so each datapath is set up once, and numbered from 1.
+    """
+    selected = [t for t in tests
+                if (from_i is None or t.row >= from_i) and (to_i is None or t.row <= to_i)]
+    if not selected:
+        raise ScheduleError(
+            f"{path}: no test rows between --fromI {from_i} and --toI {to_i} "
+            f"(the schedule has rows 0 to {len(tests) - 1})")
+    order = list(dict.fromkeys(list(datapath_names) +
+                               [t.datapath for t in selected if t.datapath]))
+    out: list[Test] = []
+    for dp in order:
+        for t in selected:
+            if t.datapath == dp or (t.datapath is None and dp in datapath_names):
+                out.append(replace(t, datapath=dp, number=len(out) + 1))
+    for t in out:
+        problem = _datapath_problem(t)
+        if problem:
+            column, value, reason = problem
+            raise ScheduleError(f"{_where(Path(path), t.line, t.row)}, column '{column}': "
+                                f"value {value!r} on datapath {t.datapath}: {reason}")
+    return out
+
+
+def _datapath_problem(test: Test) -> tuple[str, str, str] | None:
+    dp = datapaths.get(test.datapath)
+    if test.placement == "same-node" or dp.multicast_across_nodes:
+        return None
+    if test.multicast:
+        return ("multicast", "true",
+                "multicast does not cross nodes on this datapath (routed L3, as with the real "
+                "CNI); use a datapath that carries it (host), placement=same-node, or "
+                "multicast=false")
+    if test.discovery == "multicast":
+        return ("discovery", "multicast",
+                "multicast discovery does not cross nodes on this datapath; use discovery=peers")
+    return None
