@@ -105,6 +105,10 @@ def run(
     no_print: bool = typer.Option(
         False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
     out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
+    testbed: str = typer.Option(
+        "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
+        "testbed of that name is reused and left up, else one is built and removed after."),
+    nodes: int = typer.Option(3, "--nodes", min=2, max=64, help="emulated: number of nodes."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON on stdout."),
@@ -114,7 +118,7 @@ def run(
     from k8sdds.runner import Runner, RunOptions
 
     name = _choice(backend, list(BACKENDS), "--backend")
-    chosen = BACKENDS[name]()
+    chosen = BACKENDS[name](testbed=testbed, nodes=nodes)
     names = _datapath_list(datapath, list(chosen.datapaths()))
     defaults = schedule.Defaults(
         latency_test=True if latency_test else None,

@@ -88,10 +88,12 @@ class Runner:
         started = time.monotonic()
         self.backend.up()
         try:
+            manifest = self._manifest(tests)  # everything that can fail before the directory
             run = RunDir.create(self.options.out)
-            outcome = Outcome(run.path)
-            manifest = self._manifest(run, tests)
+            manifest["run_id"] = run.run_id
+            manifest["schedule"] = run.copy_schedule(self.options.schedule)
             run.write_manifest(manifest)
+            outcome = Outcome(run.path)
             self.progress.start(sum(t.repeats for t in tests))
             try:
                 for test in tests:
@@ -122,16 +124,16 @@ class Runner:
         outcome.wall_s = time.monotonic() - started
         return outcome
 
-    def _manifest(self, run: RunDir, tests: Sequence[Test]) -> dict:
+    def _manifest(self, tests: Sequence[Test]) -> dict:
         engines = dict.fromkeys(t.engine for t in tests)
         return {
             "schema_version": SCHEMA_VERSION,
-            "run_id": run.run_id,
+            "run_id": None,
             "k8sdds": __version__,
             "created": _now(),
             "status": "running",
             "command_line": list(self.options.command_line),
-            "schedule": run.copy_schedule(self.options.schedule),
+            "schedule": None,
             "backend": self.backend.name,
             "cluster": self.backend.describe(),
             "datapaths": list(dict.fromkeys(t.datapath for t in tests)),

@@ -28,6 +28,8 @@ DISCOVERIES = ("multicast", "peers")
 class Test:
     """One row of a schedule: the parameters of one measurement."""
 
+    __test__ = False  # not a pytest test class
+
     row: int  # 0-based index of the row in the schedule (K8sDDS `I`)
     line: int  # line of the row in the file, for messages
     data_len: int

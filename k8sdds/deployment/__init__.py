@@ -7,6 +7,7 @@ from collections.abc import Callable
 from k8sdds.deployment.base import Backend, Handle, Placement
 from k8sdds.deployment.emulated import EmulatedBackend
 
-BACKENDS: dict[str, Callable[[], Backend]] = {"emulated": EmulatedBackend}
+# name -> factory; each factory takes the keyword options of `k8sdds run` it understands
+BACKENDS: dict[str, Callable[..., Backend]] = {"emulated": EmulatedBackend}
 
 __all__ = ["BACKENDS", "Backend", "Handle", "Placement"]

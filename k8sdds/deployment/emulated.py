@@ -19,8 +19,8 @@ from k8sdds.schedule import Limits, Test
 class EmulatedBackend:
     name = "emulated"
 
-    def __init__(self, spec: ClusterSpec = ClusterSpec()):
-        self.testbed = Testbed(spec)
+    def __init__(self, testbed: str = "k8sdds", nodes: int = 3):
+        self.testbed = Testbed(ClusterSpec(name=testbed, nodes=nodes))
         self.owned = False  # True when this run brought the testbed up
         self._datapath: str | None = None
         self._handles: list[Handle] = []

@@ -1,0 +1,79 @@
+"""The generated CYCLONEDDS_URI file and the ddsperf command lines."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+from k8sdds.perftest import ENGINES, RoleContext
+from k8sdds.perftest.cyclone import CycloneConfig, render
+from k8sdds.schedule import Test
+
+BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,
+            best_effort=False, batch_size=0, datapath="flannel-vxlan", duration=5)
+ENDPOINTS = {"pub": "10.244.0.10", "sub0": "10.244.1.10", "sub1": "10.244.2.10"}
+
+
+def _ctx(role, discovery="peers", tmp="/tmp/x"):
+    return RoleContext(role=role, address=ENDPOINTS[role], interface="eth0",
+                       endpoints=ENDPOINTS, discovery=discovery, config_dir=tmp)
+
+
+def _xml(cmd) -> ET.Element:
+    [text] = cmd.files.values()
+    return ET.fromstring(text)
+
+
+def test_render_escapes_values():
+    root = ET.fromstring(render(CycloneConfig(interface='e"><x', allow_multicast="false",
+                                              peers=["1.2.3.4", "<&>"])))
+    assert root.find(".//NetworkInterface").get("name") == 'e"><x'
+    assert [p.get("address") for p in root.iter("Peer")] == ["1.2.3.4", "<&>"]
+
+
+def test_throughput_roles_and_argv():
+    engine = ENGINES["ddsperf"]
+    assert engine.roles(BASE) == ["pub", "sub0", "sub1"]
+    pub = engine.command(BASE, _ctx("pub"))
+    assert pub.argv == ("ddsperf", "-D", "5", "-Q", "minmatch:2", "-Q", "initwait:10",
+                        "pub", "inf", "size", "1024")
+    sub = engine.command(BASE, _ctx("sub1"))
+    assert sub.argv[-1] == "sub" and "minmatch:1" in sub.argv
+    assert sub.env["CYCLONEDDS_URI"] == "file:///tmp/x/sub1.cyclonedds.xml"
+
+
+def test_peers_discovery_lists_every_role_and_disables_multicast():
+    root = _xml(ENGINES["ddsperf"].command(BASE, _ctx("sub0")))
+    assert [p.get("address") for p in root.iter("Peer")] == list(ENDPOINTS.values())
+    assert root.find(".//AllowMulticast").text == "false"
+    assert root.find(".//NetworkInterface").get("name") == "eth0"
+
+
+def test_multicast_discovery_and_multicast_data():
+    engine = ENGINES["ddsperf"]
+    root = _xml(engine.command(BASE, _ctx("pub", discovery="multicast")))
+    assert root.find(".//AllowMulticast").text == "spdp" and not list(root.iter("Peer"))
+    root = _xml(engine.command(replace(BASE, multicast=True), _ctx("pub", "multicast")))
+    assert root.find(".//AllowMulticast").text == "true"
+
+
+def test_tcp_gets_a_fixed_port_per_role_and_peers_with_ports():
+    test = replace(BASE, transport="tcp")
+    root = _xml(ENGINES["ddsperf"].command(test, _ctx("sub1")))
+    assert root.find(".//Transport").text == "tcp"
+    assert root.find(".//TCP/Port").text == "7412"
+    assert [p.get("address") for p in root.iter("Peer")] == [
+        "10.244.0.10:7410", "10.244.1.10:7411", "10.244.2.10:7412"]
+
+
+def test_latency_best_effort_batching_rate_and_queue():
+    engine = ENGINES["ddsperf"]
+    lat = replace(BASE, latency_test=True, best_effort=True, data_len=64)
+    assert engine.command(lat, _ctx("pub")).argv[-4:] == ("-u", "ping", "size", "64")
+    assert engine.command(lat, _ctx("sub0")).argv[-2:] == ("-u", "pong")
+    batched = replace(BASE, batch_size=8192, pub_rate=500, send_queue_size=50)
+    cmd = engine.command(batched, _ctx("pub"))
+    assert cmd.argv[-4:] == ("pub", "500Hz", "size", "1024")
+    root = _xml(cmd)
+    assert root.find(".//Internal/WriteBatch").text == "true"
+    assert root.find(".//Internal/Watermarks/WhcHigh").text == f"{50 * 1024}B"

@@ -1,0 +1,110 @@
+"""Result writing: atomic files, the tidy schema, and `k8sdds parse` on a run directory."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from dataclasses import asdict, replace
+
+import pytest
+
+from k8sdds import results, schedule
+from k8sdds.reparse import reparse
+from k8sdds.results import COLUMNS, RunDir, atomic_write
+
+from .conftest import FIXTURES
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "f.json"
+    atomic_write(target, "one")
+    atomic_write(target, "two")
+    assert target.read_text() == "two"
+    assert os.listdir(tmp_path) == ["f.json"]
+
+
+def test_atomic_write_keeps_old_content_when_writing_fails(tmp_path):
+    target = tmp_path / "f.csv"
+    atomic_write(target, "old")
+
+    with pytest.raises(TypeError):
+        atomic_write(target, object())  # type: ignore[arg-type]
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["f.csv"]
+
+
+def test_append_results_writes_header_once_and_keeps_column_order(tmp_path):
+    run = RunDir.create(tmp_path, "r1")
+    row = {c: "x" for c in COLUMNS}
+    run.append_results([row])
+    run.append_results([{**row, "value": 2.5, "multicast": True, "t": None}])
+    with open(run.results_path) as fh:
+        lines = list(csv.reader(fh))
+    assert lines[0][: len(COLUMNS)] == COLUMNS
+    assert len(lines) == 3
+    last = dict(zip(lines[0], lines[2]))
+    assert last["value"] == "2.5" and last["multicast"] == "true" and last["t"] == ""
+
+
+def test_run_dir_refuses_to_overwrite(tmp_path):
+    RunDir.create(tmp_path, "same")
+    with pytest.raises(FileExistsError):
+        RunDir.create(tmp_path, "same")
+
+
+def _fake_run(tmp_path):
+    """A run directory holding real ddsperf logs, as the runner lays it out."""
+    run = RunDir.create(tmp_path, "20260101-000000-abcd")
+    [base] = schedule.load(FIXTURES / "schedule-k8sdds.csv")[2:3]  # 1024 B, 1 subscriber
+    thr = replace(base, datapath="flannel-hostgw", number=1)
+    lat = replace(base, data_len=256, latency_test=True, datapath="flannel-vxlan", number=2)
+    logs = {(1, "pub"): "throughput-pub-hostgw-1k.log", (1, "sub0"): "throughput-sub-hostgw-1k.log",
+            (2, "pub"): "latency-ping-vxlan-256.log", (2, "sub0"): "latency-pong-vxlan-256.log"}
+    for (number, role), name in logs.items():
+        d = run.repeat_dir(number, 1)
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / "ddsperf" / name, d / f"{role}.log")
+    placement = {"pub": "node0", "sub0": "node1"}
+    run.write_manifest({"schema_version": 1, "run_id": run.run_id, "backend": "emulated",
+                        "tests": [asdict(thr), asdict(lat)],
+                        "repeats": {"test-1/rep-1": {"placement": placement},
+                                    "test-2/rep-1": {"placement": placement}}})
+    return run
+
+
+def test_reparse_builds_tidy_table_and_is_idempotent(tmp_path):
+    run = _fake_run(tmp_path)
+    n = reparse(run.path)
+    first = run.results_path.read_bytes()
+    assert reparse(run.path) == n
+    assert run.results_path.read_bytes() == first
+    with open(run.results_path) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == n > 0
+    assert set(COLUMNS) <= set(rows[0])
+    thr = [r for r in rows if r["test"] == "1" and r["role"] == "sub0" and r["kind"] == "summary"
+           and r["metric"] == "throughput_mbps"]
+    assert len(thr) == 1 and float(thr[0]["value"]) > 100
+    assert thr[0]["datapath"] == "flannel-hostgw" and thr[0]["path"] == "pod-pod-cross-node"
+    assert thr[0]["node"] == "node1" and thr[0]["unit"] == "Mb/s" and thr[0]["t"] == ""
+    lat = {r["metric"]: float(r["value"]) for r in rows
+           if r["test"] == "2" and r["kind"] == "summary"}
+    assert lat["latency_us_p50"] <= lat["latency_us_p90"] <= lat["latency_us_p99"]
+    samples = [r for r in rows if r["kind"] == "sample"]
+    assert samples and all(r["t"] != "" for r in samples)
+
+
+def test_reparse_of_a_directory_without_manifest_is_a_clear_error(tmp_path):
+    from k8sdds.errors import UserError
+
+    with pytest.raises(UserError, match="not a run directory"):
+        reparse(tmp_path)
+
+
+def test_manifest_round_trips(tmp_path):
+    run = RunDir.create(tmp_path, "m")
+    run.write_manifest({"schema_version": results.SCHEMA_VERSION, "x": [1, 2]})
+    assert run.read_manifest() == {"schema_version": 1, "x": [1, 2]}
+    assert json.loads(run.manifest_path.read_text())["x"] == [1, 2]

@@ -1,0 +1,199 @@
+"""Schedule loading and validation: every error names file, line, column, value, what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8sdds import schedule
+from k8sdds.errors import ScheduleError
+from k8sdds.schedule import Defaults, Limits
+
+from .conftest import FIXTURES
+
+HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize"
+
+
+def test_k8sdds_schedule_loads_unchanged():
+    tests = schedule.load(FIXTURES / "schedule-k8sdds.csv")
+    assert len(tests) == 16
+    first, batched, multicast8 = tests[0], tests[11], tests[15]
+    assert (first.data_len, first.multicast, first.num_subscribers, first.best_effort,
+            first.batch_size) == (64, False, 1, False, 0)
+    assert batched.batch_size == 8192
+    assert multicast8.multicast and multicast8.num_subscribers == 8
+    assert [t.data_len for t in tests[:6]] == [64, 256, 1024, 4096, 16384, 63000]
+    assert all(t.engine == "ddsperf" and t.transport == "udp" for t in tests)
+
+
+def test_shipped_schedules_load():
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent / "schedules"
+    assert (root / "k8sdds.csv").read_bytes() == (FIXTURES / "schedule-k8sdds.csv").read_bytes()
+    for path in root.glob("*.csv"):
+        assert schedule.load(path)
+
+
+def _error(write_schedule, text, **kw) -> str:
+    path = write_schedule(text)
+    with pytest.raises(ScheduleError) as info:
+        schedule.load(path, **kw)
+    message = str(info.value)
+    assert str(path) in message
+    return message
+
+
+def test_unknown_column_suggests_close_match(write_schedule):
+    msg = _error(write_schedule, HEADER + ",latencyTset\n64,false,1,false,0,true\n")
+    assert "line 1" in msg and "unknown column 'latencyTset'" in msg
+    assert "did you mean 'latencyTest'" in msg
+
+
+def test_missing_required_column(write_schedule):
+    msg = _error(write_schedule, "dataLen,multicast,numSubscribers,bestEffort\n64,false,1,false\n")
+    assert "missing required column(s) batchSize" in msg
+
+
+def test_bad_type_names_row_column_value_and_allowed(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n64,false,1,false,0\n64,maybe,1,false,0\n")
+    assert "line 3 (test row 1)" in msg
+    assert "column 'multicast'" in msg and "'maybe'" in msg and "true or false" in msg
+
+
+def test_not_a_number(write_schedule):
+    msg = _error(write_schedule, HEADER + "\nabc,false,1,false,0\n")
+    assert "column 'dataLen'" in msg and "'abc'" in msg and "whole number" in msg
+
+
+def test_data_len_must_fit_the_engine(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n8,false,1,false,0\n")
+    assert "column 'dataLen'" in msg and "ddsperf sends samples of 12 to" in msg
+
+
+def test_zero_subscribers_rejected(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n64,false,0,false,0\n")
+    assert "column 'numSubscribers'" in msg and "from 1 to" in msg
+
+
+def test_more_subscribers_than_the_cluster_can_place(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n64,false,9,false,0\n",
+                 limits=Limits(max_subscribers=8))
+    assert "column 'numSubscribers'" in msg and "at most 8" in msg
+
+
+def test_batching_in_latency_test_is_a_contradiction(write_schedule):
+    msg = _error(write_schedule, HEADER + ",latencyTest\n256,false,1,false,8192,true\n")
+    assert "column 'batchSize'" in msg and "latency test" in msg
+
+
+def test_batching_in_latency_test_from_the_command_line(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n256,false,1,false,8192\n",
+                 defaults=Defaults(latency_test=True))
+    assert "latency test" in msg
+
+
+def test_option_value_from_command_line_is_named(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n256,false,1,false,0\n",
+                 defaults=Defaults(transport="tls"))
+    assert "set on the command line" in msg and "column 'transport'" in msg
+
+
+def test_empty_file(write_schedule):
+    assert "empty" in _error(write_schedule, "")
+    assert "empty" in _error(write_schedule, "\n \n")
+
+
+def test_header_without_rows(write_schedule):
+    assert "no test rows" in _error(write_schedule, HEADER + "\n")
+
+
+def test_duplicate_header(write_schedule):
+    msg = _error(write_schedule, HEADER + ",dataLen\n64,false,1,false,0,64\n")
+    assert "duplicate column 'dataLen'" in msg and "columns 1 and 6" in msg
+
+
+def test_wrong_number_of_values(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n64,false,1,false\n")
+    assert "line 2" in msg and "4 values for 5 columns" in msg
+
+
+def test_not_utf8(write_schedule, tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes((HEADER + "\n64,false,1,false,0 # caf\xe9\n").encode("latin-1"))
+    with pytest.raises(ScheduleError, match="not UTF-8"):
+        schedule.load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ScheduleError, match="no such schedule file"):
+        schedule.load(tmp_path / "nope.csv")
+
+
+def test_bad_choice_suggests(write_schedule):
+    msg = _error(write_schedule, HEADER + ",placement\n64,false,1,false,0,same-nod\n")
+    assert "did you mean 'same-node'" in msg
+
+
+def test_values_are_case_insensitive(write_schedule):
+    path = write_schedule(HEADER + ",transport,latencyTest\n64,FALSE,1,True,0,UDP,false\n")
+    [test] = schedule.load(path)
+    assert test.transport == "udp" and test.best_effort is True and test.multicast is False
+
+
+def test_command_line_applies_only_where_the_row_is_silent(write_schedule):
+    path = write_schedule(HEADER + ",duration\n64,false,1,false,0,3\n64,false,1,false,0,\n")
+    a, b = schedule.load(path, Defaults(duration=7, transport="tcp"))
+    assert a.duration == 3 and b.duration == 7
+    assert a.transport == b.transport == "tcp"
+
+
+def test_defaults_without_optional_columns(write_schedule):
+    [t] = schedule.load(write_schedule(HEADER + "\n64,false,1,false,0\n"))
+    assert (t.engine, t.latency_test, t.transport, t.duration, t.repeats, t.placement,
+            t.datapath, t.discovery) == ("ddsperf", False, "udp", 10.0, 1, "cross-node",
+                                         None, None)
+
+
+def test_expand_runs_once_per_datapath_and_numbers_tests(write_schedule):
+    path = write_schedule(HEADER + "\n64,false,1,false,0\n1024,false,1,false,0\n")
+    tests = schedule.expand(schedule.load(path), ["host", "flannel-vxlan"], path)
+    assert [(t.number, t.datapath, t.data_len) for t in tests] == [
+        (1, "host", 64), (2, "host", 1024), (3, "flannel-vxlan", 64),
+        (4, "flannel-vxlan", 1024)]
+
+
+def test_expand_row_with_own_datapath_runs_once(write_schedule):
+    path = write_schedule(HEADER + ",datapath\n64,false,1,false,0,flannel-hostgw\n"
+                                   "128,false,1,false,0,\n")
+    tests = schedule.expand(schedule.load(path), ["host", "flannel-vxlan"], path)
+    assert [(t.datapath, t.data_len) for t in tests] == [
+        ("host", 128), ("flannel-vxlan", 128), ("flannel-hostgw", 64)]
+
+
+def test_expand_from_to_is_inclusive_and_zero_based():
+    tests = schedule.load(FIXTURES / "schedule-k8sdds.csv")
+    chosen = schedule.expand(tests, ["host"], "s.csv", from_i=2, to_i=4)
+    assert [t.row for t in chosen] == [2, 3, 4]
+    with pytest.raises(ScheduleError, match="no test rows between"):
+        schedule.expand(tests, ["host"], "s.csv", from_i=40, to_i=50)
+
+
+def test_multicast_on_routed_datapath_rejected_at_load_time():
+    tests = schedule.load(FIXTURES / "schedule-k8sdds.csv")
+    with pytest.raises(ScheduleError) as info:
+        schedule.expand(tests, ["flannel-vxlan"], "s.csv")
+    msg = str(info.value)
+    assert "line 14 (test row 12)" in msg and "column 'multicast'" in msg
+    assert "does not cross nodes" in msg
+    # the host network carries multicast: the whole K8sDDS schedule is accepted
+    assert len(schedule.expand(tests, ["host"], "s.csv")) == 16
+
+
+def test_multicast_same_node_allowed_on_routed_datapath(write_schedule):
+    path = write_schedule(HEADER + ",placement\n256,true,2,false,0,same-node\n")
+    assert schedule.expand(schedule.load(path), ["flannel-vxlan"], path)
+
+
+def test_tcp_with_multicast_rejected(write_schedule):
+    msg = _error(write_schedule, HEADER + ",transport\n256,true,1,false,0,tcp\n")
+    assert "multicast needs transport=udp" in msg
