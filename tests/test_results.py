@@ -44,7 +44,7 @@ def test_append_results_writes_header_once_and_keeps_column_order(tmp_path):
         lines = list(csv.reader(fh))
     assert lines[0][: len(COLUMNS)] == COLUMNS
     assert len(lines) == 3
-    last = dict(zip(lines[0], lines[2]))
+    last = dict(zip(lines[0], lines[2], strict=True))
     assert last["value"] == "2.5" and last["multicast"] == "true" and last["t"] == ""
 
 
