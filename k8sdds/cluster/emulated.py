@@ -68,6 +68,8 @@ class _State:
 class Testbed:
     """One emulated cluster, identified by its name (the namespace prefix)."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, spec: ClusterSpec = ClusterSpec()):
         if spec.nodes < 2:
             raise TestbedError("an emulated cluster needs at least 2 nodes")
@@ -180,7 +182,7 @@ class Testbed:
                   address=free[0])
         state.pods[pod.ns] = asdict(pod)
         self._add_ns(state, pod.ns)
-        veth = f"v{name}"[:15]
+        veth = _veth(name)
         ip("link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
            "netns", pod.ns, ns=node.ns)
         ip("link", "set", veth, "master", "cni0", "up", ns=node.ns)
@@ -192,7 +194,11 @@ class Testbed:
     def remove_pods(self) -> None:
         """Delete every pod (and kill its processes)."""
         state = self._load()
-        for ns in list(state.pods):
+        for ns, pod in list(state.pods.items()):
+            netns.kill_all(ns)
+            # delete the veth first: namespace deletion frees its links asynchronously, and
+            # the next pod of that name would find the old peer still in the node
+            ip("link", "del", _veth(pod["name"]), ns=self.node(pod["node"]).ns, check=False)
             netns.delete(ns)
             state.pods.pop(ns)
             if ns in state.namespaces:
@@ -233,6 +239,11 @@ class Testbed:
             "processes": sum(len(netns.pids(ns)) for ns in state.namespaces if ns in present),
             "state_file": str(self.state_file),
         }
+
+
+def _veth(pod: str) -> str:
+    """The node-side end of a pod's veth (interface names have at most 15 characters)."""
+    return f"v{pod}"[:15]
 
 
 def preflight() -> None:

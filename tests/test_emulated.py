@@ -1,0 +1,216 @@
+"""End-to-end tests on the real emulated cluster: namespaces, datapaths, ddsperf, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from k8sdds.cluster import netns
+from k8sdds.cluster.emulated import ClusterSpec, Testbed
+
+from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
+
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
+
+HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    monkeypatch.setenv("K8SDDS_STATE_DIR", str(state))
+    return {**os.environ, "K8SDDS_STATE_DIR": str(state), "COLUMNS": "200"}
+
+
+@pytest.fixture
+def testbed(env, request):
+    name = "kdt" + str(os.getpid() % 1000)
+    tb = Testbed(ClusterSpec(name=name, nodes=3))
+    yield tb
+    tb.down()
+    assert namespaces(name) == []
+
+
+def _ping(tb: Testbed, src_ns: str, dst: str) -> bool:
+    proc = subprocess.run(netns.exec_argv(src_ns, ["ping", "-c", "2", "-i", "0.2", "-W", "1",
+                                                   dst]), capture_output=True)
+    return proc.returncode == 0
+
+
+def _tx_packets(ns: str, dev: str) -> int:
+    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)[0]["stats64"]["tx"]["packets"]
+
+
+def test_datapaths_carry_pod_traffic_across_nodes(testbed):
+    before = root_links()
+    testbed.up()
+    n0, n1 = testbed.nodes[0], testbed.nodes[1]
+    assert _ping(testbed, n0.ns, n1.address)  # underlay
+    for name, mtu in (("flannel-hostgw", 1500), ("flannel-vxlan", 1450)):
+        testbed.use_datapath(name)
+        a = testbed.add_pod(n0, "a", mtu)
+        b = testbed.add_pod(n1, "b", mtu)
+        out = subprocess.run(["ip", "-n", a.ns, "-j", "link", "show", "eth0"],
+                             capture_output=True, text=True, check=True).stdout
+        assert json.loads(out)[0]["mtu"] == mtu
+        if name == "flannel-vxlan":
+            sent = _tx_packets(n0.ns, "flannel.1")
+        assert _ping(testbed, a.ns, b.address), f"pod to pod across nodes on {name}"
+        if name == "flannel-vxlan":
+            assert _tx_packets(n0.ns, "flannel.1") >= sent + 2  # encapsulated in VXLAN
+            routes = subprocess.run(["ip", "-n", n0.ns, "route"], capture_output=True,
+                                    text=True).stdout
+            assert "10.244.1.0/24 via 10.244.1.0 dev flannel.1 onlink" in routes
+        else:
+            routes = subprocess.run(["ip", "-n", n0.ns, "route"], capture_output=True,
+                                    text=True).stdout
+            assert f"10.244.1.0/24 via {n1.address} dev eth0" in routes
+        testbed.remove_pods()
+    testbed.use_datapath("host")  # unwiring removes the VXLAN device and the routes
+    links = subprocess.run(["ip", "-n", n0.ns, "-o", "link"], capture_output=True,
+                           text=True).stdout
+    assert "flannel.1" not in links
+    # the testbed is sealed off: nothing new in the machine's own namespace, and no node
+    # has a route beyond the testbed's private ranges
+    assert root_links() == before
+    for node in testbed.nodes:
+        routes = subprocess.run(["ip", "-n", node.ns, "route"], capture_output=True,
+                                text=True).stdout
+        assert "default" not in routes
+
+
+def test_run_two_rows_on_two_datapaths(tmp_path, env):
+    sch = tmp_path / "two.csv"
+    sch.write_text(HEADER + "1024,false,1,false,0,false\n256,false,1,false,0,true\n")
+    out = tmp_path / "logs"
+    name = "kdr" + str(os.getpid() % 1000)
+    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw,FLANNEL-VXLAN",
+               "--duration", "3", "--out", str(out), "--testbed", name, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["repeats"] == 4 and outcome["failed"] == []
+    run = outcome["run_dir"]
+    manifest = json.loads(open(f"{run}/manifest.json").read())
+    assert manifest["status"] == "complete" and manifest["schema_version"] == 1
+    assert manifest["datapaths"] == ["flannel-hostgw", "flannel-vxlan"]
+    assert manifest["environment"]["kernel"] and manifest["tools"]["ddsperf"] != ""
+    assert {e["status"] for e in manifest["repeats"].values()} == {"done"}
+    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "node0", "sub0": "node1"}
+    df = pd.read_csv(f"{run}/results.csv")
+    s = df[df.kind == "summary"]
+    for dp in ("flannel-hostgw", "flannel-vxlan"):
+        thr = s[(s.datapath == dp) & (s.metric == "throughput_mbps") & (s.role == "sub0")]
+        assert len(thr) == 1 and thr.value.iloc[0] > 1.0
+        lost = s[(s.datapath == dp) & (s.metric == "lost") & (s.role == "sub0")]
+        assert lost.value.iloc[0] == 0  # reliable: no loss
+        lat = s[(s.datapath == dp) & s.metric.str.startswith("latency_us_")]
+        p = lat.set_index("metric").value
+        assert 0 < p["latency_us_min"] <= p["latency_us_p50"] <= p["latency_us_p90"] \
+            <= p["latency_us_p99"] <= p["latency_us_max"]
+    assert set(df.path) == {"pod-pod-cross-node"}
+    assert (df.kind == "sample").sum() > 10
+    for test in (1, 2, 3, 4):
+        for role in ("pub", "sub0"):
+            assert os.path.getsize(f"{run}/test-{test}/rep-1/{role}.log") > 0
+    assert os.path.getsize(f"{run}/throughput.png") > 10_000
+    assert namespaces(name) == []  # the run built the testbed and removed it
+    # parse is idempotent over the real run
+    before = open(f"{run}/results.csv").read()
+    assert cli("parse", run, env=env).returncode == 0
+    assert open(f"{run}/results.csv").read() == before
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _start_long_run(tmp_path, env, name):
+    sch = tmp_path / "long.csv"
+    sch.write_text(HEADER + "1024,false,2,false,0,false\n")
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--datapath", "flannel-vxlan", "--duration", "60", "--out",
+                             str(tmp_path / "logs"), "--testbed", name, "--quiet"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pods = [f"{name}-node1-sub0", f"{name}-node2-sub1", f"{name}-node0-pub"]
+    assert _wait_for(lambda: all(p in namespaces(name) and netns.pids(p) for p in pods), 30), \
+        "the run never started its roles"
+    return proc, pods
+
+
+def test_testbed_down_after_the_runner_was_killed(tmp_path, env):
+    name = "kdk" + str(os.getpid() % 1000)
+    before = root_links()
+    proc, pods = _start_long_run(tmp_path, env, name)
+    left = [pid for p in pods for pid in netns.pids(p)]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert all(alive(pid) for pid in left)  # orphans, as after a crash
+    status = cli("testbed", "status", "--name", name, env=env)
+    assert status.returncode == 0 and "pods" in status.stdout
+    down = cli("testbed", "down", "--name", name, env=env)
+    assert down.returncode == 0, down.stderr
+    assert namespaces(name) == []
+    assert not any(alive(pid) for pid in left)
+    assert not os.path.exists(os.path.join(env["K8SDDS_STATE_DIR"], f"{name}.json"))
+    assert root_links() == before
+
+
+def test_ctrl_c_stops_cleanly(tmp_path, env):
+    name = "kdi" + str(os.getpid() % 1000)
+    proc, pods = _start_long_run(tmp_path, env, name)
+    left = [pid for p in pods for pid in netns.pids(p)]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert namespaces(name) == []
+    assert not any(alive(pid) for pid in left)
+    [run] = list((tmp_path / "logs").iterdir())
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
+    name = "kdm" + str(os.getpid() % 1000)
+    assert cli("testbed", "up", "--name", name, "--datapath", "flannel-hostgw",
+               env=env).returncode == 0
+    try:
+        for i in range(3):  # cut every cross-node pod route: nobody can discover anybody
+            for j in range(3):
+                if i != j:
+                    subprocess.run(["ip", "-n", f"{name}-node{i}", "route", "del",
+                                    f"10.244.{j}.0/24"], check=True)
+        sch = tmp_path / "s.csv"
+        sch.write_text(HEADER + "1024,false,1,false,0,false\n")
+        t0 = time.monotonic()
+        proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
+                   "--out", str(tmp_path / "logs"), "--testbed", name, "--json", env=env)
+        elapsed = time.monotonic() - t0
+        assert proc.returncode == 0, proc.stderr
+        outcome = json.loads(proc.stdout)
+        assert len(outcome["failed"]) == 1
+        assert "too few matching participants" in outcome["failed"][0]
+        assert elapsed < 40
+        manifest = json.loads(open(f"{outcome['run_dir']}/manifest.json").read())
+        entry = manifest["repeats"]["test-1/rep-1"]
+        assert entry["status"] == "failed" and entry["exit_codes"]["pub"] == 1
+        df = pd.read_csv(f"{outcome['run_dir']}/results.csv") \
+            if os.path.exists(f"{outcome['run_dir']}/results.csv") else pd.DataFrame()
+        assert df.empty or not ((df.metric == "throughput_mbps") & (df.value == 0)).any()
+        assert namespaces(name) != []  # a testbed the run did not build is left up
+    finally:
+        cli("testbed", "down", "--name", name, env=env)
+    assert namespaces(name) == []
