@@ -27,9 +27,10 @@ def missing() -> str | None:
 
 
 def requires_namespaces():
-    """Skip with the reason, unless K8SDDS_REQUIRE_E2E=1 (CI), where a skip is a failure."""
+    """Skip with the reason; in CI (CI=true or K8SDDS_REQUIRE_E2E=1) a skip is a failure."""
     reason = missing()
-    if reason and os.environ.get("K8SDDS_REQUIRE_E2E") == "1":
+    required = os.environ.get("K8SDDS_REQUIRE_E2E") == "1" or os.environ.get("CI") == "true"
+    if reason and required:
         pytest.fail(f"end-to-end tests required but cannot run: {reason}")
     return pytest.mark.skipif(reason is not None, reason=reason or "")
 

@@ -214,3 +214,22 @@ def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
     finally:
         cli("testbed", "down", "--name", name, env=env)
     assert namespaces(name) == []
+
+
+def test_legacy_perftest_py_runs_a_k8sdds_row(tmp_path, env):
+    name = "kdl" + str(os.getpid() % 1000)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(root, "perftest.py"), "--sch",
+         os.path.join(root, "schedules", "k8sdds.csv"), "--fromI", "2", "--toI", "2",
+         "--transport", "UDP", "--noPrint", "--sendQueueSize", "50", "--duration", "3",
+         "--out", str(tmp_path / "logs"), "--testbed", name, "--json"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["repeats"] == 1 and outcome["failed"] == []
+    df = pd.read_csv(f"{outcome['run_dir']}/results.csv")
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
+    assert thr.data_len.tolist() == [1024] and thr.value.iloc[0] > 1.0
+    assert df.send_queue_size.iloc[0] == 50 and df.datapath.iloc[0] == "host"
+    assert namespaces(name) == []

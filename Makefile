@@ -1,0 +1,43 @@
+# k8sdds: the two commands of the README, and what they need.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Debian packages: the engine (ddsperf), the namespace tooling, ping for the wiring tests
+APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv
+
+.PHONY: demo test install system-deps lint clean
+
+## demo: install everything, run schedules/quick.csv on three datapaths, print where results are
+demo: install
+	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --out logs
+
+## test: install everything the tests need, then lint and run the whole test suite
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -rs
+
+## install: Debian packages (as root) and the Python package in .venv
+install: system-deps $(BIN)/k8sdds
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then \
+	  echo "missing Debian packages:$$missing (install them as root: apt-get install$$missing)"; exit 1; \
+	fi; \
+	echo "installing$$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null
+
+$(BIN)/k8sdds: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

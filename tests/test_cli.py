@@ -1,0 +1,91 @@
+"""The command line: bad input gives one clear error, exit status 2, and no run directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", "K8SDDS_STATE_DIR": str(cwd / "state")}
+    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=60)
+
+
+BAD = {
+    "unknown-column.csv": ("dataLen,multicast,numSubscribers,bestEffort,batchSize,dataLenght\n"
+                           "64,false,1,false,0,3\n", "unknown column 'dataLenght'"),
+    "bad-bool.csv": ("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                     "64,yes,1,false,0\n", "column 'multicast'"),
+    "empty.csv": ("", "empty"),
+    "latency-batch.csv": ("dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
+                          "64,false,1,false,64,true\n", "latency test"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_schedule_exit_2_no_traceback_no_run_dir(tmp_path, name):
+    text, expected = BAD[name]
+    (tmp_path / name).write_text(text)
+    proc = _run("run", "--sch", name, "--out", "logs", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert expected in proc.stderr and name in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "logs").exists()
+
+
+def test_multicast_on_vxlan_rejected_before_anything_runs(tmp_path):
+    proc = _run("run", "--sch", str(ROOT / "schedules" / "k8sdds.csv"), "--datapath",
+                "flannel-vxlan", "--out", "logs", cwd=tmp_path)
+    assert proc.returncode == 2 and "does not cross nodes" in proc.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("option,value,expected", [
+    ("--transport", "smoke", "'smoke' is not one of udp, tcp, tls"),
+    ("--datapath", "weave", "'weave' is not one of"),
+    ("--backend", "cloud", "'cloud' is not one of emulated"),
+])
+def test_bad_option_values(tmp_path, option, value, expected):
+    proc = _run("run", "--sch", str(ROOT / "schedules" / "quick.csv"), option, value,
+                "--out", "logs", cwd=tmp_path)
+    assert proc.returncode == 2 and expected in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_option_values_are_case_insensitive_until_the_engine_refuses(tmp_path):
+    # TLS parses (case-insensitive), then ddsperf refuses it with the reason
+    proc = _run("run", "--sch", str(ROOT / "schedules" / "quick.csv"), "--transport", "TLS",
+                "--out", "logs", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "TLS with ddsperf is not supported yet" in proc.stderr
+    assert "set on the command line" in proc.stderr
+
+
+def test_legacy_perftest_py_takes_the_k8sdds_options(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "perftest.py"), "--help"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0
+    for option in ("--sch", "--fromI", "--toI", "--latencyTest", "--noPrint",
+                   "--sendQueueSize", "--transport", "--secure", "--peers"):
+        assert option in proc.stdout
+
+
+def test_legacy_perftest_py_reports_bad_schedule(tmp_path):
+    (tmp_path / "bad.csv").write_text("dataLen\n64\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "perftest.py"), "--sch", "bad.csv"],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "s")})
+    assert proc.returncode == 2 and "missing required column(s)" in proc.stderr
+
+
+def test_parse_of_a_missing_run_dir(tmp_path):
+    proc = _run("parse", "nowhere", cwd=tmp_path)
+    assert proc.returncode == 2 and "not a run directory" in proc.stderr
