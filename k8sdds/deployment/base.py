@@ -57,8 +57,8 @@ class Backend(Protocol):
     def wait(self, handle: Handle, timeout: float) -> int | None:
         """The role's exit status, or None if it is still running after `timeout` s."""
 
-    def stop(self, handle: Handle, grace: float = 2.0) -> int:
-        """Stop a role (SIGTERM, then SIGKILL after `grace` s); its exit status."""
+    def stop(self, handles: Sequence[Handle], grace: float = 2.0) -> dict[str, int]:
+        """Stop roles together (SIGTERM, then SIGKILL after `grace` s); exit status by role."""
 
     def teardown(self) -> None:
         """Remove what deploy created (after every repeat, also on failure)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -71,19 +72,21 @@ class EmulatedBackend:
         except subprocess.TimeoutExpired:
             return None
 
-    def stop(self, handle: Handle, grace: float = 2.0) -> int:
-        if handle.proc.poll() is None:
+    def stop(self, handles: Sequence[Handle], grace: float = 2.0) -> dict[str, int]:
+        running = [h for h in handles if h.proc.poll() is None]
+        for handle in running:
             handle.stopped = True
             handle.proc.terminate()
+        deadline = time.monotonic() + grace
+        for handle in running:
             try:
-                return handle.proc.wait(timeout=grace)
+                handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 handle.proc.kill()
-        return handle.proc.wait()
+        return {h.role: h.proc.wait() for h in handles}
 
     def teardown(self) -> None:
-        for handle in self._handles:
-            self.stop(handle, grace=1.0)
+        self.stop(self._handles, grace=1.0)
         self._handles = []
         self.testbed.remove_pods()
         if self._datapath and datapaths.get(self._datapath).host_network:
