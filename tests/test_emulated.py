@@ -233,3 +233,20 @@ def test_legacy_perftest_py_runs_a_k8sdds_row(tmp_path, env):
     assert thr.data_len.tolist() == [1024] and thr.value.iloc[0] > 1.0
     assert df.send_queue_size.iloc[0] == 50 and df.datapath.iloc[0] == "host"
     assert namespaces(name) == []
+
+
+def test_a_second_run_on_a_busy_testbed_is_refused(tmp_path, env):
+    name = "kdb" + str(os.getpid() % 1000)
+    proc, _ = _start_long_run(tmp_path, env, name)
+    try:
+        sch = tmp_path / "other.csv"
+        sch.write_text(HEADER + "1024,false,1,false,0,false\n")
+        second = cli("run", "--sch", str(sch), "--out", str(tmp_path / "other"),
+                     "--testbed", name, env=env)
+        assert second.returncode == 1
+        assert f"testbed {name} is in use by another run (pid {proc.pid})" in second.stderr
+        assert not (tmp_path / "other").exists() or not list((tmp_path / "other").iterdir())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert namespaces(name) == []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from k8sdds import datapaths
 from k8sdds.cluster import netns
-from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, ClusterSpec, Testbed
+from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, ClusterSpec, Testbed, TestbedLock
 from k8sdds.cluster.wiring import WIRING
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.placement import place
@@ -21,8 +21,12 @@ class EmulatedBackend:
     name = "emulated"
 
     def __init__(self, testbed: str = "k8sdds", nodes: int = 3):
-        self.testbed = Testbed(ClusterSpec(name=testbed, nodes=nodes))
+        existing = Testbed.existing(testbed)
+        # a testbed that is already up is used as it is (its own node count)
+        self.testbed = (existing if existing and existing.is_up()
+                        else Testbed(ClusterSpec(name=testbed, nodes=nodes)))
         self.owned = False  # True when this run brought the testbed up
+        self._lock: TestbedLock | None = None
         self._datapath: str | None = None
         self._handles: list[Handle] = []
 
@@ -34,9 +38,15 @@ class EmulatedBackend:
         return list(WIRING)
 
     def up(self) -> None:
-        if not self.testbed.is_up():
-            self.testbed.up()
-            self.owned = True
+        self._lock = TestbedLock(self.testbed.spec.name)
+        self._lock.acquire()
+        try:
+            if not self.testbed.is_up():
+                self.testbed.up()
+                self.owned = True
+        except BaseException:
+            self._lock.release()
+            raise
 
     def use_datapath(self, name: str) -> None:
         self.testbed.use_datapath(name)
@@ -94,10 +104,14 @@ class EmulatedBackend:
                 netns.kill_all(node.ns, grace=0.5)
 
     def down(self) -> None:
-        self.teardown()
-        if self.owned:
-            self.testbed.down()
-            self.owned = False
+        try:
+            self.teardown()
+            if self.owned:
+                self.testbed.down()
+                self.owned = False
+        finally:
+            if self._lock:
+                self._lock.release()
 
     def describe(self) -> dict:
         return {"testbed": self.testbed.spec.name,
