@@ -92,26 +92,17 @@ def _bool(text: str) -> bool:
     raise _Bad("true or false")
 
 
-def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise _Bad(f"a whole number from {lo} to {hi}") from None
-        if not lo <= value <= hi:
-            raise _Bad(f"a whole number from {lo} to {hi}")
-        return value
-    return parse
+def _number(cast: Callable[[str], Any], lo: int, hi: int) -> Callable[[str], Any]:
+    """A parser for numbers of type `cast` (int or float) within lo..hi."""
+    allowed = f"{'a whole number' if cast is int else 'a number'} from {lo} to {hi}"
 
-
-def _float(lo: float, hi: float) -> Callable[[str], float]:
-    def parse(text: str) -> float:
+    def parse(text: str) -> Any:
         try:
-            value = float(text.strip())
+            value = cast(text.strip())
         except ValueError:
-            raise _Bad(f"a number from {lo:g} to {hi:g}") from None
-        if not lo <= value <= hi:
-            raise _Bad(f"a number from {lo:g} to {hi:g}")
+            raise _Bad(allowed) from None
+        if not lo <= value <= hi:  # also refuses nan
+            raise _Bad(allowed)
         return value
     return parse
 
@@ -129,21 +120,21 @@ def _choice(options: Sequence[str]) -> Callable[[str], str]:
 
 # column name in the CSV -> (field of Test, parser)
 COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "dataLen": ("data_len", _int(1, 2**31 - 1)),
+    "dataLen": ("data_len", _number(int, 1, 2**31 - 1)),
     "multicast": ("multicast", _bool),
-    "numSubscribers": ("num_subscribers", _int(1, 10_000)),
+    "numSubscribers": ("num_subscribers", _number(int, 1, 10_000)),
     "bestEffort": ("best_effort", _bool),
-    "batchSize": ("batch_size", _int(0, 2**31 - 1)),
+    "batchSize": ("batch_size", _number(int, 0, 2**31 - 1)),
     "engine": ("engine", lambda t: t.strip().lower()),  # checked against the registry below
     "latencyTest": ("latency_test", _bool),
     "transport": ("transport", _choice(TRANSPORTS)),
     "secure": ("secure", _bool),
-    "duration": ("duration", _float(1, 86_400)),
-    "repeats": ("repeats", _int(1, 1000)),
+    "duration": ("duration", _number(float, 1, 86_400)),
+    "repeats": ("repeats", _number(int, 1, 1000)),
     "datapath": ("datapath", _choice(tuple(datapaths.DATAPATHS))),
     "placement": ("placement", _choice(PLACEMENTS)),
-    "pubRate": ("pub_rate", _int(0, 10**9)),
-    "sendQueueSize": ("send_queue_size", _int(0, 10**7)),
+    "pubRate": ("pub_rate", _number(int, 0, 10**9)),
+    "sendQueueSize": ("send_queue_size", _number(int, 0, 10**7)),
     "discovery": ("discovery", _choice(DISCOVERIES)),
 }
 FIELD_TO_COLUMN = {f: c for c, (f, _) in COLUMNS.items()}
@@ -205,6 +196,7 @@ def load(path: str | Path, defaults: Defaults = Defaults(), limits: Limits = Lim
     if not numbered:
         raise ScheduleError(f"{path}: the schedule is empty; it needs a header line "
                             f"({','.join(REQUIRED)}) and at least one test row")
+    _check_defaults(defaults)
     header_line, header = numbered[0]
     names = _header(path, header)
     body = numbered[1:]
@@ -217,6 +209,21 @@ def load(path: str | Path, defaults: Defaults = Defaults(), limits: Limits = Lim
                 f"{_where(path, line, row)}: {len(cells)} values for {len(names)} columns")
         tests.append(_row(path, line, row, dict(zip(names, cells, strict=False)), defaults, limits))
     return tests
+
+
+def _check_defaults(defaults: Defaults) -> None:
+    """Command-line values pass the same checks as the columns they stand for."""
+    for f in fields(Defaults):
+        value = getattr(defaults, f.name)
+        column = FIELD_TO_COLUMN.get(f.name)
+        if value is None or column is None:
+            continue
+        text = f"{value:g}" if isinstance(value, float) else str(value)
+        try:
+            COLUMNS[column][1](text)
+        except _Bad as exc:
+            raise ScheduleError(f"option --{column}: value {text!r} is not allowed; "
+                                f"allowed: {exc}") from None
 
 
 def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defaults,

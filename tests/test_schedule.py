@@ -197,3 +197,20 @@ def test_multicast_same_node_allowed_on_routed_datapath(write_schedule):
 def test_tcp_with_multicast_rejected(write_schedule):
     msg = _error(write_schedule, HEADER + ",transport\n256,true,1,false,0,tcp\n")
     assert "multicast needs transport=udp" in msg
+
+
+@pytest.mark.parametrize("defaults,expected", [
+    (Defaults(duration=0), "option --duration: value '0'"),
+    (Defaults(repeats=0), "option --repeats: value '0'"),
+    (Defaults(send_queue_size=-1), "option --sendQueueSize: value '-1'"),
+])
+def test_command_line_values_are_checked_like_columns(write_schedule, defaults, expected):
+    path = write_schedule(HEADER + "\n64,false,1,false,0\n")
+    with pytest.raises(ScheduleError, match=expected):
+        schedule.load(path, defaults)
+
+
+def test_nan_and_negative_durations_rejected(write_schedule):
+    for value in ("nan", "-3", "inf"):
+        msg = _error(write_schedule, HEADER + f",duration\n64,false,1,false,0,{value}\n")
+        assert "column 'duration'" in msg and "a number from 1 to 86400" in msg
