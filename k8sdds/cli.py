@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -199,8 +200,9 @@ def testbed_up(name: str = NAME,
 
     [dp] = _datapath_list(datapath, list(WIRING))[:1]
     tb = _testbed(name, nodes)
-    tb.up()
-    tb.use_datapath(dp)
+    with _locked(name):
+        tb.up()
+        tb.use_datapath(dp)
     _status(tb)
 
 
@@ -222,8 +224,21 @@ def testbed_down(name: str = NAME) -> None:
     from k8sdds.cluster.emulated import ClusterSpec, Testbed
 
     tb = Testbed.existing(name) or Testbed(ClusterSpec(name=name))
-    gone = tb.down()
+    with _locked(name):  # a crashed run holds no lock; a live one must finish first
+        gone = tb.down()
     out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
+
+
+@contextmanager
+def _locked(name: str):
+    from k8sdds.cluster.emulated import TestbedLock
+
+    lock = TestbedLock(name)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _status(tb) -> None:

@@ -246,6 +246,9 @@ def test_a_second_run_on_a_busy_testbed_is_refused(tmp_path, env):
         assert second.returncode == 1
         assert f"testbed {name} is in use by another run (pid {proc.pid})" in second.stderr
         assert not (tmp_path / "other").exists() or not list((tmp_path / "other").iterdir())
+        down = cli("testbed", "down", "--name", name, env=env)  # nor pulled from under it
+        assert down.returncode == 1 and "in use by another run" in down.stderr
+        assert namespaces(name)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
