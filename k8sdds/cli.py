@@ -129,6 +129,7 @@ def run(
         discovery="peers" if peers else None, no_print=True if no_print else None)
     tests = schedule.load(sch, defaults, chosen.limits())
     tests = schedule.expand(tests, names, sch, from_i, to_i)
+    _check_available(chosen, [t.datapath for t in tests])
     if not quiet and not as_json:
         err_console.print(f"{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
                           f"{name}, datapaths {', '.join(names)}")
@@ -153,6 +154,14 @@ def run(
         out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
         if plotted:
             out_console.print(f"plot:    {outcome.run_dir / 'throughput.png'}")
+
+
+def _check_available(backend, names: list[str]) -> None:
+    for name in dict.fromkeys(names):
+        reason = backend.unavailable(name)
+        if reason:
+            raise UserError(f"datapath {name} is not available here: {reason} "
+                            f"(`k8sdds testbed datapaths` lists what is)")
 
 
 def _plot(run_dir: Path) -> bool:
@@ -197,13 +206,34 @@ def testbed_up(name: str = NAME,
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
     from k8sdds.cluster.wiring import WIRING
+    from k8sdds.deployment.emulated import EmulatedBackend
 
     [dp] = _datapath_list(datapath, list(WIRING))[:1]
+    _check_available(EmulatedBackend(name, nodes), [dp])
     tb = _testbed(name, nodes)
     with _locked(name):
         tb.up()
         tb.use_datapath(dp)
     _status(tb)
+
+
+@testbed_app.command("datapaths")
+def testbed_datapaths() -> None:
+    """List the datapaths the emulated cluster offers, and whether this machine can."""
+    from k8sdds.cluster.capabilities import datapath_unavailable
+    from k8sdds.cluster.wiring import WIRING
+
+    table = Table(title="emulated datapaths")
+    for col in ("datapath", "emulates", "encapsulation", "MTU", "multicast across nodes",
+                "encryption", "available here"):
+        table.add_column(col, overflow="fold")
+    for name in WIRING:
+        dp = datapaths.get(name)
+        reason = datapath_unavailable(dp.kernel_links)
+        table.add_row(name, dp.emulates, dp.encapsulation, str(dp.mtu),
+                      "yes" if dp.multicast_across_nodes else "no", dp.encryption,
+                      f"no: {reason}" if reason else "yes")
+    out_console.print(table)
 
 
 @testbed_app.command("status")

@@ -14,20 +14,32 @@ class Datapath:
     name: str
     emulates: str
     encapsulation: str
-    mtu: int
+    mtu: int  # pod MTU
     multicast_across_nodes: bool
-    host_network: bool  # processes run in the node, not in pods (the baseline)
+    host_network: bool = False  # processes run in the node, not in pods (the baseline)
+    encryption: str = "none"
+    pod_prefix: int = 24  # 24: a routed /24 per node; 16: one L2 segment over all nodes
+    kernel_links: tuple[str, ...] = ()  # link types the emulation needs from the kernel
 
 
 DATAPATHS: dict[str, Datapath] = {
     d.name: d
     for d in (
-        Datapath("host", "hostNetwork: processes in the node itself (baseline)", "none", 1500,
-                 True, True),
-        Datapath("flannel-hostgw", "Flannel host-gw: routes to each pod CIDR via its node",
-                 "none (routed)", 1500, False, False),
+        Datapath("host", "hostNetwork: processes in the node itself (the baseline)", "none",
+                 1500, True, host_network=True),
+        Datapath("flannel-hostgw", "Flannel host-gw: a route to each pod CIDR via its node",
+                 "none (routed)", 1500, False),
         Datapath("flannel-vxlan", "Flannel vxlan: flannel.1, VNI 1, UDP 8472, static FDB",
-                 "VXLAN", 1450, False, False),
+                 "VXLAN", 1450, False, kernel_links=("vxlan",)),
+        Datapath("kube-router", "kube-router: pod CIDRs routed via node addresses (learnt "
+                 "by BGP; the same packet path as host-gw)", "none (routed)", 1500, False),
+        Datapath("weave", "Weave Net: one L2 segment over all nodes, VXLAN on cni0 with "
+                 "head-end replication", "VXLAN (L2)", 1376, True, pod_prefix=16,
+                 kernel_links=("vxlan",)),
+        Datapath("calico-vxlan", "Calico VXLAN: vxlan.calico, VNI 4096, UDP 4789, routed",
+                 "VXLAN", 1450, False, kernel_links=("vxlan",)),
+        Datapath("calico-ipip", "Calico IP-in-IP: tunl0, routes via remote nodes onlink",
+                 "IP-in-IP", 1480, False, kernel_links=("ipip",)),
     )
 }
 

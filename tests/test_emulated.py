@@ -12,8 +12,10 @@ import time
 import pandas as pd
 import pytest
 
-from k8sdds.cluster import netns
+from k8sdds import datapaths
+from k8sdds.cluster import capabilities, netns
 from k8sdds.cluster.emulated import ClusterSpec, Testbed
+from k8sdds.cluster.wiring import WIRING
 
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
 
@@ -29,18 +31,10 @@ def env(tmp_path, monkeypatch):
     return {**os.environ, "K8SDDS_STATE_DIR": str(state), "COLUMNS": "200"}
 
 
-@pytest.fixture
-def testbed(env, request):
-    name = "kdt" + str(os.getpid() % 1000)
-    tb = Testbed(ClusterSpec(name=name, nodes=3))
-    yield tb
-    tb.down()
-    assert namespaces(name) == []
-
-
-def _ping(tb: Testbed, src_ns: str, dst: str) -> bool:
+def _ping(src_ns: str, dst: str, size: int = 56) -> bool:
     proc = subprocess.run(netns.exec_argv(src_ns, ["ping", "-c", "2", "-i", "0.2", "-W", "1",
-                                                   dst]), capture_output=True)
+                                                   "-s", str(size), "-M", "do", dst]),
+                          capture_output=True)
     return proc.returncode == 0
 
 
@@ -50,42 +44,89 @@ def _tx_packets(ns: str, dev: str) -> int:
     return json.loads(out)[0]["stats64"]["tx"]["packets"]
 
 
-def test_datapaths_carry_pod_traffic_across_nodes(testbed):
+def _multicast_crosses(sender_ns: str, receiver_ns: str) -> bool:
+    probe = os.path.join(os.path.dirname(__file__), "multicast_probe.py")
+    recv = subprocess.Popen(netns.exec_argv(receiver_ns, [sys.executable, probe, "recv",
+                                                          "239.255.77.1", "7777", "2.5"]),
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    subprocess.run(netns.exec_argv(sender_ns, [sys.executable, probe, "send", "239.255.77.1",
+                                               "7777"]), check=True)
+    out, _ = recv.communicate(timeout=10)
+    return int(out.strip()) > 0
+
+
+# the device that carries cross-node pod traffic on node0, where it is not eth0 itself
+TUNNEL = {"flannel-vxlan": "flannel.1", "calico-vxlan": "vxlan.calico", "weave": "weave.vx",
+          "calico-ipip": "tunl0"}
+ROUTED = [name for name in WIRING if name != "host"]
+
+
+@pytest.fixture(scope="module")
+def wired(tmp_path_factory):
+    """One testbed for every datapath test (rewired per test)."""
+    state = tmp_path_factory.mktemp("state")
+    old = os.environ.get("K8SDDS_STATE_DIR")
+    os.environ["K8SDDS_STATE_DIR"] = str(state)
     before = root_links()
-    testbed.up()
-    n0, n1 = testbed.nodes[0], testbed.nodes[1]
-    assert _ping(testbed, n0.ns, n1.address)  # underlay
-    for name, mtu in (("flannel-hostgw", 1500), ("flannel-vxlan", 1450)):
-        testbed.use_datapath(name)
-        a = testbed.add_pod(n0, "a", mtu)
-        b = testbed.add_pod(n1, "b", mtu)
+    tb = Testbed(ClusterSpec(name="kdw" + str(os.getpid() % 1000), nodes=3))
+    tb.up()
+    yield tb
+    tb.down()
+    assert namespaces(tb.spec.name) == []
+    # the testbed is sealed off: nothing was added to the machine's own namespace
+    assert root_links() == before
+    if old is None:
+        os.environ.pop("K8SDDS_STATE_DIR")
+    else:
+        os.environ["K8SDDS_STATE_DIR"] = old
+
+
+@pytest.mark.parametrize("name", ROUTED)
+def test_datapath_carries_pod_traffic_across_nodes(wired, name):
+    dp = datapaths.get(name)
+    reason = capabilities.datapath_unavailable(dp.kernel_links)
+    if reason:
+        pytest.skip(f"{name} cannot be emulated on this machine: {reason}")
+    n0, n1, n2 = wired.nodes
+    wired.use_datapath(name)
+    try:
+        a = wired.add_pod(n0, "a", dp.mtu, dp.pod_prefix)
+        b = wired.add_pod(n1, "b", dp.mtu, dp.pod_prefix)
+        c = wired.add_pod(n2, "c", dp.mtu, dp.pod_prefix)
         out = subprocess.run(["ip", "-n", a.ns, "-j", "link", "show", "eth0"],
                              capture_output=True, text=True, check=True).stdout
-        assert json.loads(out)[0]["mtu"] == mtu
-        if name == "flannel-vxlan":
-            sent = _tx_packets(n0.ns, "flannel.1")
-        assert _ping(testbed, a.ns, b.address), f"pod to pod across nodes on {name}"
-        if name == "flannel-vxlan":
-            assert _tx_packets(n0.ns, "flannel.1") >= sent + 2  # encapsulated in VXLAN
-            routes = subprocess.run(["ip", "-n", n0.ns, "route"], capture_output=True,
+        assert json.loads(out)[0]["mtu"] == dp.mtu
+        tunnel = TUNNEL.get(name, "eth0")
+        sent = _tx_packets(n0.ns, tunnel)
+        assert _ping(a.ns, b.address), f"pod to pod across nodes on {name}"
+        assert _ping(a.ns, c.address)
+        assert _tx_packets(n0.ns, tunnel) >= sent + 2, f"traffic did not use {tunnel}"
+        # a full-MTU packet crosses without fragmentation (-M do); one byte more does not
+        assert _ping(a.ns, b.address, size=dp.mtu - 28)
+        assert not _ping(a.ns, b.address, size=dp.mtu - 27)
+        assert _multicast_crosses(a.ns, b.ns) is dp.multicast_across_nodes
+        for node in wired.nodes:  # no node has a route out of the testbed
+            routes = subprocess.run(["ip", "-n", node.ns, "route"], capture_output=True,
                                     text=True).stdout
-            assert "10.244.1.0/24 via 10.244.1.0 dev flannel.1 onlink" in routes
-        else:
-            routes = subprocess.run(["ip", "-n", n0.ns, "route"], capture_output=True,
-                                    text=True).stdout
-            assert f"10.244.1.0/24 via {n1.address} dev eth0" in routes
-        testbed.remove_pods()
-    testbed.use_datapath("host")  # unwiring removes the VXLAN device and the routes
+            assert "default" not in routes
+    finally:
+        wired.remove_pods()
+
+
+def test_rewiring_removes_the_previous_datapath(wired):
+    n0 = wired.nodes[0]
+    wired.use_datapath("flannel-vxlan")
+    wired.use_datapath("weave")
+    wired.use_datapath("host")
     links = subprocess.run(["ip", "-n", n0.ns, "-o", "link"], capture_output=True,
                            text=True).stdout
-    assert "flannel.1" not in links
-    # the testbed is sealed off: nothing new in the machine's own namespace, and no node
-    # has a route beyond the testbed's private ranges
-    assert root_links() == before
-    for node in testbed.nodes:
-        routes = subprocess.run(["ip", "-n", node.ns, "route"], capture_output=True,
-                                text=True).stdout
-        assert "default" not in routes
+    assert "flannel.1" not in links and "weave.vx" not in links
+    addrs = subprocess.run(["ip", "-n", n0.ns, "-o", "addr", "show", "cni0"],
+                           capture_output=True, text=True).stdout
+    assert "10.244.0.1/24" in addrs and "/16" not in addrs
+    routes = subprocess.run(["ip", "-n", n0.ns, "route"], capture_output=True, text=True).stdout
+    assert "10.244.1.0/24" not in routes
 
 
 def test_run_two_rows_on_two_datapaths(tmp_path, env):

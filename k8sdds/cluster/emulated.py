@@ -170,12 +170,12 @@ class Testbed:
         self._save(state)
 
     # ---- pods ------------------------------------------------------------------------
-    def add_pod(self, node: Node, name: str, mtu: int) -> Pod:
+    def add_pod(self, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
         state = self._load()
         taken = {p["address"] for p in state.pods.values() if p["node"] == node.name}
-        prefix = node.gateway.rsplit(".", 1)[0]
-        free = [f"{prefix}.{10 + k}" for k in range(MAX_PODS_PER_NODE)
-                if f"{prefix}.{10 + k}" not in taken]
+        net = node.gateway.rsplit(".", 1)[0]
+        free = [f"{net}.{10 + k}" for k in range(MAX_PODS_PER_NODE)
+                if f"{net}.{10 + k}" not in taken]
         if not free:
             raise TestbedError(f"{node.name} has no free pod address "
                                f"(at most {MAX_PODS_PER_NODE} pods per node)")
@@ -187,7 +187,7 @@ class Testbed:
         ip("link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
            "netns", pod.ns, ns=node.ns)
         ip("link", "set", veth, "master", "cni0", "up", ns=node.ns)
-        ip("addr", "add", f"{pod.address}/24", "dev", "eth0", ns=pod.ns)
+        ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
         ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
         ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
         return pod

@@ -41,6 +41,9 @@ class Backend(Protocol):
     def datapaths(self) -> Sequence[str]:
         """The datapaths this backend can offer."""
 
+    def unavailable(self, datapath: str) -> str | None:
+        """Why this machine cannot offer `datapath` (one line), or None."""
+
     def up(self) -> None:
         """Make the cluster ready (reusing one that is already up)."""
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from k8sdds import datapaths
-from k8sdds.cluster import netns
+from k8sdds.cluster import capabilities, netns
 from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, ClusterSpec, Testbed, TestbedLock
 from k8sdds.cluster.wiring import WIRING
 from k8sdds.deployment.base import Handle, Placement
@@ -37,6 +37,9 @@ class EmulatedBackend:
     def datapaths(self) -> Sequence[str]:
         return list(WIRING)
 
+    def unavailable(self, datapath: str) -> str | None:
+        return capabilities.datapath_unavailable(datapaths.get(datapath).kernel_links)
+
     def up(self) -> None:
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
@@ -61,7 +64,7 @@ class EmulatedBackend:
             if dp.host_network:
                 out[role] = Placement(role, node.name, node.address, "eth0", node.ns)
             else:
-                pod = self.testbed.add_pod(node, role, dp.mtu)
+                pod = self.testbed.add_pod(node, role, dp.mtu, dp.pod_prefix)
                 out[role] = Placement(role, node.name, pod.address, "eth0", pod.ns)
         return out
 
