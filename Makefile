@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Debian packages: the engine (ddsperf), the namespace tooling, ping for the wiring tests
-APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv
+# Debian packages: the engine (ddsperf), the namespace tooling, ping for the wiring tests,
+# and userspace WireGuard for the encrypted datapaths where the kernel has none
+APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go wireguard-tools
 
 .PHONY: demo test install system-deps lint clean
 
@@ -28,7 +29,7 @@ system-deps:
 	  echo "missing Debian packages:$$missing (install them as root: apt-get install$$missing)"; exit 1; \
 	fi; \
 	echo "installing$$missing"; \
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null
 
 $(BIN)/k8sdds: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)

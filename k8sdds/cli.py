@@ -229,7 +229,7 @@ def testbed_datapaths() -> None:
         table.add_column(col, overflow="fold")
     for name in WIRING:
         dp = datapaths.get(name)
-        reason = datapath_unavailable(dp.kernel_links)
+        reason = datapath_unavailable(dp)
         table.add_row(name, dp.emulates, dp.encapsulation, str(dp.mtu),
                       "yes" if dp.multicast_across_nodes else "no", dp.encryption,
                       f"no: {reason}" if reason else "yes")

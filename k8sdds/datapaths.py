@@ -38,6 +38,13 @@ DATAPATHS: dict[str, Datapath] = {
                  kernel_links=("vxlan",)),
         Datapath("calico-vxlan", "Calico VXLAN: vxlan.calico, VNI 4096, UDP 4789, routed",
                  "VXLAN", 1450, False, kernel_links=("vxlan",)),
+        Datapath("weave-encrypted", "Weave Net encrypted: the weave L2 segment, its VXLAN "
+                 "carried node to node through a WireGuard tunnel", "VXLAN in WireGuard",
+                 1370, True, encryption="WireGuard (ChaCha20-Poly1305)", pod_prefix=16,
+                 kernel_links=("vxlan",)),
+        Datapath("flannel-wireguard", "Flannel wireguard: pod CIDRs routed through a "
+                 "WireGuard device per node", "WireGuard", 1420, False,
+                 encryption="WireGuard (ChaCha20-Poly1305)"),
         Datapath("calico-ipip", "Calico IP-in-IP: tunl0, routes via remote nodes onlink",
                  "IP-in-IP", 1480, False, kernel_links=("ipip",)),
     )

@@ -15,7 +15,7 @@ import pytest
 from k8sdds import datapaths
 from k8sdds.cluster import capabilities, netns
 from k8sdds.cluster.emulated import ClusterSpec, Testbed
-from k8sdds.cluster.wiring import WIRING
+from k8sdds.cluster.wiring import WIRING, wg_interface
 
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
 
@@ -56,9 +56,30 @@ def _multicast_crosses(sender_ns: str, receiver_ns: str) -> bool:
     return int(out.strip()) > 0
 
 
-# the device that carries cross-node pod traffic on node0, where it is not eth0 itself
-TUNNEL = {"flannel-vxlan": "flannel.1", "calico-vxlan": "vxlan.calico", "weave": "weave.vx",
-          "calico-ipip": "tunl0"}
+def _tunnel(tb: Testbed, name: str) -> str:
+    """The device on node0 that carries cross-node pod traffic on datapath `name`."""
+    return {"flannel-vxlan": "flannel.1", "calico-vxlan": "vxlan.calico", "weave": "weave.vx",
+            "weave-encrypted": wg_interface(tb, tb.nodes[0]), "calico-ipip": "tunl0",
+            "flannel-wireguard": wg_interface(tb, tb.nodes[0])}.get(name, "eth0")
+
+
+PATTERN = b"k8sdds-on-wire!!".hex()  # 16 bytes: what `ping -p` repeats
+
+
+def _capture_while_pinging(tb: Testbed, src_ns: str, dst: str) -> dict:
+    """Frames on the switch port of node1 while a pod pings `dst` (on node1) with a
+    recognisable payload."""
+    probe = os.path.join(os.path.dirname(__file__), "wire_capture.py")
+    cap = subprocess.Popen(netns.exec_argv(tb.switch, [sys.executable, probe, "n1", "2.5",
+                                                       PATTERN]),
+                           stdout=subprocess.PIPE, text=True)
+    time.sleep(0.4)
+    subprocess.run(netns.exec_argv(src_ns, ["ping", "-c", "5", "-i", "0.2", "-p",
+                                            PATTERN, dst]), capture_output=True)
+    out, _ = cap.communicate(timeout=15)
+    return json.loads(out)
+
+
 ROUTED = [name for name in WIRING if name != "host"]
 
 
@@ -85,7 +106,7 @@ def wired(tmp_path_factory):
 @pytest.mark.parametrize("name", ROUTED)
 def test_datapath_carries_pod_traffic_across_nodes(wired, name):
     dp = datapaths.get(name)
-    reason = capabilities.datapath_unavailable(dp.kernel_links)
+    reason = capabilities.datapath_unavailable(dp)
     if reason:
         pytest.skip(f"{name} cannot be emulated on this machine: {reason}")
     n0, n1, n2 = wired.nodes
@@ -97,7 +118,7 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
         out = subprocess.run(["ip", "-n", a.ns, "-j", "link", "show", "eth0"],
                              capture_output=True, text=True, check=True).stdout
         assert json.loads(out)[0]["mtu"] == dp.mtu
-        tunnel = TUNNEL.get(name, "eth0")
+        tunnel = _tunnel(wired, name)
         sent = _tx_packets(n0.ns, tunnel)
         assert _ping(a.ns, b.address), f"pod to pod across nodes on {name}"
         assert _ping(a.ns, c.address)
@@ -106,6 +127,13 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
         assert _ping(a.ns, b.address, size=dp.mtu - 28)
         assert not _ping(a.ns, b.address, size=dp.mtu - 27)
         assert _multicast_crosses(a.ns, b.ns) is dp.multicast_across_nodes
+        # on the wire between the nodes: the payload is readable unless the datapath encrypts
+        wire = _capture_while_pinging(wired, a.ns, b.address)
+        assert wire["frames"] >= 10
+        if dp.encryption == "none":
+            assert wire["with_pattern"] >= 5 and wire["wireguard"] == 0
+        else:
+            assert wire["with_pattern"] == 0 and wire["wireguard"] >= 10
         for node in wired.nodes:  # no node has a route out of the testbed
             routes = subprocess.run(["ip", "-n", node.ns, "route"], capture_output=True,
                                     text=True).stdout

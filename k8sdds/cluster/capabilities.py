@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import os
 import secrets
+import shutil
 
 from k8sdds.cluster.netns import run
+from k8sdds.datapaths import Datapath
 
 _PROBE_ARGS = {"vxlan": ["id", "1", "dstport", "4789"]}
 
@@ -29,10 +31,26 @@ def link_type(kind: str) -> str | None:
         run(["ip", "netns", "del", ns], check=False)
 
 
-def datapath_unavailable(kernel_links: tuple[str, ...]) -> str | None:
-    """Why a datapath needing these link types cannot be emulated here, or None."""
-    for kind in kernel_links:
+@functools.cache
+def wireguard() -> tuple[str | None, str | None]:
+    """(how WireGuard is provided here: "kernel" or "wireguard-go", or None; why not)."""
+    if link_type("wireguard") is None and shutil.which("wg"):
+        return "kernel", None
+    missing = [tool for tool in ("wireguard-go", "wg") if shutil.which(tool) is None]
+    if missing:
+        return None, ("no kernel WireGuard and no " + " or ".join(missing) +
+                      " (apt-get install --no-install-recommends wireguard-go wireguard-tools)")
+    if not os.path.exists("/dev/net/tun"):
+        return None, "no kernel WireGuard, and wireguard-go needs /dev/net/tun"
+    return "wireguard-go", None
+
+
+def datapath_unavailable(dp: Datapath) -> str | None:
+    """Why datapath `dp` cannot be emulated here, or None."""
+    for kind in dp.kernel_links:
         reason = link_type(kind)
         if reason:
             return reason
+    if dp.encryption.startswith("WireGuard"):
+        return wireguard()[1]
     return None

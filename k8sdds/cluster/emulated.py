@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -220,6 +221,7 @@ class Testbed:
         doomed = list(dict.fromkeys(list(reversed(state.namespaces)) + self._leftovers()))
         for ns in doomed:
             netns.delete(ns)
+        shutil.rmtree(self.state_file.with_suffix(".keys"), ignore_errors=True)  # WireGuard
         try:
             self.state_file.unlink()
         except FileNotFoundError:

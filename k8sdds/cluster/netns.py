@@ -46,10 +46,22 @@ def pids(ns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def kill_all(ns: str, grace: float = 1.0) -> None:
-    """SIGTERM every process in `ns`, then SIGKILL what is left after `grace` seconds."""
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def kill_all(ns: str, grace: float = 1.0, comm: str | None = None) -> None:
+    """SIGTERM every process in `ns` (or only those named `comm`), then SIGKILL what is left
+    after `grace` seconds."""
+    def targets() -> list[int]:
+        return [p for p in pids(ns) if comm is None or _comm(p) == comm]
+
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = pids(ns)
+        left = targets()
         if not left:
             return
         for pid in left:
@@ -58,7 +70,7 @@ def kill_all(ns: str, grace: float = 1.0) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and pids(ns):
+        while time.monotonic() < deadline and targets():
             time.sleep(0.05)
 
 

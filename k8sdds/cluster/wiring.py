@@ -3,17 +3,26 @@
 The wiring follows what the real CNI installs in the node's kernel, so packets take the same
 path: plain routes for flannel host-gw and kube-router, a VXLAN device with static neighbour
 and FDB entries for flannel vxlan and calico vxlan, an IP-in-IP device for calico ipip, one
-L2 segment (VXLAN enslaved to cni0, head-end replication) for weave, nothing for the host.
+L2 segment (VXLAN enslaved to cni0, head-end replication) for weave, a WireGuard device per
+node for flannel wireguard and under the weave VXLAN for weave encrypted (kernel WireGuard
+where the kernel has it, else wireguard-go), nothing for the host.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from k8sdds.cluster import capabilities, netns
 from k8sdds.cluster.netns import ip, run
+from k8sdds.errors import TestbedError
 
 if TYPE_CHECKING:
     from k8sdds.cluster.emulated import Node, Testbed
@@ -112,32 +121,106 @@ def _ipip_teardown(tb: Testbed) -> None:
     _routed_teardown(tb)
 
 
-# ---- one L2 segment: weave ---------------------------------------------------------------
+# ---- WireGuard between nodes: flannel wireguard, and the underlay of weave encrypted ------
+WG_PORT = 51820
+WG_MTU = 1420
+TUNNEL_NET = "10.98.0"  # node tunnel addresses: 10.98.0.<10+n>/24
+
+
+def wg_interface(tb: Testbed, node: Node) -> str:
+    """Unique across testbeds: wireguard-go's control socket lives in the shared
+    /var/run/wireguard, and interface names have at most 15 characters."""
+    digest = hashlib.sha1(tb.spec.name.encode()).hexdigest()[:6]
+    return f"kw{digest}{node.index}"
+
+
+def _tunnel_address(node: Node) -> str:
+    return f"{TUNNEL_NET}.{10 + node.index}"
+
+
+def _key_dir(tb: Testbed) -> Path:
+    return tb.state_file.with_suffix(".keys")
+
+
+def _wg_setup(tb: Testbed, route_pods: bool) -> None:
+    mode, reason = capabilities.wireguard()
+    if mode is None:
+        raise TestbedError(f"no WireGuard here: {reason}")
+    keys = _key_dir(tb)
+    keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+    public = {}
+    for node in tb.nodes:
+        dev = wg_interface(tb, node)
+        if mode == "kernel":
+            ip("link", "add", dev, "type", "wireguard", ns=node.ns)
+        else:  # wireguard-go creates the TUN device in the namespace and daemonizes there
+            run(netns.exec_argv(node.ns, ["wireguard-go", dev]))
+        key_file = keys / f"{node.name}.key"
+        private = run(["wg", "genkey"]).stdout.strip()
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(private + "\n")
+        public[node.name] = subprocess.run(["wg", "pubkey"], input=private, text=True,
+                                           capture_output=True, check=True).stdout.strip()
+        run(netns.exec_argv(node.ns, ["wg", "set", dev, "listen-port", str(WG_PORT),
+                                      "private-key", str(key_file)]))
+        ip("addr", "add", f"{_tunnel_address(node)}/24", "dev", dev, ns=node.ns)
+        ip("link", "set", dev, "mtu", str(WG_MTU), "up", ns=node.ns)
+    for node, remote in _remote_pairs(tb):
+        allowed = f"{_tunnel_address(remote)}/32" + (f",{remote.pod_cidr}" if route_pods else "")
+        run(netns.exec_argv(node.ns, ["wg", "set", wg_interface(tb, node), "peer",
+                                      public[remote.name], "endpoint",
+                                      f"{remote.address}:{WG_PORT}", "allowed-ips", allowed]))
+        if route_pods:
+            ip("route", "replace", remote.pod_cidr, "dev", wg_interface(tb, node), ns=node.ns)
+
+
+def _wg_teardown(tb: Testbed) -> None:
+    for node in tb.nodes:
+        ip("link", "del", wg_interface(tb, node), ns=node.ns, check=False)
+        netns.kill_all(node.ns, grace=1.0, comm="wireguard-go")
+    shutil.rmtree(_key_dir(tb), ignore_errors=True)
+
+
+# ---- one L2 segment: weave, and weave encrypted ------------------------------------------
 WEAVE_DEV = "weave.vx"
 WEAVE_PORT = 6784  # Weave Net's fast datapath port
 WEAVE_MTU = 1376
+WEAVE_ENCRYPTED_MTU = WG_MTU - 50  # VXLAN inside the WireGuard tunnel
 WEAVE_PREFIX = 16  # pods of every node share 10.244.0.0/16
 
 
-def _weave_setup(tb: Testbed) -> None:
+def _weave_setup(tb: Testbed, encrypted: bool = False) -> None:
+    if encrypted:
+        _wg_setup(tb, route_pods=False)
+
+    def underlay(node: Node) -> tuple[str, str]:  # (address, device) the VXLAN rides on
+        if encrypted:
+            return _tunnel_address(node), wg_interface(tb, node)
+        return node.address, "eth0"
+
+    mtu = WEAVE_ENCRYPTED_MTU if encrypted else WEAVE_MTU
     for node in tb.nodes:
+        local, dev = underlay(node)
         ip("addr", "del", f"{node.gateway}/24", "dev", "cni0", ns=node.ns, check=False)
         ip("addr", "replace", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns)
-        ip("link", "add", WEAVE_DEV, "mtu", str(WEAVE_MTU), "type", "vxlan", "id", "2",
-           "local", node.address, "dev", "eth0", "dstport", str(WEAVE_PORT), ns=node.ns)
+        ip("link", "add", WEAVE_DEV, "mtu", str(mtu), "type", "vxlan", "id", "2",
+           "local", local, "dev", dev, "dstport", str(WEAVE_PORT), ns=node.ns)
         ip("link", "set", WEAVE_DEV, "master", "cni0", "up", ns=node.ns)
     for node, remote in _remote_pairs(tb):
         # head-end replication: broadcast, multicast and unknown unicast go to every node
         run(["bridge", "-n", node.ns, "fdb", "append", "00:00:00:00:00:00", "dev", WEAVE_DEV,
-             "dst", remote.address])
+             "dst", underlay(remote)[0]])
 
 
-def _weave_teardown(tb: Testbed) -> None:
+def _weave_teardown(tb: Testbed, encrypted: bool = False) -> None:
     for node in tb.nodes:
         ip("link", "del", WEAVE_DEV, ns=node.ns, check=False)
         ip("addr", "del", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns,
            check=False)
         ip("addr", "replace", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
+    if encrypted:
+        _wg_teardown(tb)
 
 
 WIRING: dict[str, Wiring] = {
@@ -150,4 +233,7 @@ WIRING: dict[str, Wiring] = {
                            partial(_link_teardown, CALICO_VXLAN.dev)),
     "calico-ipip": Wiring(_ipip_setup, _ipip_teardown),
     "weave": Wiring(_weave_setup, _weave_teardown),
+    "weave-encrypted": Wiring(partial(_weave_setup, encrypted=True),
+                              partial(_weave_teardown, encrypted=True)),
+    "flannel-wireguard": Wiring(partial(_wg_setup, route_pods=True), _wg_teardown),
 }

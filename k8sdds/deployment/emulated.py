@@ -38,7 +38,7 @@ class EmulatedBackend:
         return list(WIRING)
 
     def unavailable(self, datapath: str) -> str | None:
-        return capabilities.datapath_unavailable(datapaths.get(datapath).kernel_links)
+        return capabilities.datapath_unavailable(datapaths.get(datapath))
 
     def up(self) -> None:
         self._lock = TestbedLock(self.testbed.spec.name)
