@@ -190,6 +190,9 @@ def test_run_two_rows_on_two_datapaths(tmp_path, env):
     for test in (1, 2, 3, 4):
         for role in ("pub", "sub0"):
             assert os.path.getsize(f"{run}/test-{test}/rep-1/{role}.log") > 0
+    # each pod has its own host name, so DDS participants show distinct hosts
+    sub_log = open(f"{run}/test-1/rep-1/sub0.log").read()
+    assert "participant node1-sub0:" in sub_log and "participant node0-pub:" in sub_log
     assert os.path.getsize(f"{run}/throughput.png") > 10_000
     assert namespaces(name) == []  # the run built the testbed and removed it
     # parse is idempotent over the real run

@@ -27,8 +27,11 @@ def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Comp
     return run(["ip", *(["-n", ns] if ns else []), *args], check=check)
 
 
-def exec_argv(ns: str, argv: Sequence[str]) -> list[str]:
-    """The argv that runs `argv` inside namespace `ns`."""
+def exec_argv(ns: str, argv: Sequence[str], hostname: str | None = None) -> list[str]:
+    """The argv that runs `argv` inside namespace `ns`, with its own `hostname` if given
+    (a UTS namespace; the name and argv are passed as arguments, never as shell text)."""
+    if hostname:
+        argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname, *argv]
     return ["ip", "netns", "exec", ns, *argv]
 
 

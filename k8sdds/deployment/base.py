@@ -20,6 +20,7 @@ class Placement:
     address: str  # the role's IP address
     interface: str  # the interface DDS must use there
     where: str  # backend-specific location (a namespace, a pod name, a host)
+    hostname: str = ""  # what the role's processes see as their host name
 
 
 @dataclass

@@ -62,16 +62,18 @@ class EmulatedBackend:
         for role in roles:
             node = self.testbed.node(nodes[role])
             if dp.host_network:
-                out[role] = Placement(role, node.name, node.address, "eth0", node.ns)
+                out[role] = Placement(role, node.name, node.address, "eth0", node.ns,
+                                      node.name)
             else:
                 pod = self.testbed.add_pod(node, role, dp.mtu, dp.pod_prefix)
-                out[role] = Placement(role, node.name, pod.address, "eth0", pod.ns)
+                out[role] = Placement(role, node.name, pod.address, "eth0", pod.ns,
+                                      f"{node.name}-{role}")
         return out
 
     def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
               log: Path) -> Handle:
         with open(log, "wb") as out:
-            proc = subprocess.Popen(netns.exec_argv(placement.where, argv),
+            proc = subprocess.Popen(netns.exec_argv(placement.where, argv, placement.hostname),
                                     stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env={**os.environ, **env},
                                     start_new_session=True)
