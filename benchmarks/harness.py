@@ -26,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds.cluster import netns
-from k8sdds.cluster.emulated import ClusterSpec, Testbed
+from k8sdds.cluster.emulated import Testbed
+from k8sdds.cluster.spec import default_nodes
 from k8sdds.parsers.ddsperf import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,8 +52,8 @@ def by_hand(tb: Testbed, run_dir: Path) -> float:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     argv = manifest["repeats"]["test-1/rep-1"]["argv"]
     rep = run_dir / "test-1" / "rep-1"
-    pub_pod = tb.add_pod(tb.node("node0"), "pub", 1500)
-    sub_pod = tb.add_pod(tb.node("node1"), "sub0", 1500)
+    pub_pod = tb.add_pod(tb.node("node1"), "pub", 1500)  # where k8sdds places them
+    sub_pod = tb.add_pod(tb.node("node2"), "sub0", 1500)
     try:
         def start(pod, role):
             env = {**os.environ, "CYCLONEDDS_URI": (rep / f"{role}.cyclonedds.xml").as_uri()}
@@ -70,7 +71,7 @@ def by_hand(tb: Testbed, run_dir: Path) -> float:
 
 
 def transparency(pairs: int, duration: float) -> None:
-    tb = Testbed(ClusterSpec(name=TESTBED))
+    tb = Testbed(default_nodes(4, name=TESTBED))
     tb.up()
     tb.use_datapath("flannel-hostgw")
     with tempfile.TemporaryDirectory() as tmp:

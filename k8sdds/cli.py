@@ -109,7 +109,16 @@ def run(
     testbed: str = typer.Option(
         "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
         "testbed of that name is reused and left up, else one is built and removed after."),
-    nodes: int = typer.Option(3, "--nodes", min=2, max=64, help="emulated: number of nodes."),
+    nodes: int = typer.Option(
+        4, "--nodes", min=2, max=64,
+        help="emulated: nodes when the run builds the testbed: node0 is the control plane, "
+             "the others are workers, where pods run."),
+    profile: str | None = typer.Option(
+        None, "--profile", help="emulated: edge profile of every worker: "
+        "cloud, rpi3b, rpi4, rpi3b-wifi (see `k8sdds testbed profiles`)."),
+    cluster: Path | None = typer.Option(
+        None, "--cluster", help="emulated: cluster spec (YAML): nodes with name, role, arch, "
+        "profile."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON on stdout."),
@@ -119,7 +128,7 @@ def run(
     from k8sdds.runner import Runner, RunOptions
 
     name = _choice(backend, list(BACKENDS), "--backend")
-    chosen = BACKENDS[name](testbed=testbed, nodes=nodes)
+    chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
     names = _datapath_list(datapath, list(chosen.datapaths()))
     defaults = schedule.Defaults(
         latency_test=True if latency_test else None,
@@ -190,10 +199,13 @@ def plot_cmd(run_dir: Path = typer.Argument(..., help="A run directory.")) -> No
     out_console.print(f"plot: {run_dir / 'throughput.png'}")
 
 
-def _testbed(name: str, nodes: int):
-    from k8sdds.cluster.emulated import ClusterSpec, Testbed
+def _testbed(name: str, nodes: int, profile: str | None, cluster: Path | None):
+    from k8sdds.cluster import spec
+    from k8sdds.cluster.emulated import Testbed
 
-    return Testbed(ClusterSpec(name=name, nodes=nodes))
+    if cluster:
+        return Testbed(spec.load(cluster, name=name, profile=profile))
+    return Testbed(spec.default_nodes(nodes, profile, name))
 
 
 NAME = typer.Option("k8sdds", "--name", help="Testbed name (namespace prefix).")
@@ -201,7 +213,12 @@ NAME = typer.Option("k8sdds", "--name", help="Testbed name (namespace prefix).")
 
 @testbed_app.command("up")
 def testbed_up(name: str = NAME,
-               nodes: int = typer.Option(3, "--nodes", min=2, max=64, help="Number of nodes."),
+               nodes: int = typer.Option(4, "--nodes", min=2, max=64,
+                                         help="Nodes: node0 is the control plane."),
+               profile: str | None = typer.Option(None, "--profile",
+                                                  help="Edge profile of every worker."),
+               cluster: Path | None = typer.Option(None, "--cluster",
+                                                   help="Cluster spec (YAML)."),
                datapath: str = typer.Option("host", "--datapath", help="Datapath to wire."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
@@ -209,8 +226,8 @@ def testbed_up(name: str = NAME,
     from k8sdds.deployment.emulated import EmulatedBackend
 
     [dp] = _datapath_list(datapath, list(WIRING))[:1]
-    _check_available(EmulatedBackend(name, nodes), [dp])
-    tb = _testbed(name, nodes)
+    _check_available(EmulatedBackend(name), [dp])
+    tb = _testbed(name, nodes, profile, cluster)
     with _locked(name):
         tb.up()
         tb.use_datapath(dp)
@@ -236,6 +253,29 @@ def testbed_datapaths() -> None:
     out_console.print(table)
 
 
+@testbed_app.command("profiles")
+def testbed_profiles() -> None:
+    """List the edge node profiles (link rate, CPU quota, MTU, delay, loss)."""
+    from k8sdds.cluster.capabilities import qdisc
+    from k8sdds.cluster.profiles import PROFILES
+
+    netem = qdisc("netem")
+    table = Table(title="edge node profiles")
+    for col in ("profile", "link (Mbit/s)", "burst (KB)", "CPUs", "MTU", "delay (ms)",
+                "loss (%)", "about"):
+        table.add_column(col, overflow="fold")
+    for p in PROFILES.values():
+        cut = " (not here: no netem)" if netem and (p.delay_ms or p.loss_pct) else ""
+        table.add_row(p.name, _or_dash(p.rate_mbit), _or_dash(p.burst_kb or None),
+                      _or_dash(p.cpu), _or_dash(p.mtu), _or_dash(p.delay_ms) + cut,
+                      _or_dash(p.loss_pct) + cut, p.about)
+    out_console.print(table)
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 @testbed_app.command("status")
 def testbed_status(name: str = NAME) -> None:
     """Show the emulated cluster: nodes, datapath, pods, processes."""
@@ -251,7 +291,8 @@ def testbed_status(name: str = NAME) -> None:
 @testbed_app.command("down")
 def testbed_down(name: str = NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
-    from k8sdds.cluster.emulated import ClusterSpec, Testbed
+    from k8sdds.cluster.emulated import Testbed
+    from k8sdds.cluster.spec import ClusterSpec
 
     tb = Testbed.existing(name) or Testbed(ClusterSpec(name=name))
     with _locked(name):  # a crashed run holds no lock; a live one must finish first
@@ -276,12 +317,15 @@ def _status(tb) -> None:
     table = Table(title=f"testbed {st['name']}: {'up' if st['up'] else 'incomplete'}, "
                         f"datapath {st['datapath'] or 'none'}, {st['pods']} pods, "
                         f"{st['processes']} processes")
-    for col in ("node", "namespace", "address", "pod CIDR", "present"):
+    for col in ("node", "role", "arch", "profile", "namespace", "address", "pod CIDR",
+                "present"):
         table.add_column(col)
     for n in st["nodes"]:
-        table.add_row(n["name"], n["namespace"], n["address"], n["pod_cidr"],
-                      "yes" if n["present"] else "no")
+        table.add_row(n["name"], n["role"], n["arch"], n["profile"], n["namespace"],
+                      n["address"], n["pod_cidr"], "yes" if n["present"] else "no")
     out_console.print(table)
+    for line in st["not_applied"]:
+        err_console.print(f"[yellow]not applied:[/yellow] {line}")
 
 
 def _terminate(signum, frame):  # SIGTERM stops a run like Ctrl-C: clean up, then exit

@@ -49,7 +49,7 @@ def test_multicast_on_vxlan_rejected_before_anything_runs(tmp_path):
 
 @pytest.mark.parametrize("option,value,expected", [
     ("--transport", "smoke", "'smoke' is not one of udp, tcp, tls"),
-    ("--datapath", "weave", "'weave' is not one of"),
+    ("--datapath", "cilium", "'cilium' is not one of"),
     ("--backend", "cloud", "'cloud' is not one of emulated"),
 ])
 def test_bad_option_values(tmp_path, option, value, expected):

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from k8sdds import datapaths
-from k8sdds.cluster import capabilities, netns
-from k8sdds.cluster.emulated import ClusterSpec, Testbed
+from k8sdds.cluster import capabilities, netns, spec
+from k8sdds.cluster.emulated import Testbed
 from k8sdds.cluster.wiring import WIRING, wg_interface
 
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
@@ -90,7 +90,7 @@ def wired(tmp_path_factory):
     old = os.environ.get("K8SDDS_STATE_DIR")
     os.environ["K8SDDS_STATE_DIR"] = str(state)
     before = root_links()
-    tb = Testbed(ClusterSpec(name="kdw" + str(os.getpid() % 1000), nodes=3))
+    tb = Testbed(spec.default_nodes(3, name="kdw" + str(os.getpid() % 1000)))
     tb.up()
     yield tb
     tb.down()
@@ -173,7 +173,7 @@ def test_run_two_rows_on_two_datapaths(tmp_path, env):
     assert manifest["datapaths"] == ["flannel-hostgw", "flannel-vxlan"]
     assert manifest["environment"]["kernel"] and manifest["tools"]["ddsperf"] != ""
     assert {e["status"] for e in manifest["repeats"].values()} == {"done"}
-    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "node0", "sub0": "node1"}
+    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "node1", "sub0": "node2"}
     df = pd.read_csv(f"{run}/results.csv")
     s = df[df.kind == "summary"]
     for dp in ("flannel-hostgw", "flannel-vxlan"):
@@ -192,7 +192,7 @@ def test_run_two_rows_on_two_datapaths(tmp_path, env):
             assert os.path.getsize(f"{run}/test-{test}/rep-1/{role}.log") > 0
     # each pod has its own host name, so DDS participants show distinct hosts
     sub_log = open(f"{run}/test-1/rep-1/sub0.log").read()
-    assert "participant node1-sub0:" in sub_log and "participant node0-pub:" in sub_log
+    assert "participant node2-sub0:" in sub_log and "participant node1-pub:" in sub_log
     assert os.path.getsize(f"{run}/throughput.png") > 10_000
     assert namespaces(name) == []  # the run built the testbed and removed it
     # parse is idempotent over the real run
@@ -217,7 +217,7 @@ def _start_long_run(tmp_path, env, name):
                              "--datapath", "flannel-vxlan", "--duration", "60", "--out",
                              str(tmp_path / "logs"), "--testbed", name, "--quiet"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pods = [f"{name}-node1-sub0", f"{name}-node2-sub1", f"{name}-node0-pub"]
+    pods = [f"{name}-node2-sub0", f"{name}-node3-sub1", f"{name}-node1-pub"]
     assert _wait_for(lambda: all(p in namespaces(name) and netns.pids(p) for p in pods), 30), \
         "the run never started its roles"
     return proc, pods
@@ -260,8 +260,8 @@ def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
     assert cli("testbed", "up", "--name", name, "--datapath", "flannel-hostgw",
                env=env).returncode == 0
     try:
-        for i in range(3):  # cut every cross-node pod route: nobody can discover anybody
-            for j in range(3):
+        for i in range(4):  # cut every cross-node pod route: nobody can discover anybody
+            for j in range(4):
                 if i != j:
                     subprocess.run(["ip", "-n", f"{name}-node{i}", "route", "del",
                                     f"10.244.{j}.0/24"], check=True)

@@ -54,3 +54,20 @@ def datapath_unavailable(dp: Datapath) -> str | None:
     if dp.encryption.startswith("WireGuard"):
         return wireguard()[1]
     return None
+
+
+@functools.cache
+def qdisc(kind: str) -> str | None:
+    """None if the kernel has the `kind` queueing discipline (tbf, netem, ...), else why not."""
+    if os.geteuid() != 0:
+        return "needs root to probe"
+    ns = f"k8sdds-probe-{secrets.token_hex(3)}"
+    if run(["ip", "netns", "add", ns], check=False).returncode != 0:
+        return "cannot create a network namespace"
+    try:
+        proc = run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", kind], check=False)
+        if proc.returncode == 0:
+            return None
+        return f"the kernel has no {kind} qdisc ({proc.stderr.strip() or 'refused'})"
+    finally:
+        run(["ip", "netns", "del", ns], check=False)

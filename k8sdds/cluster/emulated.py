@@ -20,8 +20,10 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from k8sdds.cluster import netns, wiring
+from k8sdds.cluster import capabilities, cgroups, netns, wiring
 from k8sdds.cluster.netns import ip
+from k8sdds.cluster.profiles import PROFILES
+from k8sdds.cluster.spec import ClusterSpec
 from k8sdds.errors import TestbedError
 from k8sdds.results import atomic_write
 
@@ -34,14 +36,6 @@ def state_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class ClusterSpec:
-    """The shape of the emulated cluster."""
-
-    name: str = "k8sdds"
-    nodes: int = 3
-
-
-@dataclass(frozen=True)
 class Node:
     name: str
     index: int
@@ -49,6 +43,14 @@ class Node:
     address: str
     pod_cidr: str
     gateway: str
+    role: str = "worker"
+    arch: str = "amd64"
+    profile: str = "cloud"
+    mtu: int = 1500  # the node uplink's MTU (from its profile)
+
+    def shrink(self, mtu: int) -> int:
+        """An MTU made for a 1500-byte underlay, shrunk to this node's uplink."""
+        return mtu - (1500 - self.mtu)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class _State:
     namespaces: list[str] = field(default_factory=list)
     datapath: str | None = None
     pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
+    cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
+    not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
 
 
 class Testbed:
@@ -72,18 +76,22 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, spec: ClusterSpec = ClusterSpec()):
-        if spec.nodes < 2:
-            raise TestbedError("an emulated cluster needs at least 2 nodes")
+    def __init__(self, spec: ClusterSpec | None = None):
+        spec = spec or ClusterSpec()
         self.spec = spec
         self.switch = f"{spec.name}-switch"
         self.nodes = [
-            Node(name=f"node{i}", index=i, ns=f"{spec.name}-node{i}",
+            Node(name=n.name, index=i, ns=f"{spec.name}-{n.name}",
                  address=f"{UNDERLAY}.{10 + i}", pod_cidr=f"10.244.{i}.0/24",
-                 gateway=f"10.244.{i}.1")
-            for i in range(spec.nodes)
+                 gateway=f"10.244.{i}.1", role=n.role, arch=n.arch, profile=n.profile,
+                 mtu=PROFILES[n.profile].mtu or 1500)
+            for i, n in enumerate(spec.nodes)
         ]
         self.state_file = state_dir() / f"{spec.name}.json"
+
+    def workers(self) -> list[Node]:
+        """The nodes that run pods: the workers (all nodes if there is none)."""
+        return [n for n in self.nodes if n.role == "worker"] or list(self.nodes)
 
     # ---- state on disk -------------------------------------------------------------
     @classmethod
@@ -93,8 +101,7 @@ class Testbed:
         if not path.exists():
             return None
         try:
-            spec = json.loads(path.read_text())["spec"]
-            return cls(ClusterSpec(**spec))
+            return cls(ClusterSpec.from_dict(json.loads(path.read_text())["spec"]))
         except (ValueError, KeyError, TypeError):
             return cls(ClusterSpec(name=name))  # unreadable state: still allow `down`
 
@@ -103,7 +110,7 @@ class Testbed:
             data = json.loads(self.state_file.read_text())
             return _State(**data)
         except (OSError, ValueError, TypeError):
-            return _State(spec=asdict(self.spec))
+            return _State(spec=self.spec.to_dict())
 
     def _save(self, state: _State) -> None:
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -132,13 +139,14 @@ class Testbed:
             return
         if self.state_file.exists() or self._leftovers():
             self.down()
-        state = _State(spec=asdict(self.spec))
+        state = _State(spec=self.spec.to_dict())
         try:
             self._add_ns(state, self.switch)
             ip("link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=self.switch)
             ip("link", "set", "br0", "up", ns=self.switch)
             for node in self.nodes:
                 self._add_node(state, node)
+            self._apply_profiles(state)
         except BaseException:
             self.down()
             raise
@@ -156,6 +164,45 @@ class Testbed:
         ip("addr", "add", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
         ip("link", "set", "cni0", "up", ns=node.ns)
         netns.sysctl(node.ns, "net.ipv4.ip_forward", "1")
+
+    def _apply_profiles(self, state: _State) -> None:
+        """Link rate (tbf both ways), MTU, CPU quota (cgroup), delay and loss (netem)."""
+        for node in self.nodes:
+            profile = PROFILES[node.profile]
+            port = f"n{node.index}"
+            ends = ((node.ns, "eth0"), (self.switch, port))  # node->switch, switch->node
+            if profile.mtu:
+                ip("link", "set", "eth0", "mtu", str(profile.mtu), ns=node.ns)
+                ip("link", "set", port, "mtu", str(profile.mtu), ns=self.switch)
+            netem = bool(profile.delay_ms or profile.loss_pct)
+            if netem and capabilities.qdisc("netem"):
+                state.not_applied.append(
+                    f"{node.name} ({profile.name}): delay {profile.delay_ms} ms and loss "
+                    f"{profile.loss_pct} % not applied: {capabilities.qdisc('netem')}")
+                netem = False
+            for ns, dev in ends:
+                parent = ["root"]
+                if netem:
+                    netns.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle",
+                               "1:", "netem", "delay", f"{profile.delay_ms or 0}ms", "loss",
+                               f"{profile.loss_pct or 0}%"])
+                    parent = ["parent", "1:1", "handle", "10:"]
+                if profile.rate_mbit:
+                    netns.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, *parent, "tbf",
+                               "rate", f"{profile.rate_mbit:g}mbit", "burst",
+                               f"{profile.burst_kb}kb", "latency", "50ms"])
+            if profile.cpu:
+                state.cgroups[node.name] = cgroups.create(
+                    ["k8sdds", self.spec.name, node.name], profile.cpu)
+            self._save(state)
+
+    def cgroup(self, node: Node) -> str | None:
+        """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
+        return self._load().cgroups.get(node.name)
+
+    def not_applied(self) -> list[str]:
+        """Parts of the node profiles this kernel could not apply, one line each."""
+        return list(self._load().not_applied)
 
     def use_datapath(self, name: str) -> None:
         """Rewire cross-node pod traffic for datapath `name`."""
@@ -221,6 +268,8 @@ class Testbed:
         doomed = list(dict.fromkeys(list(reversed(state.namespaces)) + self._leftovers()))
         for ns in doomed:
             netns.delete(ns)
+        for path in state.cgroups.values():
+            cgroups.remove(path)
         shutil.rmtree(self.state_file.with_suffix(".keys"), ignore_errors=True)  # WireGuard
         try:
             self.state_file.unlink()
@@ -235,9 +284,11 @@ class Testbed:
             "name": self.spec.name,
             "up": self.is_up(),
             "datapath": state.datapath,
-            "nodes": [{"name": n.name, "namespace": n.ns, "address": n.address,
-                       "pod_cidr": n.pod_cidr, "present": n.ns in present}
+            "nodes": [{"name": n.name, "role": n.role, "arch": n.arch, "profile": n.profile,
+                       "namespace": n.ns, "address": n.address, "pod_cidr": n.pod_cidr,
+                       "present": n.ns in present}
                       for n in self.nodes],
+            "not_applied": state.not_applied,
             "pods": len(state.pods),
             "processes": sum(len(netns.pids(ns)) for ns in state.namespaces if ns in present),
             "state_file": str(self.state_file),

@@ -78,7 +78,7 @@ def _vtep_address(node: Node) -> str:
 
 def _vxlan_setup(vx: Vxlan, tb: Testbed) -> None:
     for node in tb.nodes:
-        ip("link", "add", vx.dev, "address", vtep_mac(vx, node), "mtu", str(vx.mtu),
+        ip("link", "add", vx.dev, "address", vtep_mac(vx, node), "mtu", str(node.shrink(vx.mtu)),
            "type", "vxlan", "id", str(vx.vni), "local", node.address, "dev", "eth0",
            "dstport", str(vx.port), "nolearning", ns=node.ns)
         ip("addr", "add", f"{_vtep_address(node)}/32", "dev", vx.dev, ns=node.ns)
@@ -107,7 +107,7 @@ def _ipip_setup(tb: Testbed) -> None:
     for node in tb.nodes:
         if ip("link", "show", IPIP_DEV, ns=node.ns, check=False).returncode != 0:
             ip("link", "add", IPIP_DEV, "type", "ipip", ns=node.ns)
-        ip("link", "set", IPIP_DEV, "mtu", str(IPIP_MTU), "up", ns=node.ns)
+        ip("link", "set", IPIP_DEV, "mtu", str(node.shrink(IPIP_MTU)), "up", ns=node.ns)
         ip("addr", "replace", f"{_vtep_address(node)}/32", "dev", IPIP_DEV, ns=node.ns)
     for node, remote in _remote_pairs(tb):
         ip("route", "replace", remote.pod_cidr, "via", remote.address, "dev", IPIP_DEV,
@@ -165,7 +165,7 @@ def _wg_setup(tb: Testbed, route_pods: bool) -> None:
         run(netns.exec_argv(node.ns, ["wg", "set", dev, "listen-port", str(WG_PORT),
                                       "private-key", str(key_file)]))
         ip("addr", "add", f"{_tunnel_address(node)}/24", "dev", dev, ns=node.ns)
-        ip("link", "set", dev, "mtu", str(WG_MTU), "up", ns=node.ns)
+        ip("link", "set", dev, "mtu", str(node.shrink(WG_MTU)), "up", ns=node.ns)
     for node, remote in _remote_pairs(tb):
         allowed = f"{_tunnel_address(remote)}/32" + (f",{remote.pod_cidr}" if route_pods else "")
         run(netns.exec_argv(node.ns, ["wg", "set", wg_interface(tb, node), "peer",
@@ -204,7 +204,7 @@ def _weave_setup(tb: Testbed, encrypted: bool = False) -> None:
         local, dev = underlay(node)
         ip("addr", "del", f"{node.gateway}/24", "dev", "cni0", ns=node.ns, check=False)
         ip("addr", "replace", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns)
-        ip("link", "add", WEAVE_DEV, "mtu", str(mtu), "type", "vxlan", "id", "2",
+        ip("link", "add", WEAVE_DEV, "mtu", str(node.shrink(mtu)), "type", "vxlan", "id", "2",
            "local", local, "dev", dev, "dstport", str(WEAVE_PORT), ns=node.ns)
         ip("link", "set", WEAVE_DEV, "master", "cni0", "up", ns=node.ns)
     for node, remote in _remote_pairs(tb):

@@ -6,11 +6,13 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from k8sdds import datapaths
-from k8sdds.cluster import capabilities, netns
-from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, ClusterSpec, Testbed, TestbedLock
+from k8sdds.cluster import capabilities, cgroups, netns, spec
+from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, Testbed, TestbedLock
+from k8sdds.cluster.profiles import PROFILES
 from k8sdds.cluster.wiring import WIRING
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.placement import place
@@ -20,19 +22,24 @@ from k8sdds.schedule import Limits, Test
 class EmulatedBackend:
     name = "emulated"
 
-    def __init__(self, testbed: str = "k8sdds", nodes: int = 3):
+    def __init__(self, testbed: str = "k8sdds", nodes: int = 4, profile: str | None = None,
+                 cluster: Path | None = None):
         existing = Testbed.existing(testbed)
-        # a testbed that is already up is used as it is (its own node count)
-        self.testbed = (existing if existing and existing.is_up()
-                        else Testbed(ClusterSpec(name=testbed, nodes=nodes)))
+        if existing and existing.is_up():
+            # a testbed that is already up is used as it is (its own nodes and profiles)
+            self.testbed = existing
+        elif cluster:
+            self.testbed = Testbed(spec.load(cluster, name=testbed, profile=profile))
+        else:
+            self.testbed = Testbed(spec.default_nodes(nodes, profile, testbed))
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None
         self._datapath: str | None = None
         self._handles: list[Handle] = []
 
     def limits(self) -> Limits:
-        workers = max(1, len(self.testbed.nodes) - 1)
-        return Limits(max_subscribers=workers * MAX_PODS_PER_NODE)
+        others = max(1, len(self.testbed.workers()) - 1)  # workers beside the publisher's
+        return Limits(max_subscribers=others * MAX_PODS_PER_NODE)
 
     def datapaths(self) -> Sequence[str]:
         return list(WIRING)
@@ -57,7 +64,7 @@ class EmulatedBackend:
 
     def deploy(self, test: Test, roles: Sequence[str]) -> Mapping[str, Placement]:
         dp = datapaths.get(test.datapath)
-        nodes = place(roles, [n.name for n in self.testbed.nodes], test.placement)
+        nodes = place(roles, [n.name for n in self.testbed.workers()], test.placement)
         out = {}
         for role in roles:
             node = self.testbed.node(nodes[role])
@@ -65,18 +72,21 @@ class EmulatedBackend:
                 out[role] = Placement(role, node.name, node.address, "eth0", node.ns,
                                       node.name)
             else:
-                pod = self.testbed.add_pod(node, role, dp.mtu, dp.pod_prefix)
+                pod = self.testbed.add_pod(node, role, node.shrink(dp.mtu), dp.pod_prefix)
                 out[role] = Placement(role, node.name, pod.address, "eth0", pod.ns,
                                       f"{node.name}-{role}")
         return out
 
     def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
               log: Path) -> Handle:
+        group = self.testbed.cgroup(self.testbed.node(placement.node))
         with open(log, "wb") as out:
             proc = subprocess.Popen(netns.exec_argv(placement.where, argv, placement.hostname),
                                     stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env={**os.environ, **env},
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    # the node's CPU quota holds every process of the node
+                                    preexec_fn=(lambda: cgroups.join(group)) if group else None)
         handle = Handle(placement.role, proc, log)
         self._handles.append(handle)
         return handle
@@ -120,5 +130,9 @@ class EmulatedBackend:
 
     def describe(self) -> dict:
         return {"testbed": self.testbed.spec.name,
-                "nodes": [{"name": n.name, "address": n.address, "pod_cidr": n.pod_cidr}
-                          for n in self.testbed.nodes]}
+                "nodes": [{"name": n.name, "role": n.role, "arch": n.arch,
+                           "profile": n.profile, "address": n.address,
+                           "pod_cidr": n.pod_cidr} for n in self.testbed.nodes],
+                "profiles": {name: asdict(PROFILES[name])
+                             for name in dict.fromkeys(n.profile for n in self.testbed.nodes)},
+                "not_applied": self.testbed.not_applied()}

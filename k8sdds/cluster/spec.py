@@ -1,0 +1,134 @@
+"""The shape of an emulated cluster: nodes with name, role, architecture label and profile.
+
+Written by hand as YAML (`--cluster FILE`) or made from defaults (1 control-plane + N
+workers); validated like schedules: one clear error naming the file, node, field and value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from k8sdds.cluster.profiles import PROFILES
+from k8sdds.errors import UserError
+
+ROLES = ("control-plane", "worker")
+ARCHS = ("amd64", "arm64", "arm")
+NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$")
+MAX_NODES = 64
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    role: str = "worker"
+    arch: str = "amd64"
+    profile: str = "cloud"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str = "k8sdds"
+    nodes: tuple[NodeSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            object.__setattr__(self, "nodes", default_nodes(4).nodes)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "nodes": [asdict(n) for n in self.nodes]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ClusterSpec:
+        return cls(name=data["name"], nodes=tuple(NodeSpec(**n) for n in data["nodes"]))
+
+    def workers(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if n.role == "worker"]
+
+
+class SpecError(UserError):
+    """The cluster spec is not valid."""
+
+
+def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") -> ClusterSpec:
+    """node0 is the control plane; node1..node<count-1> are workers with `profile`."""
+    if not 2 <= count <= MAX_NODES:
+        raise SpecError(f"a cluster has 2 to {MAX_NODES} nodes, not {count}")
+    _check_profile(profile or "cloud", "--profile")
+    nodes = [NodeSpec("node0", "control-plane")] + [
+        NodeSpec(f"node{i}", "worker", profile=profile or "cloud") for i in range(1, count)]
+    return ClusterSpec(name=name, nodes=tuple(nodes))
+
+
+def _check_profile(profile: str, where: str) -> None:
+    if profile not in PROFILES:
+        hint = difflib.get_close_matches(profile, list(PROFILES), n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise SpecError(f"{where}: unknown profile {profile!r}; allowed: "
+                        f"{', '.join(PROFILES)}{extra}")
+
+
+def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> ClusterSpec:
+    """Read a YAML cluster spec. `profile`, if given, applies to workers without one."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such cluster spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the cluster spec: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping with `nodes:` (or `workers:`)")
+    unknown = set(data) - {"name", "nodes", "workers", "profile"}
+    if unknown:
+        raise SpecError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
+                        "name, nodes, workers, profile")
+    name = str(data.get("name", name))
+    if not NAME.match(name) or len(name) > 12:
+        raise SpecError(f"{path}: name {name!r}: lower-case letters, digits and '-', at most "
+                        "12 characters")
+    profile = data.get("profile", profile)
+    if "nodes" not in data:
+        workers = data.get("workers", 3)
+        if not isinstance(workers, int) or isinstance(workers, bool):
+            raise SpecError(f"{path}: workers {workers!r}: a whole number")
+        spec = default_nodes(workers + 1, profile, name)
+        return spec
+    raw = data["nodes"]
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"{path}: nodes: a non-empty list of nodes")
+    nodes = []
+    for i, entry in enumerate(raw):
+        where = f"{path}, node {i + 1}"
+        if not isinstance(entry, dict):
+            raise SpecError(f"{where}: expected a mapping with name, role, arch, profile")
+        extra = set(entry) - {"name", "role", "arch", "profile"}
+        if extra:
+            raise SpecError(f"{where}: unknown field(s) {', '.join(sorted(extra))}; allowed: "
+                            "name, role, arch, profile")
+        node = NodeSpec(name=str(entry.get("name", f"node{i}")),
+                        role=str(entry.get("role", "worker")),
+                        arch=str(entry.get("arch", "amd64")),
+                        profile=str(entry.get("profile", profile or "cloud")))
+        if not NAME.match(node.name):
+            raise SpecError(f"{where}, field 'name': value {node.name!r}: lower-case letters, "
+                            "digits and '-', at most 20 characters")
+        if node.role not in ROLES:
+            raise SpecError(f"{where}, field 'role': value {node.role!r}; allowed: "
+                            f"{', '.join(ROLES)}")
+        if node.arch not in ARCHS:
+            raise SpecError(f"{where}, field 'arch': value {node.arch!r}; allowed: "
+                            f"{', '.join(ARCHS)}")
+        _check_profile(node.profile, f"{where}, field 'profile'")
+        if node.name in {n.name for n in nodes}:
+            raise SpecError(f"{where}, field 'name': duplicate node name {node.name!r}")
+        nodes.append(node)
+    if not 2 <= len(nodes) <= MAX_NODES:
+        raise SpecError(f"{path}: a cluster has 2 to {MAX_NODES} nodes, not {len(nodes)}")
+    return ClusterSpec(name=name, nodes=tuple(nodes))
