@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Debian packages: the engine (ddsperf), the namespace tooling, ping for the wiring tests,
-# and userspace WireGuard for the encrypted datapaths where the kernel has none
-APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go wireguard-tools
+# userspace WireGuard for the encrypted datapaths where the kernel has none, iperf3 for the
+# profile tests
+APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go wireguard-tools \
+                iperf3
 
 .PHONY: demo test install system-deps lint clean
 

@@ -150,10 +150,14 @@ def run(
         err_console.print("interrupted: processes and testbed objects removed")
         raise typer.Exit(130) from None
     plotted = plot and _plot(outcome.run_dir)
+    if not as_json:  # even with --quiet: a limit that was not applied is never silent
+        for line in outcome.not_applied:
+            err_console.print(f"[yellow]not applied:[/yellow] {line}")
     if as_json:
         out_console.print_json(json.dumps({
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
-            "failed": outcome.failed, "wall_s": round(outcome.wall_s, 2),
+            "failed": outcome.failed, "not_applied": outcome.not_applied,
+            "wall_s": round(outcome.wall_s, 2),
             "plot": str(outcome.run_dir / "throughput.png") if plotted else None}))
     elif not quiet:
         for failure in outcome.failed:

@@ -50,6 +50,7 @@ class Outcome:
     run_dir: Path
     repeats: int = 0
     failed: list[str] = field(default_factory=list)  # "test-i/rep-r: reason"
+    not_applied: list[str] = field(default_factory=list)  # what the backend could not emulate
     wall_s: float = 0.0
 
 
@@ -95,7 +96,7 @@ class Runner:
             manifest["run_id"] = run.run_id
             manifest["schedule"] = run.copy_schedule(self.options.schedule)
             run.write_manifest(manifest)
-            outcome = Outcome(run.path)
+            outcome = Outcome(run.path, not_applied=manifest["cluster"].get("not_applied", []))
             self.progress.start(sum(t.repeats for t in tests))
             try:
                 for test in tests:

@@ -1,0 +1,108 @@
+"""Edge profiles on the real emulated cluster: link rate (iperf3), CPU quota (cgroup), netem."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from k8sdds.cluster import capabilities, netns
+from k8sdds.deployment.base import Placement
+from k8sdds.deployment.emulated import EmulatedBackend
+
+from .emulated_support import cli, namespaces, requires_namespaces
+
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
+
+
+@pytest.fixture(scope="module")
+def rpi3b(tmp_path_factory):
+    """A running 3-node testbed whose workers are Raspberry Pi 3B."""
+    old = os.environ.get("K8SDDS_STATE_DIR")
+    os.environ["K8SDDS_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    backend = EmulatedBackend(testbed="kdp" + str(os.getpid() % 1000), nodes=3,
+                              profile="rpi3b")
+    backend.up()
+    backend.use_datapath("host")
+    yield backend
+    backend.down()
+    assert namespaces(backend.testbed.spec.name) == []
+    if old is None:
+        os.environ.pop("K8SDDS_STATE_DIR")
+    else:
+        os.environ["K8SDDS_STATE_DIR"] = old
+
+
+def _iperf3(tb, server, client, reverse: bool) -> float:
+    srv = subprocess.Popen(netns.exec_argv(server.ns, ["iperf3", "-s", "-1"]),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run(netns.exec_argv(client.ns, ["iperf3", "-c", server.address, "-t",
+                                                         "3", "-J", *(["-R"] if reverse
+                                                                      else [])]),
+                             capture_output=True, text=True, timeout=30)
+        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"]
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="needs iperf3 (make test installs it)")
+def test_rpi3b_link_carries_about_100_mbit_each_way(rpi3b):
+    tb = rpi3b.testbed
+    n1, n2 = tb.node("node1"), tb.node("node2")
+    for reverse in (False, True):
+        bps = _iperf3(tb, n2, n1, reverse)
+        assert 90e6 <= bps <= 110e6, f"{bps / 1e6:.1f} Mbit/s (reverse={reverse})"
+    assert tb.node("node0").profile == "cloud"  # the control plane keeps no limits
+
+
+def test_cpu_quota_holds_every_process_of_the_node(rpi3b, tmp_path):
+    tb = rpi3b.testbed
+    node = tb.node("node1")
+    placement = Placement("pub", node.name, node.address, "eth0", node.ns, node.name)
+    busy = [sys.executable, "-c", "while True: pass"]
+    handle = rpi3b.start(placement, busy, {}, tmp_path / "busy.log")
+    try:
+        time.sleep(0.3)
+        with open(f"/proc/{handle.proc.pid}/cgroup") as fh:
+            assert f"k8sdds/{tb.spec.name}/node1" in fh.read()
+        ticks = os.sysconf("SC_CLK_TCK")
+
+        def cpu_seconds() -> float:
+            with open(f"/proc/{handle.proc.pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / ticks
+
+        start, t0 = cpu_seconds(), time.monotonic()
+        time.sleep(2.0)
+        used = (cpu_seconds() - start) / (time.monotonic() - t0)
+        assert used <= 0.5 * 1.2, f"a busy loop used {used:.2f} CPUs under a 0.5 CPU quota"
+        assert used >= 0.2  # and it did run
+    finally:
+        rpi3b.stop([handle])
+
+
+def test_netem_parts_are_applied_or_reported(tmp_path):
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    name = "kdn" + str(os.getpid() % 1000)
+    proc = cli("testbed", "up", "--name", name, "--nodes", "2", "--profile", "rpi3b-wifi",
+               env=env)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        qdiscs = subprocess.run(["tc", "-n", f"{name}-node1", "qdisc", "show", "dev", "eth0"],
+                                capture_output=True, text=True).stdout
+        assert "tbf" in qdiscs and "rate 40Mbit" in qdiscs
+        if capabilities.qdisc("netem") is None:
+            assert "netem" in qdiscs and "delay 2ms" in qdiscs
+        else:
+            assert "not applied: node1 (rpi3b-wifi): delay 2 ms and loss 0.1 %" in proc.stderr
+            assert "no netem" in proc.stderr
+    finally:
+        cli("testbed", "down", "--name", name, env=env)
