@@ -55,3 +55,35 @@ def test_one_publisher_and_32_subscribers_across_8_nodes(tmp_path):
     assert (thr.value > 0).all()
     assert set(thr.node) == {f"node{i}" for i in range(2, 8)}  # spread over the other workers
     assert namespaces(name) == []
+
+
+def test_two_testbeds_at_once_do_not_clash(tmp_path, monkeypatch):
+    from k8sdds import datapaths
+    from k8sdds.cluster import capabilities
+
+    monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path))
+    dp = "weave-encrypted"  # the most shared state: WireGuard sockets in /var/run/wireguard
+    if capabilities.datapath_unavailable(datapaths.get(dp)):
+        dp = "flannel-vxlan"
+    a = Testbed(default_nodes(3, name="kda" + str(os.getpid() % 1000)))
+    b = Testbed(default_nodes(3, name="kdb" + str(os.getpid() % 1000)))
+    try:
+        for tb in (a, b):
+            tb.up()
+            tb.use_datapath(dp)
+        info = datapaths.get(dp)
+        for tb in (a, b):
+            x = tb.add_pod(tb.node("node1"), "x", info.mtu, info.pod_prefix)
+            y = tb.add_pod(tb.node("node2"), "y", info.mtu, info.pod_prefix)
+            ping = netns.run(netns.exec_argv(x.ns, ["ping", "-c", "2", "-W", "2", y.address]),
+                             check=False)
+            assert ping.returncode == 0, f"{tb.spec.name}: {ping.stdout}"
+        a.down()
+        # the other testbed still works after the first is gone
+        x, y = (f"{b.spec.name}-node1-x", "10.244.2.10")
+        assert netns.run(netns.exec_argv(x, ["ping", "-c", "1", "-W", "2", y]),
+                         check=False).returncode == 0
+    finally:
+        a.down()
+        b.down()
+    assert namespaces(a.spec.name) == [] and namespaces(b.spec.name) == []
