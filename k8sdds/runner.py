@@ -107,7 +107,6 @@ class Runner:
                             f"{test.data_len} B rep {rep}/{test.repeats}")
                         entry = self._repeat(run, test, rep)
                         manifest["repeats"][repeat_key(test.number, rep)] = entry
-                        manifest["status"] = "running"
                         run.write_manifest(manifest)
                         outcome.repeats += 1
                         if entry["status"] == "failed":

@@ -106,3 +106,32 @@ def test_netem_parts_are_applied_or_reported(tmp_path):
             assert "no netem" in proc.stderr
     finally:
         cli("testbed", "down", "--name", name, env=env)
+
+
+def test_profile_mtu_shrinks_pod_and_tunnel_mtus(tmp_path, monkeypatch):
+    from k8sdds.cluster.emulated import Testbed
+    from k8sdds.cluster.profiles import PROFILES, Profile
+    from k8sdds.cluster.spec import default_nodes
+
+    monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path))
+    monkeypatch.setitem(PROFILES, "mtu1400", Profile("mtu1400", mtu=1400, about="test only"))
+    tb = Testbed(default_nodes(3, "mtu1400", name="kdu" + str(os.getpid() % 1000)))
+    tb.up()
+    try:
+        tb.use_datapath("flannel-vxlan")
+        n1, n2 = tb.node("node1"), tb.node("node2")
+        assert n1.shrink(1450) == 1350
+        a = tb.add_pod(n1, "a", n1.shrink(1450))
+        b = tb.add_pod(n2, "b", n2.shrink(1450))
+
+        def ping(size: int) -> bool:
+            return netns.run(netns.exec_argv(a.ns, ["ping", "-c", "1", "-W", "2", "-M", "do",
+                                                    "-s", str(size), b.address]),
+                             check=False).returncode == 0
+
+        assert ping(1350 - 28) and not ping(1351 - 28)
+        link = json.loads(subprocess.run(["ip", "-n", n1.ns, "-j", "link", "show", "flannel.1"],
+                                         capture_output=True, text=True).stdout)[0]
+        assert link["mtu"] == 1350
+    finally:
+        tb.down()

@@ -13,22 +13,27 @@ from k8sdds.datapaths import Datapath
 _PROBE_ARGS = {"vxlan": ["id", "1", "dstport", "4789"]}
 
 
-@functools.cache
-def link_type(kind: str) -> str | None:
-    """None if the kernel can create a `kind` link, else why not (one line)."""
+def _probe(what: str, argv: list[str]) -> str | None:
+    """Run `argv` (with {ns} for a scratch namespace); None if it worked, else why not."""
     if os.geteuid() != 0:
         return "needs root to probe"
     ns = f"k8sdds-probe-{secrets.token_hex(3)}"
     if run(["ip", "netns", "add", ns], check=False).returncode != 0:
         return "cannot create a network namespace"
     try:
-        proc = run(["ip", "-n", ns, "link", "add", "probe0", "type", kind,
-                    *_PROBE_ARGS.get(kind, [])], check=False)
+        proc = run([a.format(ns=ns) for a in argv], check=False)
         if proc.returncode == 0:
             return None
-        return f"the kernel has no {kind} link type ({proc.stderr.strip() or 'refused'})"
+        return f"the kernel has no {what} ({proc.stderr.strip() or 'refused'})"
     finally:
         run(["ip", "netns", "del", ns], check=False)
+
+
+@functools.cache
+def link_type(kind: str) -> str | None:
+    """None if the kernel can create a `kind` link, else why not (one line)."""
+    return _probe(f"{kind} link type", ["ip", "-n", "{ns}", "link", "add", "probe0", "type",
+                                        kind, *_PROBE_ARGS.get(kind, [])])
 
 
 @functools.cache
@@ -58,16 +63,6 @@ def datapath_unavailable(dp: Datapath) -> str | None:
 
 @functools.cache
 def qdisc(kind: str) -> str | None:
-    """None if the kernel has the `kind` queueing discipline (tbf, netem, ...), else why not."""
-    if os.geteuid() != 0:
-        return "needs root to probe"
-    ns = f"k8sdds-probe-{secrets.token_hex(3)}"
-    if run(["ip", "netns", "add", ns], check=False).returncode != 0:
-        return "cannot create a network namespace"
-    try:
-        proc = run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", kind], check=False)
-        if proc.returncode == 0:
-            return None
-        return f"the kernel has no {kind} qdisc ({proc.stderr.strip() or 'refused'})"
-    finally:
-        run(["ip", "netns", "del", ns], check=False)
+    """None if the kernel has the `kind` queueing discipline (netem, ...), else why not."""
+    return _probe(f"{kind} qdisc", ["tc", "-n", "{ns}", "qdisc", "add", "dev", "lo", "root",
+                                    kind])
