@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -173,6 +174,22 @@ def _wg_setup(tb: Testbed, route_pods: bool) -> None:
                                       f"{remote.address}:{WG_PORT}", "allowed-ips", allowed]))
         if route_pods:
             ip("route", "replace", remote.pod_cidr, "dev", wg_interface(tb, node), ns=node.ns)
+    _wg_wait_ready(tb)
+
+
+WG_READY_TIMEOUT = 20.0  # seconds for every tunnel's first handshake
+
+
+def _wg_wait_ready(tb: Testbed) -> None:
+    """Return once every node reaches every other through its tunnel, so no measurement pays
+    for a handshake (a lost first initiation costs wireguard-go a 5 s retry)."""
+    deadline = time.monotonic() + WG_READY_TIMEOUT
+    for node, remote in _remote_pairs(tb):
+        while run(netns.exec_argv(node.ns, ["ping", "-c", "1", "-W", "1",
+                                            _tunnel_address(remote)]), check=False).returncode:
+            if time.monotonic() > deadline:
+                raise TestbedError(f"WireGuard tunnel {node.name} -> {remote.name} did not come "
+                                   f"up within {WG_READY_TIMEOUT:g} s")
 
 
 def _wg_teardown(tb: Testbed) -> None:
