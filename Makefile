@@ -8,19 +8,25 @@ BIN    := $(VENV)/bin
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go wireguard-tools \
                 iperf3
 
-.PHONY: demo test install system-deps lint clean
+# and what only the tests need: a real browser for the report test
+TEST_APT_PACKAGES := chromium
+
+.PHONY: demo test install system-deps test-deps lint clean
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, print where results are
 demo: install
 	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --out logs
 
 ## test: install everything the tests need, then lint and run the whole test suite
-test: install
+test: install test-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs
 
 ## install: Debian packages (as root) and the Python package in .venv
 install: system-deps $(BIN)/k8sdds
+
+test-deps:
+	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

@@ -36,6 +36,7 @@ def atomic_write(path: Path, text: str) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are for reading
         with os.fdopen(fd, "w", newline="") as fh:
             fh.write(text)
             fh.flush()
@@ -47,6 +48,12 @@ def atomic_write(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def new_run_id() -> str:

@@ -1,27 +1,106 @@
-"""Load the tidy results table of one or more runs."""
+"""Load one or more run directories: the tidy results and the manifests."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from k8sdds.analysis.stats import QUANTILES, latency_cdf
 from k8sdds.errors import UserError
-from k8sdds.results import RESULTS
+from k8sdds.results import MANIFEST, RESULTS
+
+# what identifies a test across runs (so runs of different datapaths or clusters combine)
+PARAMS = ["datapath", "engine", "transport", "data_len", "multicast", "num_subscribers",
+          "best_effort", "batch_size", "latency_test", "placement"]
+REPEAT = ["run_id", "test", "repeat"]
+
+
+@dataclass
+class Runs:
+    """Results of several runs, and their manifests by run id."""
+
+    results: pd.DataFrame
+    manifests: dict[str, dict]
+
+    @property
+    def summaries(self) -> pd.DataFrame:
+        return self.results[self.results["kind"] == "summary"]
+
+    def failed(self) -> list[tuple[str, str, str]]:
+        """(run id, repeat, reason) of every failed repeat."""
+        return [(rid, key, e.get("reason") or "")
+                for rid, m in self.manifests.items()
+                for key, e in m.get("repeats", {}).items() if e.get("status") == "failed"]
 
 
 def results(run_dirs: Sequence[Path]) -> pd.DataFrame:
     """All rows of results.csv of each run directory, concatenated."""
-    frames = []
-    for run in run_dirs:
-        path = Path(run) / RESULTS
-        if not path.exists():
-            raise UserError(f"{run}: no {RESULTS} (is this a run directory? try `k8sdds parse`)")
-        frames.append(pd.read_csv(path))
-    return pd.concat(frames, ignore_index=True)
+    return load(run_dirs).results
+
+
+def load(run_dirs: Sequence[Path]) -> Runs:
+    frames, manifests = [], {}
+    for run in map(Path, run_dirs):
+        if not (run / MANIFEST).exists():
+            raise UserError(f"{run}: no {MANIFEST}; not a run directory")
+        try:
+            manifest = json.loads((run / MANIFEST).read_text())
+        except ValueError as exc:
+            raise UserError(f"{run / MANIFEST}: not valid JSON ({exc})") from None
+        manifests[manifest.get("run_id") or run.name] = manifest
+        path = run / RESULTS
+        if path.exists() and path.stat().st_size:
+            frames.append(pd.read_csv(path))
+    if not frames:
+        raise UserError("no results in " + ", ".join(map(str, run_dirs)) +
+                        " (every repeat failed, or try `k8sdds parse`)")
+    df = pd.concat(frames, ignore_index=True)
+    for col in ("multicast", "best_effort", "latency_test"):
+        df[col] = df[col].astype(str).str.lower().eq("true")
+    df["placement"] = df["placement"].fillna("cross-node")
+    return Runs(df, manifests)
 
 
 def summaries(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """The summary rows of one metric."""
     return df[(df["kind"] == "summary") & (df["metric"] == metric)]
+
+
+def repeat_values(df: pd.DataFrame, metric: str, roles: str = "sub") -> pd.DataFrame:
+    """One value per repeat: the summary of `metric`, averaged over the subscribers (roles
+    starting with `roles`). Only means are averaged here; for latency percentiles there is
+    one role (the publisher), so nothing is combined."""
+    s = summaries(df, metric)
+    s = s[s["role"].str.startswith(roles)]
+    if s.empty:
+        return pd.DataFrame(columns=PARAMS + REPEAT + ["value"])
+    return s.groupby(PARAMS + REPEAT, as_index=False, dropna=False)["value"].mean()
+
+
+def intervals(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-interval latency quantiles (min, p50, p90, p99, max, cnt), one row per printed
+    ddsperf line, with the test parameters and the repeat."""
+    wanted = {f"latency_us_{k}": k for k, _ in QUANTILES} | {"roundtrips": "cnt"}
+    s = df[(df["kind"] == "sample") & df["metric"].isin(list(wanted))].copy()
+    if s.empty:
+        return pd.DataFrame()
+    # several pongs print one line each per second: the k-th value of each metric at the same
+    # t belongs to the k-th line
+    keys = PARAMS + REPEAT + ["role", "t"]
+    s["line"] = s.groupby(keys + ["metric"], dropna=False).cumcount()
+    wide = s.pivot_table(index=keys + ["line"], columns="metric", values="value",
+                         aggfunc="first").reset_index().rename(columns=wanted)
+    return wide.dropna(subset=list(wanted.values()))
+
+
+def pooled_quantile(rows: pd.DataFrame, q: float) -> float:
+    """The q-quantile of the distribution pooled from interval rows (see latency_cdf)."""
+    x, f = latency_cdf(rows.to_dict("records"), points=2000)
+    if not len(x):
+        return float("nan")
+    return float(np.interp(q, f, x))

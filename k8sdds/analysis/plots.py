@@ -1,7 +1,11 @@
-"""Plots drawn from the tidy results table (seaborn)."""
+"""Figures from the results (matplotlib/seaborn), each written as PNG and SVG.
+
+Every function returns the file stem it wrote, or None when the runs hold nothing to draw.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -9,34 +13,157 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from k8sdds.analysis.load import summaries  # noqa: E402
+from k8sdds.analysis import tables  # noqa: E402
+from k8sdds.analysis.load import PARAMS, Runs, intervals, repeat_values  # noqa: E402
+from k8sdds.analysis.stats import latency_cdf  # noqa: E402
+
+sns.set_theme(style="whitegrid")
 
 
-def throughput(df: pd.DataFrame, out: Path) -> bool:
-    """throughput.png: subscriber throughput (Mb/s) against payload, a line per datapath.
-
-    Each point is the mean over subscribers and repeats (means of means are fine; no
-    percentile is averaged here), with a 95% confidence interval when there are several.
-    Returns False when the table holds no throughput figure to plot.
-    """
-    data = summaries(df, "throughput_mbps")
-    data = data[~data["latency_test"].astype(str).str.lower().eq("true")]
-    if data.empty:
-        return False
-    sns.set_theme(style="whitegrid")
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    sns.lineplot(data=data, x="data_len", y="value", hue="datapath", marker="o",
-                 errorbar=("ci", 95), ax=ax)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("payload (bytes)")
-    ax.set_ylabel("throughput per subscriber (Mb/s)")
-    ax.set_title("DDS throughput by datapath")
+def _save(fig, out: Path, stem: str) -> str:
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
+    for ext in ("png", "svg"):
+        tmp = out / f".{stem}.tmp.{ext}"
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, out / f"{stem}.{ext}")
     plt.close(fig)
-    tmp.replace(out)
-    return True
+    return stem
+
+
+def base(table: pd.DataFrame, keep: tuple[str, ...] = ("datapath", "data_len")) -> pd.DataFrame:
+    """The payload sweep: rows whose other parameters take their most common value."""
+    out = table
+    for p in PARAMS:
+        if p not in keep and p in out and out[p].nunique(dropna=False) > 1:
+            out = out[out[p] == out[p].mode(dropna=False).iloc[0]]
+    return out
+
+
+def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
+    for dp, g in table.sort_values(x).groupby("datapath", sort=False):
+        yerr = np.vstack([g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]])
+        yerr = np.nan_to_num(yerr)
+        ax.errorbar(g[x], g["mean"], yerr=yerr, marker="o", capsize=3, label=dp)
+    ax.legend(title="datapath")
+
+
+def throughput(runs: Runs, out: Path, metric: str = "throughput_mbps") -> str | None:
+    """Throughput per subscriber against payload, a line per datapath, 95 % CI bars."""
+    t = base(tables.throughput(runs, metric))
+    if t.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _lines_with_ci(ax, t, "data_len")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)  # a wide interval from few repeats must not suggest negative rates
+    ax.set_xlabel("payload (bytes)")
+    unit = "Mb/s" if metric == "throughput_mbps" else "samples/s"
+    ax.set_ylabel(f"throughput per subscriber ({unit})")
+    ax.set_title(f"DDS throughput ({unit}) by datapath")
+    return _save(fig, out, "throughput" if metric == "throughput_mbps" else "samples")
+
+
+def latency_percentiles(runs: Runs, out: Path) -> str | None:
+    """p50, p90, p99 of the pooled round-trip distribution against payload, per datapath."""
+    lat = base(tables.latency(runs))
+    if lat.empty:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4), sharey=False)
+    for ax, (name, _) in zip(axes, tables.PERCENTILES, strict=True):
+        for dp, g in lat.sort_values("data_len").groupby("datapath", sort=False):
+            ax.plot(g["data_len"], g[name], marker="o", label=dp)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{name} round trip")
+        ax.set_xlabel("payload (bytes)")
+        ax.set_ylabel("µs")
+    axes[0].legend(title="datapath")
+    return _save(fig, out, "latency")
+
+
+def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
+    """CDF of the round trip per datapath, one panel per payload (at most four)."""
+    iv = base(intervals(runs.results))
+    if iv.empty:
+        return None
+    sizes = sorted(iv["data_len"].unique())[:4]
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        for dp, g in iv[iv["data_len"] == size].groupby("datapath", sort=False):
+            x, f = latency_cdf(g.to_dict("records"))
+            ax.plot(x, f, label=dp)
+        ax.set_xscale("log")
+        ax.set_title(f"{size} B")
+        ax.set_xlabel("round trip (µs)")
+        ax.set_ylabel("fraction of round trips")
+    axes[0][0].legend(title="datapath")
+    return _save(fig, out, "latency_cdf")
+
+
+def overhead_heatmap(pivot: pd.DataFrame, out: Path) -> str | None:
+    """Throughput change of each datapath against host, per payload, in %."""
+    if pivot.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(1.2 * len(pivot.columns) + 3, 0.5 * len(pivot) + 2))
+    sns.heatmap(pivot, annot=True, fmt=".0f", center=0, cmap="RdYlGn", ax=ax,
+                cbar_kws={"label": "% vs host"})
+    ax.set_xlabel("payload (bytes)")
+    ax.set_title("throughput against host (%)")
+    return _save(fig, out, "overhead")
+
+
+def subscribers(runs: Runs, out: Path) -> str | None:
+    """Throughput per subscriber against the number of subscribers, unicast vs multicast."""
+    t = base(tables.throughput(runs), keep=("datapath", "num_subscribers", "multicast"))
+    if t.empty or t["num_subscribers"].nunique() < 2:
+        return None
+    t = t.assign(delivery=np.where(t["multicast"], "multicast", "unicast"))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.lineplot(data=t, x="num_subscribers", y="mean", hue="datapath", style="delivery",
+                 marker="o", ax=ax)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("subscribers")
+    ax.set_ylabel("throughput per subscriber (Mb/s)")
+    ax.set_title("scaling with subscribers")
+    return _save(fig, out, "subscribers")
+
+
+def _bars(runs: Runs, out: Path, param: str, labels: dict, stem: str, title: str
+          ) -> str | None:
+    t = base(tables.throughput(runs), keep=("datapath", param))
+    if t.empty or t[param].nunique() < 2:
+        return None
+    t = t.assign(**{param: t[param].map(lambda v: labels.get(v, v))})
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.barplot(data=t, x="datapath", y="mean", hue=param, ax=ax)
+    ax.set_ylabel("throughput per subscriber (Mb/s)")
+    ax.set_title(title)
+    return _save(fig, out, stem)
+
+
+def reliability(runs: Runs, out: Path) -> str | None:
+    return _bars(runs, out, "best_effort", {True: "best effort", False: "reliable"},
+                 "reliability", "reliable vs best effort")
+
+
+def transports(runs: Runs, out: Path) -> str | None:
+    return _bars(runs, out, "transport", {}, "transport", "UDP vs TCP (vs TLS)")
+
+
+def cpu(runs: Runs, out: Path) -> str | None:
+    """CPU of the publisher and of the subscribers (mean per repeat), by datapath."""
+    rows = []
+    for side, prefix in (("publisher", "pub"), ("subscribers", "sub")):
+        rv = repeat_values(runs.results, "cpu_pct", prefix)
+        rows.append(rv.assign(side=side))
+    data = pd.concat(rows, ignore_index=True)
+    if data.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.barplot(data=data, x="datapath", y="value", hue="side", ax=ax)
+    ax.set_ylabel("CPU (% of one core, ddsperf threads)")
+    ax.set_title("CPU of publisher and subscribers")
+    return _save(fig, out, "cpu")

@@ -57,6 +57,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
             t = row["t"]
             values += [Value(f"latency_us_{k}", row[k], "us", SAMPLE, t)
                        for k in ("mean", "min", "p50", "p90", "p99", "max")]
+            values.append(Value("roundtrips", row["cnt"], "roundtrips", SAMPLE, t))
         elif m := _PUB.match(line):
             rate = float(m["rate"]) * _MULT[m["mult"]]
             pub_rates.append(rate)

@@ -1,0 +1,151 @@
+"""`k8sdds report`: plots (PNG and SVG) and one self-contained report.html (images embedded,
+no network needed)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from k8sdds import __version__
+from k8sdds.analysis import plots, tables
+from k8sdds.analysis.load import Runs, load
+from k8sdds.results import atomic_write
+
+SECTIONS = [("throughput", "Throughput"), ("latency", "Latency"),
+            ("overhead", "Overhead against host"), ("scaling", "Subscribers and multicast"),
+            ("qos", "Reliable vs best effort, transports"), ("cpu", "CPU"),
+            ("warnings", "Warnings"), ("runs", "Runs"), ("failures", "Failed repeats")]
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{margin-bottom:0}nav ul{columns:3}img{max-width:100%;border:1px solid #ddd}
+table{border-collapse:collapse;margin:1em 0;font-size:90%}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}
+.note{color:#666}.warn{color:#a40}code{background:#f5f5f5}
+"""
+# builds the table of contents from the sections, so a broken report shows in the console
+SCRIPT = """
+document.addEventListener('DOMContentLoaded', () => {
+  const list = document.getElementById('toc');
+  document.querySelectorAll('section > h2').forEach(h => {
+    const li = document.createElement('li');
+    li.innerHTML = '<a href="#' + h.parentElement.id + '">' + h.textContent + '</a>';
+    list.appendChild(li);
+  });
+});
+"""
+
+
+def _img(out: Path, stem: str | None, alt: str) -> str:
+    if stem is None:
+        return f'<p class="note">{html.escape(alt)}: not measured in these runs.</p>'
+    data = base64.b64encode((out / f"{stem}.png").read_bytes()).decode()
+    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+            f'<figcaption>{html.escape(alt)} (also <code>{stem}.svg</code>)</figcaption>'
+            f'</figure>')
+
+
+def _table(df: pd.DataFrame, floatfmt: str = "{:.1f}", index: bool = False) -> str:
+    if df.empty:
+        return '<p class="note">nothing to show.</p>'
+    return df.to_html(float_format=floatfmt.format, na_rep="-", border=0, escape=True,
+                      index=index)
+
+
+def _section(key: str, body: str) -> str:
+    title = dict(SECTIONS)[key]
+    return f'<section id="{key}"><h2>{html.escape(title)}</h2>{body}</section>'
+
+
+def _runs_html(runs: Runs) -> str:
+    parts = []
+    for rid, m in runs.manifests.items():
+        env = m.get("environment", {})
+        cluster = m.get("cluster", {})
+        nodes = ", ".join(f"{n['name']} ({n.get('role', '')}, {n.get('arch', '')}, "
+                          f"{n.get('profile', '')})" for n in cluster.get("nodes", []))
+        items = {
+            "status": m.get("status"), "created": m.get("created"),
+            "command line": " ".join(m.get("command_line", [])),
+            "schedule": f"{(m.get('schedule') or {}).get('path')} "
+                        f"(sha256 {(m.get('schedule') or {}).get('sha256', '')[:12]})",
+            "backend": m.get("backend"), "datapaths": ", ".join(m.get("datapaths", [])),
+            "nodes": nodes, "not applied": "; ".join(cluster.get("not_applied", [])) or "-",
+            "tools": ", ".join(f"{k} {v}" for k, v in m.get("tools", {}).items()),
+            "machine": f"{env.get('cpu_model')} x{env.get('cpu_count')}, {env.get('memory')}, "
+                       f"kernel {env.get('kernel')}, {env.get('os')}, "
+                       f"Python {env.get('python')}",
+            "repeats": f"{len(m.get('repeats', {}))} "
+                       f"({sum(e.get('status') == 'failed' for e in m.get('repeats', {}).values())}"
+                       " failed)",
+        }
+        rows = "".join(f"<tr><th>{html.escape(k)}</th><td style='text-align:left'>"
+                       f"{html.escape(str(v))}</td></tr>" for k, v in items.items())
+        parts.append(f"<h3>{html.escape(rid)}</h3><table>{rows}</table>")
+    return "".join(parts)
+
+
+def build(run_dirs: Sequence[Path], out: Path) -> Path:
+    """Write the plots and report.html into `out`; return the report's path."""
+    runs = load(run_dirs)
+    out.mkdir(parents=True, exist_ok=True)
+    thr = tables.throughput(runs)
+    lat = tables.latency(runs)
+    over = tables.overhead(thr)
+    lat_over = tables.overhead(lat.rename(columns={"p50": "mean"})) if not lat.empty else lat
+    shown = ["datapath", "data_len", "num_subscribers", "multicast", "best_effort",
+             "transport", "repeats"]
+    thr_view = thr[shown + ["mean", "ci_low", "ci_high"]].assign(
+        **{"cv %": thr["cv"] * 100}) if not thr.empty else thr
+    lat_view = lat[shown + ["roundtrips", "p50", "p90", "p99"]] if not lat.empty else lat
+    warnings = tables.warnings(thr, lat)
+    failed = runs.failed()
+
+    body = [
+        _section("throughput",
+                 _img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
+                 _img(out, plots.throughput(runs, out, "samples_per_s"),
+                      "throughput (samples/s) against payload") +
+                 "<p>Mean per subscriber over repeats, with the 95 % confidence interval "
+                 "(Student's t) and the coefficient of variation.</p>" + _table(thr_view)),
+        _section("latency",
+                 _img(out, plots.latency_percentiles(runs, out),
+                      "round-trip percentiles against payload") +
+                 _img(out, plots.latency_cdf_plot(runs, out), "round-trip CDF") +
+                 "<p>Percentiles of the round-trip distribution pooled over repeats from "
+                 "ddsperf's per-second quantiles; percentiles are never averaged.</p>" +
+                 _table(lat_view)),
+        _section("overhead",
+                 _img(out, plots.overhead_heatmap(
+                     tables.overhead_pivot(plots.base(over)) if not over.empty else over, out),
+                      "throughput against host (%), payload sweep") +
+                 "<h3>Throughput against host (%), every test</h3>" +
+                 _table(tables.overhead_pivot(over), index=True) +
+                 "<h3>p50 round trip against host (%)</h3>" +
+                 _table(tables.overhead_pivot(lat_over), index=True)),
+        _section("scaling", _img(out, plots.subscribers(runs, out),
+                                 "throughput against subscribers, unicast vs multicast")),
+        _section("qos", _img(out, plots.reliability(runs, out), "reliable vs best effort") +
+                 _img(out, plots.transports(runs, out), "UDP vs TCP (vs TLS)")),
+        _section("cpu", _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers")),
+        _section("warnings", "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings)
+                 or '<p class="note">none: every result is stable and every percentile has '
+                    'enough samples.</p>'),
+        _section("runs", _runs_html(runs)),
+        _section("failures", _table(pd.DataFrame(failed, columns=["run", "repeat", "reason"]))
+                 if failed else '<p class="note">no repeat failed.</p>'),
+    ]
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>k8sdds report</title><style>{CSS}</style><script>{SCRIPT}</script>"
+            f"</head><body><h1>k8sdds report</h1><p class='note'>{len(runs.manifests)} run(s), "
+            f"{len(runs.summaries)} summary values; made {now} by k8sdds {__version__}</p>"
+            f"<nav><ul id='toc'></ul></nav>{''.join(body)}</body></html>\n")
+    path = out / "report.html"
+    atomic_write(path, page)
+    return path

@@ -1,0 +1,88 @@
+"""Tables that answer the question: figures per datapath and payload, and the overhead of
+each datapath against `host`."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from k8sdds.analysis.load import PARAMS, Runs, intervals, pooled_quantile, repeat_values
+from k8sdds.analysis.stats import summarize
+
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+MIN_SAMPLES = 10  # a percentile q needs at least MIN_SAMPLES / (1 - q) samples to be shown
+
+
+def _varying(df: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
+    """The test parameters that take more than one value in `df`."""
+    return [p for p in PARAMS if p not in exclude and df[p].nunique(dropna=False) > 1]
+
+
+def throughput(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
+    """Per test parameters: repeats, mean, std, 95 % CI and coefficient of variation."""
+    rv = repeat_values(runs.results, metric)
+    rv = rv[~rv["latency_test"]]
+    rows = []
+    for key, group in rv.groupby(PARAMS, dropna=False):
+        s = summarize(group["value"].tolist())
+        rows.append({**dict(zip(PARAMS, key, strict=True)), "repeats": s.n, "mean": s.mean,
+                     "std": s.std, "ci_low": s.ci_low, "ci_high": s.ci_high, "cv": s.cv,
+                     "unstable": s.unstable})
+    return pd.DataFrame(rows)
+
+
+def latency(runs: Runs) -> pd.DataFrame:
+    """Per test parameters: p50/p90/p99 of the distribution pooled over repeats (never an
+    average of percentiles), with the number of round trips behind them."""
+    iv = intervals(runs.results)
+    if iv.empty:
+        return pd.DataFrame()
+    rows = []
+    for key, group in iv.groupby(PARAMS, dropna=False):
+        count = group["cnt"].sum()
+        row = {**dict(zip(PARAMS, key, strict=True)), "repeats": group["repeat"].nunique(),
+               "roundtrips": int(count)}
+        for name, q in PERCENTILES:
+            row[name] = pooled_quantile(group, q)
+            row[f"{name}_enough"] = count >= MIN_SAMPLES / (1 - q)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def overhead(table: pd.DataFrame, value: str = "mean") -> pd.DataFrame:
+    """Change of `value` against `host` with the same other parameters, in %."""
+    if table.empty or "host" not in set(table["datapath"]):
+        return pd.DataFrame()
+    others = [p for p in PARAMS if p != "datapath"]
+    host = table[table["datapath"] == "host"].set_index(others)[value]
+    rows = []
+    for _, row in table[table["datapath"] != "host"].iterrows():
+        key = tuple(row[p] for p in others)
+        if key in host.index:
+            base = host.loc[key]
+            base = base.iloc[0] if isinstance(base, pd.Series) else base
+            rows.append({**row[PARAMS].to_dict(), "host": base, value: row[value],
+                         "overhead_pct": (row[value] / base - 1) * 100})
+    return pd.DataFrame(rows)
+
+
+def overhead_pivot(over: pd.DataFrame) -> pd.DataFrame:
+    """Datapath (and any other varying parameter) x payload, overhead in %."""
+    if over.empty:
+        return over
+    index = ["datapath"] + _varying(over, exclude=("datapath", "data_len"))
+    return over.pivot_table(index=index, columns="data_len", values="overhead_pct")
+
+
+def warnings(thr: pd.DataFrame, lat: pd.DataFrame) -> list[str]:
+    """Unstable results (std >= 10 % of the mean) and percentiles with too few samples."""
+    out = []
+    for _, r in thr[thr["unstable"]].iterrows() if not thr.empty else []:
+        out.append(f"unstable throughput: {r['datapath']}, {r['data_len']} B, "
+                   f"{r['num_subscribers']} sub: std {r['cv'] * 100:.0f} % of the mean over "
+                   f"{r['repeats']} repeats")
+    for _, r in lat.iterrows() if not lat.empty else []:
+        for name, q in PERCENTILES:
+            if not r[f"{name}_enough"]:
+                out.append(f"too few round trips for {name}: {r['datapath']}, {r['data_len']} "
+                           f"B: {r['roundtrips']} (needs {MIN_SAMPLES / (1 - q):.0f})")
+    return out
