@@ -15,3 +15,33 @@ def write_schedule(tmp_path):
         path.write_text(text)
         return path
     return write
+
+
+def fake_run(tmp_path: Path, run_id: str = "20260101-000000-abcd", repeats: int = 1):
+    """A run directory holding real ddsperf logs (tests/fixtures/ddsperf), laid out as the
+    runner lays it out, with its manifest; results.csv is not written (see `k8sdds parse`)."""
+    import shutil
+    from dataclasses import asdict, replace
+
+    from k8sdds import schedule
+    from k8sdds.results import RunDir
+
+    run = RunDir.create(tmp_path, run_id)
+    [base] = schedule.load(FIXTURES / "schedule-k8sdds.csv")[2:3]  # 1024 B, 1 subscriber
+    thr = replace(base, datapath="flannel-hostgw", number=1, repeats=repeats)
+    lat = replace(base, data_len=256, latency_test=True, datapath="flannel-vxlan", number=2,
+                  repeats=repeats)
+    logs = {(1, "pub"): "throughput-pub-hostgw-1k.log",
+            (1, "sub0"): "throughput-sub-hostgw-1k.log",
+            (2, "pub"): "latency-ping-vxlan-256.log", (2, "sub0"): "latency-pong-vxlan-256.log"}
+    placement = {"pub": "node1", "sub0": "node2"}
+    entries = {}
+    for rep in range(1, repeats + 1):
+        for (number, role), name in logs.items():
+            d = run.repeat_dir(number, rep)
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.copy(FIXTURES / "ddsperf" / name, d / f"{role}.log")
+            entries[f"test-{number}/rep-{rep}"] = {"placement": placement, "status": "done"}
+    run.write_manifest({"schema_version": 1, "run_id": run.run_id, "backend": "emulated",
+                        "tests": [asdict(thr), asdict(lat)], "repeats": entries})
+    return run

@@ -5,16 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
-from dataclasses import asdict, replace
 
 import pytest
 
-from k8sdds import results, schedule
+from k8sdds import results
 from k8sdds.reparse import reparse
 from k8sdds.results import COLUMNS, RunDir, atomic_write
 
-from .conftest import FIXTURES
+from .conftest import fake_run
 
 
 def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
@@ -54,28 +52,8 @@ def test_run_dir_refuses_to_overwrite(tmp_path):
         RunDir.create(tmp_path, "same")
 
 
-def _fake_run(tmp_path):
-    """A run directory holding real ddsperf logs, as the runner lays it out."""
-    run = RunDir.create(tmp_path, "20260101-000000-abcd")
-    [base] = schedule.load(FIXTURES / "schedule-k8sdds.csv")[2:3]  # 1024 B, 1 subscriber
-    thr = replace(base, datapath="flannel-hostgw", number=1)
-    lat = replace(base, data_len=256, latency_test=True, datapath="flannel-vxlan", number=2)
-    logs = {(1, "pub"): "throughput-pub-hostgw-1k.log", (1, "sub0"): "throughput-sub-hostgw-1k.log",
-            (2, "pub"): "latency-ping-vxlan-256.log", (2, "sub0"): "latency-pong-vxlan-256.log"}
-    for (number, role), name in logs.items():
-        d = run.repeat_dir(number, 1)
-        d.mkdir(parents=True, exist_ok=True)
-        shutil.copy(FIXTURES / "ddsperf" / name, d / f"{role}.log")
-    placement = {"pub": "node0", "sub0": "node1"}
-    run.write_manifest({"schema_version": 1, "run_id": run.run_id, "backend": "emulated",
-                        "tests": [asdict(thr), asdict(lat)],
-                        "repeats": {"test-1/rep-1": {"placement": placement},
-                                    "test-2/rep-1": {"placement": placement}}})
-    return run
-
-
 def test_reparse_builds_tidy_table_and_is_idempotent(tmp_path):
-    run = _fake_run(tmp_path)
+    run = fake_run(tmp_path)
     n = reparse(run.path)
     first = run.results_path.read_bytes()
     assert reparse(run.path) == n
@@ -88,7 +66,7 @@ def test_reparse_builds_tidy_table_and_is_idempotent(tmp_path):
            and r["metric"] == "throughput_mbps"]
     assert len(thr) == 1 and float(thr[0]["value"]) > 100
     assert thr[0]["datapath"] == "flannel-hostgw" and thr[0]["path"] == "pod-pod-cross-node"
-    assert thr[0]["node"] == "node1" and thr[0]["unit"] == "Mb/s" and thr[0]["t"] == ""
+    assert thr[0]["node"] == "node2" and thr[0]["unit"] == "Mb/s" and thr[0]["t"] == ""
     lat = {r["metric"]: float(r["value"]) for r in rows
            if r["test"] == "2" and r["kind"] == "summary"}
     assert lat["latency_us_p50"] <= lat["latency_us_p90"] <= lat["latency_us_p99"]

@@ -1,0 +1,128 @@
+"""Report, notebook and compare on a run directory made by a real emulated run; the report is
+opened in a real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .emulated_support import cli, requires_namespaces
+
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
+
+ROOT = Path(__file__).parent.parent
+SCHEDULE = """dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest
+256,false,1,false,0,false
+4096,false,1,false,0,false
+4096,false,2,false,0,false
+64,false,1,false,0,true
+"""
+IMAGES = ["throughput", "samples", "latency", "latency_cdf", "overhead", "subscribers", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("analysis")
+    (tmp / "s.csv").write_text(SCHEDULE)
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp / "state")}
+    proc = cli("run", "--sch", str(tmp / "s.csv"), "--datapath", "host,flannel-vxlan",
+               "--duration", "2", "--repeats", "2", "--out", str(tmp / "logs"), "--testbed",
+               "kda" + str(os.getpid() % 1000), "--json", "--no-plot", env=env)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["failed"] == []
+    return Path(outcome["run_dir"])
+
+
+def test_report_has_every_image_and_section(run_dir, tmp_path):
+    out = tmp_path / "report"
+    proc = cli("report", str(run_dir), "--out", str(out), env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "report.html").read_text()
+    for stem in IMAGES:
+        for ext in ("png", "svg"):
+            assert (out / f"{stem}.{ext}").stat().st_size > 5_000, f"{stem}.{ext}"
+    for section in ("throughput", "latency", "overhead", "scaling", "qos", "cpu", "warnings",
+                    "runs", "failures"):
+        assert f'<section id="{section}">' in page
+    assert page.count("data:image/png;base64,") >= len(IMAGES)  # self-contained
+    assert "http://" not in page and "https://" not in page  # nothing fetched
+    assert run_dir.name in page and "no repeat failed" in page
+    assert "flannel-vxlan" in page and "host" in page
+    assert oct((out / "report.html").stat().st_mode & 0o777) == "0o644"
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs Debian chromium (make test installs it)")
+def test_report_opens_in_headless_chromium(run_dir, tmp_path):
+    out = tmp_path / "report"
+    assert cli("report", str(run_dir), "--out", str(out), env=dict(os.environ)).returncode == 0
+    url = (out / "report.html").as_uri()
+    flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+             "--enable-logging=stderr", "--v=0"]
+    shot = subprocess.run(flags + ["--window-size=1200,3000", f"--screenshot={tmp_path}/r.png",
+                                   url], capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    png = (tmp_path / "r.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+    console = [line for line in shot.stderr.splitlines() if "CONSOLE" in line]
+    assert not console, console
+    # the DOM after scripts ran: the table of contents was built, so no script failed
+    dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0
+    assert len(re.findall(r'<li><a href="#[a-z]+">', dom.stdout)) == 9
+    assert "Uncaught" not in dom.stderr
+
+
+def test_report_over_two_runs_combines_them(run_dir, tmp_path):
+    other = tmp_path / (run_dir.name[:-4] + "ffff")
+    shutil.copytree(run_dir, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["run_id"] = other.name
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "both"
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "report", str(run_dir), str(other),
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "report.html").read_text()
+    assert run_dir.name in page and other.name in page and "2 run(s)" in page
+
+
+def test_compare_a_run_with_itself_passes_the_gate(run_dir):
+    proc = cli("compare", str(run_dir), str(run_dir), "--fail-if", "throughput_mbps:-5%",
+               "--json", env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["rows"]
+    assert {r["metric"] for r in rows} == {"throughput_mbps", "latency_us_p50",
+                                           "latency_us_p99"}
+    assert all(abs(r["ratio"] - 1) < 1e-9 for r in rows)
+
+
+def test_notebook_executes(run_dir):
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
+    os.environ["K8SDDS_RUNS"] = str(run_dir)
+    try:
+        NotebookClient(nb, timeout=300, kernel_name="python3",
+                       resources={"metadata": {"path": str(ROOT)}}).execute()
+    finally:
+        os.environ.pop("K8SDDS_RUNS")
+    text = json.dumps([o for c in nb.cells if c.cell_type == "code" for o in c.outputs])
+    assert "1 run(s)" in text and "flannel-vxlan" in text
+    assert '"output_type": "error"' not in text
+    assert "image/png" in text  # the plot was drawn

@@ -1,0 +1,94 @@
+"""compare (the CI gate), results export and the report tables, on runs built from real
+ddsperf output (no root needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from k8sdds.analysis import compare, load, tables
+from k8sdds.reparse import reparse
+
+from .conftest import fake_run
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
+                          text=True, env={**os.environ, "COLUMNS": "200"}, timeout=120)
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """A baseline and a contender whose throughput is 20 % lower."""
+    a = fake_run(tmp_path / "a", "20260101-000000-aaaa", repeats=2)
+    b = fake_run(tmp_path / "b", "20260101-000000-bbbb", repeats=2)
+    for run in (a, b):
+        reparse(run.path)
+    df = pd.read_csv(b.results_path)
+    hit = df.metric.isin(["throughput_mbps", "samples_per_s"]) & df.role.str.startswith("sub")
+    df.loc[hit, "value"] *= 0.8
+    df.to_csv(b.results_path, index=False)
+    return a.path, b.path
+
+
+def test_compare_reports_ratio_per_test_and_metric(runs):
+    a, b = runs
+    rows = compare.compare(a, b, ["throughput_mbps", "latency_us_p50"])
+    by_metric = {r["metric"]: r for r in rows}
+    thr = by_metric["throughput_mbps"]
+    assert thr["ratio"] == pytest.approx(0.8) and thr["change_pct"] == pytest.approx(-20)
+    assert "1024 B" in thr["test"]
+    lat = by_metric["latency_us_p50"]
+    assert lat["ratio"] == pytest.approx(1.0) and lat["significant"] is False
+
+
+def test_fail_if_gates_with_exit_status(runs):
+    a, b = runs
+    worse = _cli("compare", str(a), str(b), "--fail-if", "throughput_mbps:-5%")
+    assert worse.returncode == 1
+    assert "throughput_mbps changed -20.0 % (bound -5 %)" in worse.stderr
+    within = _cli("compare", str(a), str(b), "--fail-if", "throughput_mbps:-25%",
+                  "--fail-if", "latency_us_p99:+10%")
+    assert within.returncode == 0, within.stderr
+    same = _cli("compare", str(a), str(a), "--fail-if", "throughput_mbps:-1%", "--json")
+    assert same.returncode == 0 and json.loads(same.stdout)["crossed"] == []
+
+
+@pytest.mark.parametrize("bound", ["throughput_mbps-5%", "throughput_mbps:5", "x:+5%"])
+def test_bad_bounds_are_clear_errors(runs, bound):
+    a, b = runs
+    proc = _cli("compare", str(a), str(b), "--fail-if", bound)
+    assert proc.returncode == 2 and "--fail-if" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_results_export_formats(runs, tmp_path):
+    a, _ = runs
+    n = len(pd.read_csv(a / "results.csv"))
+    csv = _cli("results", str(a))
+    assert csv.returncode == 0 and len(csv.stdout.strip().splitlines()) == n + 1
+    js = _cli("results", str(a), "--format", "json")
+    assert len(json.loads(js.stdout)) == n
+    out = tmp_path / "r.parquet"
+    pq = _cli("results", str(a), "--format", "parquet", "--out", str(out))
+    assert pq.returncode == 0 and len(pd.read_parquet(out)) == n
+    assert _cli("results", str(a), "--format", "parquet").returncode == 2
+
+
+def test_tables_throughput_ci_and_pooled_latency(runs):
+    a, _ = runs
+    r = load.load([a])
+    thr = tables.throughput(r)
+    [row] = thr.to_dict("records")
+    assert row["repeats"] == 2 and row["datapath"] == "flannel-hostgw"
+    assert row["ci_low"] == row["ci_high"] == row["mean"]  # identical repeats: no spread
+    lat = tables.latency(r)
+    [lrow] = lat.to_dict("records")
+    assert lrow["p50"] <= lrow["p90"] <= lrow["p99"]
+    assert lrow["roundtrips"] == 2 * r.summaries.query(
+        "metric == 'roundtrips' and repeat == 1").value.sum()
