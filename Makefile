@@ -13,9 +13,9 @@ TEST_APT_PACKAGES := chromium
 
 .PHONY: demo test install system-deps test-deps lint clean
 
-## demo: install everything, run schedules/quick.csv on three datapaths, print where results are
+## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
 demo: install
-	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --out logs
+	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --out logs --report
 
 ## test: install everything the tests need, then lint and run the whole test suite
 test: install test-deps

@@ -120,6 +120,9 @@ def run(
         None, "--cluster", help="emulated: cluster spec (YAML): nodes with name, role, arch, "
         "profile."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
+    with_report: bool = typer.Option(
+        False, "--report", help="Write report.html (and every plot) into the run directory at "
+        "the end, as `k8sdds report` does."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON on stdout."),
 ) -> None:
@@ -150,6 +153,11 @@ def run(
         err_console.print("interrupted: processes and testbed objects removed")
         raise typer.Exit(130) from None
     plotted = plot and _plot(outcome.run_dir)
+    report_path = None
+    if with_report and (outcome.run_dir / "results.csv").exists():
+        from k8sdds.analysis.report import build
+
+        report_path = build([outcome.run_dir], outcome.run_dir)
     if not as_json:  # even with --quiet: a limit that was not applied is never silent
         for line in outcome.not_applied:
             err_console.print(f"[yellow]not applied:[/yellow] {line}")
@@ -158,7 +166,8 @@ def run(
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
             "failed": outcome.failed, "not_applied": outcome.not_applied,
             "wall_s": round(outcome.wall_s, 2),
-            "plot": str(outcome.run_dir / "throughput.png") if plotted else None}))
+            "plot": str(outcome.run_dir / "throughput.png") if plotted else None,
+            "report": str(report_path) if report_path else None}))
     elif not quiet:
         for failure in outcome.failed:
             err_console.print(f"[red]failed[/red] {failure}")
@@ -167,6 +176,8 @@ def run(
         out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
         if plotted:
             out_console.print(f"plot:    {outcome.run_dir / 'throughput.png'}")
+        if report_path:
+            out_console.print(f"report:  {report_path}")
 
 
 def _check_available(backend, names: list[str]) -> None:

@@ -92,3 +92,16 @@ def test_tables_throughput_ci_and_pooled_latency(runs):
     assert lrow["p50"] <= lrow["p90"] <= lrow["p99"]
     assert lrow["roundtrips"] == 2 * r.summaries.query(
         "metric == 'roundtrips' and repeat == 1").value.sum()
+
+
+def test_warnings_for_single_repeats_and_thin_percentiles(tmp_path):
+    run = fake_run(tmp_path, repeats=1)
+    reparse(run.path)
+    r = load.load([run.path])
+    found = tables.warnings(tables.throughput(r), tables.latency(r))
+    assert any("single repeat" in w for w in found)
+    # ~20,000 round trips: enough for p50, p90 and p99 (which needs 1,000)
+    assert not any("too few round trips" in w for w in found)
+    thin = tables.latency(r).assign(roundtrips=50, p90_enough=False, p99_enough=False)
+    found = tables.warnings(tables.throughput(r), thin)
+    assert any("too few round trips for p99" in w for w in found)

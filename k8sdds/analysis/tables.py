@@ -76,6 +76,10 @@ def overhead_pivot(over: pd.DataFrame) -> pd.DataFrame:
 def warnings(thr: pd.DataFrame, lat: pd.DataFrame) -> list[str]:
     """Unstable results (std >= 10 % of the mean) and percentiles with too few samples."""
     out = []
+    single = int((thr["repeats"] < 2).sum()) if not thr.empty else 0
+    if single:
+        out.append(f"{single} throughput test(s) have a single repeat: no confidence interval "
+                   "and no stability check (run with --repeats 3 or more)")
     for _, r in thr[thr["unstable"]].iterrows() if not thr.empty else []:
         out.append(f"unstable throughput: {r['datapath']}, {r['data_len']} B, "
                    f"{r['num_subscribers']} sub: std {r['cv'] * 100:.0f} % of the mean over "
