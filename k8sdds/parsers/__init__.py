@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from k8sdds.parsers import ddsperf
+from k8sdds.parsers import ddsperf, rtiperftest
 from k8sdds.parsers.base import SAMPLE, SUMMARY, Parsed, Value
 
 # parser(text, role, latency_test) -> Parsed
-PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {"ddsperf": ddsperf.parse}
+PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {
+    "ddsperf": ddsperf.parse, "rtiperftest": rtiperftest.parse}
 
 __all__ = ["PARSERS", "SAMPLE", "SUMMARY", "Parsed", "Value"]

@@ -1,0 +1,181 @@
+"""The RTI Perftest parser on every format: real K8sDDS logs, samples from Perftest's public
+output-format document, 4.x CSV headers, and hand-written variants of each (see
+tests/fixtures/rtiperftest/README.md for where each file comes from)."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8sdds.parsers import PARSERS
+from k8sdds.parsers.rtiperftest import parse
+
+from .conftest import FIXTURES
+
+R = FIXTURES / "rtiperftest"
+
+
+def _summary(result) -> dict[str, float]:
+    return {v.metric: v.value for v in result.values if v.kind == "summary"}
+
+
+def _samples(result, metric: str) -> list[float]:
+    return [v.value for v in result.values if v.kind == "sample" and v.metric == metric]
+
+
+def test_registered():
+    assert PARSERS["rtiperftest"] is parse
+
+
+@pytest.mark.parametrize("name,mbps,samples_s,received,cpu", [
+    ("legacy-throughput-sub.log", 2.1, 4154, 498487, 12.03),
+    ("legacy-throughput-sub5-of-8.log", 2.5, 1232, 147934, 6.23),
+    ("multicast-throughput-sub7.log", 3.5, 1710, 205255, 7.98),
+    ("csv-throughput-sub-tls.log", 21.4, 2611, 313420, 18.71),
+    ("secure-throughput-sub.log", 1.2, 2337, 280537, 14.61),
+])
+def test_real_throughput_subscribers(name, mbps, samples_s, received, cpu):
+    result = parse((R / name).read_text(), "sub0", latency_test=False)
+    assert result.failure is None
+    s = _summary(result)
+    assert (s["throughput_mbps"], s["samples_per_s"], s["received"], s["cpu_pct"]) == (
+        mbps, samples_s, received, cpu)
+    assert s["lost"] == 0
+
+
+@pytest.mark.parametrize("name,ave,p50,p99,p999999,cpu", [
+    ("legacy-latency-pub.log", 1446, 1413, 2195, 18977, 7.43),
+    ("csv-latency-pub-tls.log", 1137, 1092, 1867, 14304, 12.93),
+])
+def test_real_latency_publishers(name, ave, p50, p99, p999999, cpu):
+    result = parse((R / name).read_text(), "pub", latency_test=True)
+    assert result.failure is None
+    s = _summary(result)
+    assert (s["latency_us_mean"], s["latency_us_p50"], s["latency_us_p99"],
+            s["latency_us_p999999"], s["cpu_pct"]) == (ave, p50, p99, p999999, cpu)
+    assert s["latency_us_min"] <= s["latency_us_p50"] <= s["latency_us_p90"] \
+        <= s["latency_us_p99"] <= s["latency_us_max"]
+
+
+def test_loaded_latency_of_a_throughput_publisher():
+    result = parse((R / "legacy-throughput-pub-loaded-latency.log").read_text(), "pub", False)
+    assert result.failure is None
+    assert _summary(result)["latency_us_mean"] == 3519
+
+
+def test_echoing_subscriber_of_a_latency_test_is_not_a_failure():
+    result = parse((R / "legacy-latency-sub.log").read_text(), "sub0", latency_test=True)
+    assert result.failure is None
+
+
+def test_refused_parameters_are_a_failed_repeat_with_the_reason():
+    result = parse((R / "failed-batching-in-latency-test.log").read_text(), "pub", True)
+    assert "Batching cannot be used in a Latency test." in result.failure
+    assert "exit code 255" in result.failure
+    assert not _summary(result)  # never a zero
+
+
+def test_doc_legacy_interval_lines():
+    sub = parse((R / "doc-legacy-intervals-sub.log").read_text(), "sub0", False)
+    assert _samples(sub, "throughput_mbps") == [1767.8, 1665.7]
+    assert _samples(sub, "samples_per_s") == [2209783, 2082150]
+    assert _summary(sub)["throughput_mbps"] == 1644.0
+    pub = parse((R / "doc-legacy-intervals-pub.log").read_text(), "pub", True)
+    assert _samples(pub, "latency_us") == [69, 92, 47]
+    assert _summary(pub)["latency_us_mean"] == 126
+
+
+def test_doc_csv_with_intervals_cpu_and_serialization():
+    pub = parse((R / "doc-csv-intervals-cpu-serialization-pub.log").read_text(), "pub", True)
+    s = _summary(pub)
+    assert s["latency_us_mean"] == 70 and s["latency_us_p50"] == 51 and s["cpu_pct"] == 26.43
+    assert s["serialize_us"] == 0.343 and s["deserialize_us"] == 0.324
+    assert _samples(pub, "latency_us") == [74, 51, 62]
+    sub = parse((R / "doc-csv-intervals-cpu-sub.log").read_text(), "sub0", False)
+    s = _summary(sub)
+    assert s["throughput_mbps"] == 1563.3 and s["samples_per_s"] == 1954063
+    assert s["cpu_pct"] == 20.34 and s["received"] == 9772745
+    assert _samples(sub, "throughput_mbps") == [1526.7, 1565.9]  # not the running averages
+    assert _samples(sub, "samples_per_s") == [1908340, 1957341]
+    assert _samples(sub, "cpu_pct") == [12.12, 22.75]
+
+
+def test_doc_json_mixed_key_styles():
+    sub = parse((R / "doc-json-sub.log").read_text(), "sub0", False)
+    s = _summary(sub)
+    assert (s["throughput_mbps"], s["samples_per_s"], s["received"], s["cpu_pct"]) == (
+        1618.1, 2022647, 6066172, 17.0)
+    assert _samples(sub, "throughput_mbps") == [1616.4, 1713.5]
+    assert _samples(sub, "samples_per_s") == [2020500, 2141823]
+    pub = parse((R / "doc-json-pub.log").read_text(), "pub", True)
+    s = _summary(pub)
+    assert s["latency_us_mean"] == 194.5 and s["latency_us_p9999"] == 672
+    assert s["serialization_total_us"] == 1.062
+    assert _samples(pub, "latency_us") == [72, 526]
+
+
+THR4 = ", ".join(["Sample Size (Bytes)", "Total Samples", "Samples/s", "Avg Samples/s", "Mbps",
+                  "Avg Mbps", "Lost Samples", "Lost Samples (%)", "CPU (%)"])
+SUM4 = ", ".join(["Sample Size (Bytes)", "Total Samples", "Avg Samples/s", "Avg Mbps",
+                  "Lost Samples", "Lost Samples (%)", "CPU (%)"])
+PERFTEST_4 = f"""RTI Perftest 4.1 (RTI Connext DDS 7.2.0)
+Interval Throughput for 1024 Bytes:
+{THR4}
+1024, 100000, 50000, 50000, 409.6, 409.6, 0, 0.00, 20.5
+Throughput Summary:
+{SUM4}
+1024, 250000, 49000, 401.4, 3, 0.00, 21.0
+"""
+LAT43 = ", ".join(["Sample Size (Bytes)", "Latency (μs)", "Avg (μs)", "Std (μs)", "Min (μs)",
+                   "Max (μs)", "CPU (%)"])
+LSUM43 = ", ".join(["Sample Size (Bytes)", "Avg (μs)", "Std (μs)", "Min (μs)", "Max (μs)",
+                    "50% (μs)", "90% (μs)", "99% (μs)", "99.99% (μs)", "99.9999% (μs)",
+                    "CPU (%)"])
+PERFTEST_43_LATENCY = f"""Intervals One-Way Latency for 256 Bytes:
+{LAT43}
+256, 80, 81, 5.0, 70, 99, 11.0
+One-Way Latency Summary:
+{LSUM43}
+256, 81, 5.0, 70, 99, 80, 90, 97, 99, 99, 11.5
+"""
+
+
+def test_perftest_4_csv_headers():
+    s = _summary(parse(PERFTEST_4, "sub0", False))
+    assert (s["throughput_mbps"], s["samples_per_s"], s["lost"], s["cpu_pct"]) == (
+        401.4, 49000, 3, 21.0)
+    pub = parse(PERFTEST_43_LATENCY, "pub", True)
+    s = _summary(pub)
+    assert s["latency_us_mean"] == 81 and s["latency_us_p99"] == 97 and s["cpu_pct"] == 11.5
+    assert _samples(pub, "latency_us") == [80]
+
+
+def test_windows_line_ends_and_blank_lines_change_nothing():
+    text = (R / "csv-throughput-sub-tls.log").read_text()
+    base = _summary(parse(text, "sub0", False))
+    crlf = text.replace("\n", "\r\n")
+    assert _summary(parse(crlf, "sub0", False)) == base
+    spaced = text.replace("Throughput Summary:\n", "Throughput Summary:\n\n\n")
+    assert _summary(parse(spaced, "sub0", False)) == base
+
+
+def test_truncated_files_fail_instead_of_inventing_numbers():
+    text = (R / "csv-throughput-sub-tls.log").read_text()
+    cut = text[: text.index("Throughput Summary:") + 60]  # header cut mid-way, no row
+    result = parse(cut, "sub0", False)
+    assert result.failure and "no result line" in result.failure
+    assert "throughput_mbps" not in _summary(result)
+    legacy = (R / "legacy-throughput-sub.log").read_text()
+    cut = legacy[: legacy.index("Mbps(ave)")]
+    assert "no result line" in parse(cut, "sub0", False).failure
+
+
+def test_intervals_only_is_a_failure_but_keeps_the_samples():
+    text = "\n".join((R / "doc-legacy-intervals-sub.log").read_text().splitlines()[:3])
+    result = parse(text, "sub0", False)
+    assert "no result line" in result.failure
+    assert _samples(result, "throughput_mbps") == [1767.8, 1665.7]
+
+
+@pytest.mark.parametrize("text", ["", "\x00\xff garbage", "{\"perftest\": [", "Length:"])
+def test_garbage_is_a_failure(text):
+    assert parse(text, "sub0", False).failure
