@@ -106,6 +106,12 @@ def run(
     no_print: bool = typer.Option(
         False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
     out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
+    rtiperftest: Path | None = typer.Option(
+        None, "--rtiperftest", help="RTI Perftest executable (perftest_cpp), for "
+        "engine=rtiperftest [$K8SDDS_RTIPERFTEST]."),
+    rti_license: Path | None = typer.Option(
+        None, "--rti-license", help="RTI license file, given to Perftest as "
+        "RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]."),
     testbed: str = typer.Option(
         "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
         "testbed of that name is reused and left up, else one is built and removed after."),
@@ -127,8 +133,11 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON on stdout."),
 ) -> None:
     """Run a schedule and write one run directory under --out."""
+    from k8sdds import perftest
     from k8sdds.deployment import BACKENDS
     from k8sdds.runner import Runner, RunOptions
+
+    perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license)
 
     name = _choice(backend, list(BACKENDS), "--backend")
     chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
@@ -194,6 +203,20 @@ def _plot(run_dir: Path) -> bool:
     if not (Path(run_dir) / "results.csv").exists():
         return False
     return plots.throughput(load.load([run_dir]), Path(run_dir)) is not None
+
+
+@app.command()
+def engines() -> None:
+    """List the measuring engines and whether each can run here."""
+    from k8sdds import perftest
+
+    table = Table(title="engines")
+    for col in ("engine", "available here"):
+        table.add_column(col, overflow="fold")
+    for name, engine in perftest.ENGINES.items():
+        reason = engine.unavailable()
+        table.add_row(name, f"no: {reason}" if reason else f"yes ({engine.version()})")
+    out_console.print(table)
 
 
 @app.command()

@@ -19,10 +19,6 @@ from k8sdds.perftest import RoleContext
 from k8sdds.results import SCHEMA_VERSION, RunDir
 from k8sdds.schedule import Test
 
-# seconds the subscribers get after the publisher exits; ddsperf's publisher only exits once
-# its reliable data is acknowledged (Cyclone lingers ~0.4 s), so little is still in flight
-FOLLOWER_GRACE = 0.2
-
 
 class Progress(Protocol):
     def start(self, total: int) -> None: ...
@@ -182,7 +178,7 @@ class Runner:
                 entry["reason"] = (f"{driver} did not finish within "
                                    f"{engine.timeout(test):g} s and was stopped")
             else:
-                deadline = time.monotonic() + FOLLOWER_GRACE
+                deadline = time.monotonic() + engine.drain
                 for role in followers:
                     codes[role] = self.backend.wait(handles[role], deadline - time.monotonic())
                 draining = [handles[r] for r in followers if codes[r] is None]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from k8sdds.perftest.base import Command, Engine, RoleContext
 from k8sdds.perftest.ddsperf import Ddsperf
+from k8sdds.perftest.rtiperftest import RtiPerftest
 
-ENGINES: dict[str, Engine] = {e.name: e for e in (Ddsperf(),)}
+ENGINES: dict[str, Engine] = {e.name: e for e in (Ddsperf(), RtiPerftest())}
 
 __all__ = ["ENGINES", "Command", "Engine", "RoleContext"]

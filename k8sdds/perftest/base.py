@@ -34,6 +34,7 @@ class Command:
 class Engine(Protocol):
     name: str
     parser: str  # name in k8sdds.parsers.PARSERS
+    drain: float  # seconds the other roles get to finish once the driver has exited
 
     def check(self, test: Test) -> Problem:
         """Why this engine cannot run `test`, or None."""

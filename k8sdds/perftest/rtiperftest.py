@@ -1,0 +1,117 @@
+"""RTI Perftest (`perftest_cpp`), which the user supplies with a license.
+
+The K8sDDS command lines, built as argv lists: publisher `-pub -numSubscribers N`, subscriber j
+`-sub -sidMultiSubTest j -numPublishers 1`, and `-dataLen`, `-bestEffort`, `-batchSize`,
+`-multicast`, `-latencyTest`, `-executionTime`, `-cpu`, `-noPrintIntervals`, `-transport`,
+`-peer`, `-sendQueueSize`, `-pubRate`, `-secure*`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from k8sdds.perftest.base import Command, Problem, RoleContext
+from k8sdds.schedule import Test
+
+MIN_SIZE = 28  # Perftest refuses smaller samples
+MAX_SIZE = 2_147_482_620
+TRANSPORTS = {"udp": "UDPv4", "tcp": "TCP", "tls": "TLS"}
+TCP_PORT = 7400  # Perftest's TCP server bind port
+HOW = ("give the path of perftest_cpp with --rtiperftest PATH (and the license with "
+       "--rti-license FILE), or set K8SDDS_RTIPERFTEST")
+
+
+class RtiPerftest:
+    name = "rtiperftest"
+    parser = "rtiperftest"
+    drain = 10.0  # subscribers print their summary and exit once the publisher finishes
+
+    def __init__(self, path: str | None = None, license_file: str | None = None):
+        self.path = path or os.environ.get("K8SDDS_RTIPERFTEST")
+        self.license = license_file or os.environ.get("K8SDDS_RTI_LICENSE")
+
+    def configure(self, path: str | None, license_file: str | None) -> None:
+        """Where Perftest and its license are (from the command line)."""
+        if path:
+            self.path = str(Path(path).resolve())
+        if license_file:
+            self.license = str(Path(license_file).resolve())
+
+    def unavailable(self) -> str | None:
+        if not self.path:
+            return f"RTI Perftest is not available: {HOW}"
+        if not (os.path.isfile(self.path) and os.access(self.path, os.X_OK)):
+            return f"RTI Perftest: {self.path} is not an executable file; {HOW}"
+        if self.license and not os.path.isfile(self.license):
+            return f"RTI license {self.license}: no such file"
+        return None
+
+    def check(self, test: Test) -> Problem:
+        reason = self.unavailable()
+        if reason:
+            return ("engine", test.engine, reason)
+        if not MIN_SIZE <= test.data_len <= MAX_SIZE:
+            return ("data_len", test.data_len,
+                    f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
+        if test.latency_test and test.batch_size > 0:
+            return ("batch_size", test.batch_size,
+                    "Perftest refuses batching in a latency test (latencyTest=true); set "
+                    "batchSize=0")
+        if test.transport != "udp" and test.multicast:
+            return ("multicast", test.multicast, "multicast needs transport=udp")
+        return None
+
+    def roles(self, test: Test) -> Sequence[str]:
+        return ["pub"] + [f"sub{i}" for i in range(test.num_subscribers)]
+
+    def timeout(self, test: Test) -> float:
+        return test.duration + 60  # discovery, 50 initialisation pings, the final exchange
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        publisher = ctx.role == "pub"
+        argv = [self.path or "perftest_cpp"]
+        if publisher:
+            argv += ["-pub", "-numSubscribers", str(test.num_subscribers),
+                     "-executionTime", f"{test.duration:g}"]
+            if test.latency_test:
+                argv.append("-latencyTest")
+            if test.batch_size > 0:
+                argv += ["-batchSize", str(test.batch_size)]
+            if test.send_queue_size > 0:
+                argv += ["-sendQueueSize", str(test.send_queue_size)]
+            if test.pub_rate > 0:
+                argv += ["-pubRate", str(test.pub_rate)]
+        else:
+            argv += ["-sub", "-sidMultiSubTest", ctx.role.removeprefix("sub"),
+                     "-numPublishers", "1"]
+        argv += ["-dataLen", str(test.data_len), "-cpu", "-nic", ctx.interface,
+                 "-transport", TRANSPORTS[test.transport]]
+        if test.best_effort:
+            argv.append("-bestEffort")
+        if test.multicast:
+            argv.append("-multicast")
+        if test.no_print:
+            argv.append("-noPrintIntervals")
+        if test.secure:
+            argv += ["-secureEncryptBoth", "-secureSign"]
+        if ctx.discovery == "peers":
+            port = f":{TCP_PORT}" if test.transport in ("tcp", "tls") else ""
+            for role, address in ctx.endpoints.items():
+                if role != ctx.role:
+                    argv += ["-peer", address + port]
+        env = {"RTI_LICENSE_FILE": self.license} if self.license else {}
+        return Command(argv=tuple(argv), env=env)
+
+    def version(self) -> str:
+        if self.unavailable():
+            return "unavailable"
+        try:
+            out = subprocess.run([self.path, "-version"], capture_output=True, text=True,
+                                 timeout=10)
+            first = (out.stdout or out.stderr).strip().splitlines()
+            return first[0] if first else "unknown"
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"

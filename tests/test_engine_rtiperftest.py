@@ -1,0 +1,145 @@
+"""The RTI Perftest engine: golden argv for every option, availability, load-time checks; and
+a run through the emulated backend with a stand-in perftest_cpp (RTI Perftest is proprietary
+and cannot be installed here: the stand-in replays real K8sDDS logs, so what is exercised is
+k8sdds' side: argv, environment, subscribers that exit by themselves, parsing, results)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from k8sdds import schedule
+from k8sdds.errors import ScheduleError
+from k8sdds.perftest import RoleContext
+from k8sdds.perftest.rtiperftest import RtiPerftest
+from k8sdds.schedule import Test
+
+from .conftest import FIXTURES
+from .emulated_support import cli, requires_namespaces
+
+ENDPOINTS = {"pub": "10.244.1.10", "sub0": "10.244.2.10", "sub1": "10.244.3.10"}
+BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,
+            best_effort=False, batch_size=0, engine="rtiperftest", datapath="flannel-vxlan",
+            duration=30)
+
+
+@pytest.fixture
+def engine(tmp_path) -> RtiPerftest:
+    exe = tmp_path / "perftest_cpp"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    lic = tmp_path / "rti_license.dat"
+    lic.write_text("license")
+    return RtiPerftest(str(exe), str(lic))
+
+
+def _argv(engine, test, role, discovery="peers"):
+    ctx = RoleContext(role=role, address=ENDPOINTS[role], interface="eth0",
+                      endpoints=ENDPOINTS, discovery=discovery, config_dir="/tmp")
+    cmd = engine.command(test, ctx)
+    assert cmd.argv[0] == engine.path
+    return list(cmd.argv[1:]), cmd.env
+
+
+def test_publisher_and_subscriber_argv(engine):
+    pub, env = _argv(engine, BASE, "pub")
+    assert pub == ["-pub", "-numSubscribers", "2", "-executionTime", "30", "-dataLen", "1024",
+                   "-cpu", "-nic", "eth0", "-transport", "UDPv4",
+                   "-peer", "10.244.2.10", "-peer", "10.244.3.10"]
+    assert env == {"RTI_LICENSE_FILE": engine.license}
+    sub, _ = _argv(engine, BASE, "sub1")
+    assert sub == ["-sub", "-sidMultiSubTest", "1", "-numPublishers", "1", "-dataLen", "1024",
+                   "-cpu", "-nic", "eth0", "-transport", "UDPv4",
+                   "-peer", "10.244.1.10", "-peer", "10.244.2.10"]
+    assert "-numSubscribers" not in sub  # Perftest refuses it on a subscriber
+
+
+def test_every_option(engine):
+    test = replace(BASE, best_effort=True, batch_size=8192, send_queue_size=50, pub_rate=1000,
+                   no_print=True, secure=True, transport="tcp")
+    pub, _ = _argv(engine, test, "pub")
+    for flags in (["-bestEffort"], ["-batchSize", "8192"], ["-sendQueueSize", "50"],
+                  ["-pubRate", "1000"], ["-noPrintIntervals"], ["-transport", "TCP"],
+                  ["-secureEncryptBoth", "-secureSign"], ["-peer", "10.244.2.10:7400"]):
+        i = pub.index(flags[0])
+        assert pub[i:i + len(flags)] == flags
+    lat, _ = _argv(engine, replace(BASE, latency_test=True, transport="tls"), "pub")
+    assert "-latencyTest" in lat and lat[lat.index("-transport") + 1] == "TLS"
+    mc, _ = _argv(engine, replace(BASE, multicast=True), "sub0", discovery="multicast")
+    assert "-multicast" in mc and "-peer" not in mc
+
+
+def test_load_time_checks(engine, write_schedule, monkeypatch):
+    from k8sdds import perftest
+
+    monkeypatch.setitem(perftest.ENGINES, "rtiperftest", engine)
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,engine\n"
+    ok = write_schedule(head + "1024,false,2,false,0,false,rtiperftest\n")
+    assert schedule.load(ok)[0].engine == "rtiperftest"
+    for row, expected in (("1024,false,1,false,8192,true", "batching in a latency test"),
+                          ("16,false,1,false,0,false", "28 to")):
+        bad = write_schedule(head + row + ",rtiperftest\n")
+        with pytest.raises(ScheduleError, match=expected):
+            schedule.load(bad)
+
+
+def test_absent_perftest_fails_at_load_time(write_schedule, monkeypatch):
+    from k8sdds import perftest
+
+    monkeypatch.setitem(perftest.ENGINES, "rtiperftest", RtiPerftest(None, None))
+    monkeypatch.delenv("K8SDDS_RTIPERFTEST", raising=False)
+    path = write_schedule("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine\n"
+                          "1024,false,1,false,0,rtiperftest\n")
+    with pytest.raises(ScheduleError, match="--rtiperftest PATH"):
+        schedule.load(path)
+    assert "not an executable" in RtiPerftest("/nonexistent/perftest_cpp").unavailable()
+
+
+STAND_IN = """#!{python}
+# Stand-in for RTI Perftest: replays a real K8sDDS log for its role; records its argv.
+import json, os, sys, time
+args = sys.argv[1:]
+with open(os.path.join({logdir!r}, "argv-" + ("pub" if "-pub" in args else "sub") + ".json"),
+          "a") as fh:
+    fh.write(json.dumps({{"argv": args, "license": os.environ.get("RTI_LICENSE_FILE")}}) + "\\n")
+time.sleep(1)
+name = "legacy-throughput-pub-loaded-latency.log" if "-pub" in args else \\
+    "legacy-throughput-sub.log"
+sys.stdout.write(open(os.path.join({fixtures!r}, name)).read())
+"""
+
+
+@requires_namespaces()
+def test_run_through_the_emulated_backend_with_a_stand_in(tmp_path):
+    exe = tmp_path / "perftest_cpp"
+    exe.write_text(STAND_IN.format(python=sys.executable, logdir=str(tmp_path),
+                                   fixtures=str(FIXTURES / "rtiperftest")))
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    lic = tmp_path / "license.dat"
+    lic.write_text("x")
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine\n"
+                   "64,false,2,false,0,rtiperftest\n")
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")}
+    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "5",
+               "--rtiperftest", str(exe), "--rti-license", str(lic), "--out",
+               str(tmp_path / "logs"), "--testbed", "kdr" + str(os.getpid() % 1000),
+               "--json", "--no-plot", env=env)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["failed"] == []
+    df = pd.read_csv(Path(outcome["run_dir"]) / "results.csv")
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
+    assert sorted(thr.role) == ["sub0", "sub1"] and set(thr.value) == {2.1}
+    assert set(thr.engine) == {"rtiperftest"}
+    calls = [json.loads(line) for line in (tmp_path / "argv-sub.json").read_text().splitlines()]
+    subs = [c for c in calls if "-sub" in c["argv"]]  # the others: the manifest's -version
+    assert sorted(s["argv"][2] for s in subs) == ["0", "1"]  # -sidMultiSubTest j
+    assert all(s["license"] == str(lic) for s in subs)
