@@ -205,6 +205,23 @@ def _plot(run_dir: Path) -> bool:
     return plots.throughput(load.load([run_dir]), Path(run_dir)) is not None
 
 
+import_app = typer.Typer(no_args_is_help=True, help="Import data from other tools.")
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("k8sdds-data")
+def import_k8sdds(
+    tree: Path = typer.Argument(..., help="A K8sDDS data tree (throughput-test/, "
+                                "latency-test/)."),
+    out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
+) -> None:
+    """K8sDDS logs -> one run directory per configuration, ready for `k8sdds report`."""
+    from k8sdds.importer import import_tree
+
+    for run in import_tree(tree, out):
+        out_console.print(f"imported: {run}")
+
+
 @app.command()
 def engines() -> None:
     """List the measuring engines and whether each can run here."""

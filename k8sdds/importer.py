@@ -1,0 +1,126 @@
+"""`k8sdds import k8sdds-data DIR`: a K8sDDS data tree -> one run directory per configuration.
+
+The tree: `<throughput-test|latency-test>/<cni>-<transport>[-variant]/test-<i>/
+rtiperftest-<role>.log`, with the schedule.csv it holds (in the configuration folder or any
+folder above it). Tests take their parameters from the schedule rows, the datapath and the
+transport from the folder name; every log is kept and parsed, so `k8sdds report` works on old
+data exactly as on new.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from k8sdds import __version__, records
+from k8sdds.errors import UserError
+from k8sdds.perftest import ENGINES
+from k8sdds.results import SCHEMA_VERSION, RunDir, sha256
+from k8sdds.schedule import load
+
+KINDS = {"throughput-test": False, "latency-test": True}
+TRANSPORTS = {"udp": "udp", "udpv4": "udp", "tcp": "tcp", "tls": "tls"}
+# the CNI names of K8sDDS folders -> datapaths
+CNIS = {"flannel": "flannel-vxlan", "flannel-vxlan": "flannel-vxlan",
+        "flannel-hostgw": "flannel-hostgw", "hostgw": "flannel-hostgw",
+        "kuberouter": "kube-router", "kube-router": "kube-router", "weave": "weave",
+        "weave-encrypted": "weave-encrypted", "weavenc": "weave-encrypted",
+        "calico": "calico-vxlan", "host": "host", "baremetal": "host", "hostnetwork": "host"}
+TEST_DIR = re.compile(r"^test-(\d+)$")
+LOG = re.compile(r"^rtiperftest-(pub|sub\d*)\.log$")
+
+
+def configuration(folder: str) -> tuple[str, str, str]:
+    """`weave-tcp-encrypted` -> (datapath, transport, variant)."""
+    parts = folder.lower().split("-")
+    at = next((i for i, p in enumerate(parts) if p in TRANSPORTS), None)
+    if at is None or at == 0:
+        raise UserError(f"{folder}: expected <cni>-<transport>[-variant] with transport one of "
+                        f"{', '.join(sorted(set(TRANSPORTS)))}")
+    cni, variant = "-".join(parts[:at]), "-".join(parts[at + 1:])
+    if variant == "encrypted" and f"{cni}-encrypted" in CNIS:
+        cni, variant = f"{cni}-encrypted", ""
+    if cni not in CNIS:
+        raise UserError(f"{folder}: unknown CNI {cni!r}; known: {', '.join(sorted(CNIS))}")
+    return CNIS[cni], TRANSPORTS[parts[at]], variant
+
+
+def _schedule(folder: Path, root: Path) -> Path:
+    for candidate in [folder, *folder.parents]:
+        if (candidate / "schedule.csv").exists():
+            return candidate / "schedule.csv"
+        if candidate == root:
+            break
+    raise UserError(f"{folder}: no schedule.csv in it or above it (up to {root})")
+
+
+def import_tree(root: Path, out: Path) -> list[Path]:
+    """Import every configuration under `root`; return the run directories written."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"{root}: not a directory")
+    runs = []
+    for kind, latency in KINDS.items():
+        for folder in sorted(p for p in (root / kind).glob("*") if p.is_dir()):
+            runs.append(_import(root, kind, latency, folder, out))
+    if not runs:
+        raise UserError(f"{root}: no {' or '.join(KINDS)} folder with configurations")
+    return runs
+
+
+def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Path:
+    datapath, transport, variant = configuration(folder.name)
+    sch = _schedule(folder, root)
+    rows = load(sch)
+    tests_dirs = {int(m[1]): p for p in folder.iterdir() if (m := TEST_DIR.match(p.name))}
+    if not tests_dirs:
+        raise UserError(f"{folder}: no test-<i> folders")
+    # K8sDDS numbers test-<i> from 0, like its schedule rows; only an index equal to the
+    # number of rows (and no test-0) shows a tree numbered from 1
+    base = 1 if max(tests_dirs) == len(rows) and 0 not in tests_dirs else 0
+    try:
+        run = RunDir.create(out, f"k8sdds-{kind}-{folder.name}")
+    except FileExistsError:
+        raise UserError(f"{out / f'k8sdds-{kind}-{folder.name}'} exists already (imported "
+                        "before?); remove it or import with another --out") from None
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "k8sdds": __version__,
+        "status": "complete", "command_line": ["k8sdds", "import", "k8sdds-data", str(root)],
+        "schedule": {**run.copy_schedule(sch), "sha256": sha256(sch)},
+        "backend": "imported", "cluster": {"source": str(folder)},
+        "datapaths": [datapath], "environment": {}, "tools": {"rtiperftest": "from the logs"},
+        "imported": {"kind": kind, "folder": folder.name, "variant": variant},
+        "tests": [], "repeats": {},
+    }
+    all_rows = []
+    for index, path in sorted(tests_dirs.items()):
+        row = index - base
+        if not 0 <= row < len(rows):
+            raise UserError(f"{path}: no row {row} in {sch} ({len(rows)} rows)")
+        test = replace(rows[row], engine="rtiperftest", datapath=datapath, transport=transport,
+                       latency_test=latency, secure="secure" in variant, number=row + 1)
+        manifest["tests"].append(asdict(test))
+        rep_dir = run.repeat_dir(test.number, 1)
+        rep_dir.mkdir(parents=True)
+        roles = []
+        for log in sorted(path.iterdir()):
+            m = LOG.match(log.name)
+            if m:
+                role = "sub0" if m[1] == "sub" else m[1]
+                shutil.copyfile(log, rep_dir / f"{role}.log")
+                roles.append(role)
+        parsed = records.parse_logs(test, rep_dir, roles)
+        failures = [f"{r}: {p.failure}" for r, p in parsed.items() if p.failure]
+        expected = set(ENGINES["rtiperftest"].roles(test))
+        missing = sorted(expected - set(roles))
+        if missing:
+            failures.append("no log for " + ", ".join(missing))
+        manifest["repeats"][f"test-{test.number}/rep-1"] = {
+            "status": "failed" if failures else "done", "reason": "; ".join(failures) or None,
+            "placement": {}, "source": str(path)}
+        all_rows += records.rows(run.run_id, "imported", test, 1, {}, parsed)
+    run.write_results(all_rows)
+    run.write_manifest(manifest)
+    return run.path

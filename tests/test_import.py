@@ -1,0 +1,96 @@
+"""`k8sdds import k8sdds-data` on a small K8sDDS tree built from the real K8sDDS logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from k8sdds.errors import UserError
+from k8sdds.importer import configuration, import_tree
+
+from .conftest import FIXTURES
+
+R = FIXTURES / "rtiperftest"
+
+
+def _tree(root: Path) -> Path:
+    """throughput-test/flannel-udp (rows 0 and 1), latency-test/weave-tls (row 2, plus a test
+    whose parameters Perftest refused), schedule.csv at the top, as K8sDDS kept them."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / "schedule-k8sdds.csv", root / "schedule.csv")
+    layout = {
+        "throughput-test/flannel-udp/test-0": {"pub": "legacy-throughput-pub-loaded-latency.log",
+                                               "sub0": "legacy-throughput-sub.log"},
+        "throughput-test/flannel-udp/test-1": {"pub": "legacy-throughput-pub-loaded-latency.log",
+                                               "sub0": "legacy-throughput-sub5-of-8.log"},
+        "latency-test/weave-tls/test-2": {"pub": "csv-latency-pub-tls.log",
+                                          "sub": "legacy-latency-sub.log"},
+        "latency-test/weave-tls/test-11": {"pub": "failed-batching-in-latency-test.log"},
+    }
+    for folder, logs in layout.items():
+        (root / folder).mkdir(parents=True)
+        for role, name in logs.items():
+            shutil.copy(R / name, root / folder / f"rtiperftest-{role}.log")
+    return root
+
+
+def test_folder_names():
+    assert configuration("flannel-udp") == ("flannel-vxlan", "udp", "")
+    assert configuration("kuberouter-tcp") == ("kube-router", "tcp", "")
+    assert configuration("weave-tcp-encrypted") == ("weave-encrypted", "tcp", "")
+    assert configuration("weave-udp-secure") == ("weave", "udp", "secure")
+    with pytest.raises(UserError, match="unknown CNI 'cilium'"):
+        configuration("cilium-udp")
+    with pytest.raises(UserError, match="expected <cni>-<transport>"):
+        configuration("flannel")
+
+
+def test_import_makes_run_directories_that_report_works_on(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    (tmp_path / "k8sdds-data" / "latency-test" / "weave-tls").mkdir(exist_ok=True)
+    runs = import_tree(tree, tmp_path / "logs")
+    names = sorted(r.name for r in runs)
+    assert names == ["k8sdds-latency-test-weave-tls", "k8sdds-throughput-test-flannel-udp"]
+    thr_run = tmp_path / "logs" / "k8sdds-throughput-test-flannel-udp"
+    df = pd.read_csv(thr_run / "results.csv")
+    s = df[(df.kind == "summary") & (df.metric == "throughput_mbps")].sort_values("test")
+    assert s.value.tolist() == [2.1, 2.5] and s.data_len.tolist() == [64, 256]
+    assert set(s.datapath) == {"flannel-vxlan"} and set(s.engine) == {"rtiperftest"}
+    assert (thr_run / "test-1" / "rep-1" / "sub0.log").exists()  # raw logs kept
+    lat_run = tmp_path / "logs" / "k8sdds-latency-test-weave-tls"
+    manifest = json.loads((lat_run / "manifest.json").read_text())
+    assert manifest["repeats"]["test-3/rep-1"]["status"] == "done"
+    failed = manifest["repeats"]["test-12/rep-1"]
+    assert failed["status"] == "failed"
+    assert "Batching cannot be used in a Latency test." in failed["reason"]
+    lat = pd.read_csv(lat_run / "results.csv")
+    p50 = lat[(lat.metric == "latency_us_p50") & (lat.kind == "summary")]
+    assert p50.value.tolist() == [1092] and set(p50.transport) == {"tls"}
+    assert set(p50.latency_test) == {True}
+    # and the report works on old data as on new
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "report", str(thr_run),
+                           str(lat_run), "--out", str(out)], capture_output=True, text=True,
+                          env={**os.environ}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "report.html").read_text()
+    assert "flannel-vxlan" in page and "Batching cannot be used" in page
+
+
+def test_import_errors_are_clear(tmp_path):
+    with pytest.raises(UserError, match="no throughput-test or latency-test"):
+        import_tree(tmp_path, tmp_path / "logs")
+    tree = _tree(tmp_path / "t")
+    (tree / "schedule.csv").unlink()
+    with pytest.raises(UserError, match="no schedule.csv"):
+        import_tree(tree, tmp_path / "logs")
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data",
+                           str(tmp_path / "nowhere")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "not a directory" in proc.stderr
