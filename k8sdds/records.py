@@ -35,7 +35,7 @@ def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str,
     base["row"] = test.row
     out = []
     for role, result in parsed.items():
-        for v in result.values:
+        for v in result.all_values():
             out.append({**base, "role": role, "node": nodes.get(role, ""), "kind": v.kind,
                         "t": v.t, "metric": v.metric, "value": v.value, "unit": v.unit})
     return out

@@ -19,7 +19,7 @@ def _summary(result) -> dict[str, float]:
 
 
 def _samples(result, metric: str) -> list[float]:
-    return [v.value for v in result.values if v.kind == "sample" and v.metric == metric]
+    return [v.value for v in result.all_values() if v.kind == "sample" and v.metric == metric]
 
 
 def test_registered():

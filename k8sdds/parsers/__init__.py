@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from k8sdds.parsers import ddsperf, rtiperftest
-from k8sdds.parsers.base import SAMPLE, SUMMARY, Parsed, Value
+from k8sdds.parsers.base import SAMPLE, SUMMARY, Column, Parsed, Value
 
 # parser(text, role, latency_test) -> Parsed
 PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {
     "ddsperf": ddsperf.parse, "rtiperftest": rtiperftest.parse}
 
-__all__ = ["PARSERS", "SAMPLE", "SUMMARY", "Parsed", "Value"]
+__all__ = ["PARSERS", "SAMPLE", "SUMMARY", "Column", "Parsed", "Value"]

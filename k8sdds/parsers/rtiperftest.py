@@ -14,10 +14,14 @@ all is a failure with its reason, never a zero.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
-from k8sdds.parsers.base import SAMPLE, SUMMARY, Parsed, Value
+import numpy as np
+import pandas as pd
+
+from k8sdds.parsers.base import SUMMARY, Column, Parsed, Value
 
 _NUM = r"([-+]?\d+(?:\.\d+)?)"
 _LEGACY_THR = re.compile(
@@ -30,18 +34,23 @@ _LEGACY_LAT = re.compile(
     r"90%\s+" + _NUM + r"\s+us\s+99%\s+" + _NUM + r"\s+us\s+99\.99%\s+" + _NUM + r"\s+us\s+"
     r"99\.9999%\s+" + _NUM + r"\s+us(?:\s+CPU:?\s*" + _NUM + r"\s*(?:%|\(%\)))?")
 _INTERVAL_THR = re.compile(
-    r"^\s*Packets:\s*(\d+)\s+Packets/s:\s*(\d+)\s+Packets/s\(ave\):\s*" + _NUM +
+    r"^[ \t]*Packets:\s*(\d+)\s+Packets/s:\s*(\d+)\s+Packets/s\(ave\):\s*" + _NUM +
     r"\s+Mbps:\s*" + _NUM + r"\s+Mbps\(ave\):\s*" + _NUM + r"\s+Lost:\s*(\d+)"
-    r"(?:\s*\(" + _NUM + r"%\))?(?:\s+CPU:?\s*" + _NUM + r"\s*(?:%|\(%\)))?")
+    r"(?:\s*\(" + _NUM + r"%\))?(?:\s+CPU:?\s*" + _NUM + r"\s*(?:%|\(%\)))?",
+    re.MULTILINE)
 _INTERVAL_LAT = re.compile(
-    r"^\s*One[ -]way Latency:\s*" + _NUM + r"\s*(?:us|μs)\s+Ave\s+" + _NUM +
+    r"^[ \t]*One[ -]way Latency:\s*" + _NUM + r"\s*(?:us|μs)\s+Ave\s+" + _NUM +
     r"\s*(?:us|μs)\s+Std\s+" + _NUM + r"\s*(?:us|μs)\s+Min\s+" + _NUM +
     r"\s*(?:us|μs)\s+Max\s+" + _NUM + r"\s*(?:us|μs)(?:\s+CPU:?\s*" + _NUM + r")?",
-    re.IGNORECASE)
+    re.IGNORECASE | re.MULTILINE)
 _EXIT = re.compile(r"command terminated with exit code (\d+)")
 _REFUSAL = re.compile(r"^(?!\s*(?:Length|Packets|One)).*?(cannot be used|cannot be|not "
                       r"supported|[Ee]rror[: ]|ERROR|Invalid|invalid|Unknown option|"
                       r"is not a valid|Exception).*$", re.MULTILINE)
+_ENDS = 64 * 1024
+_REFUSAL_WORDS = ("cannot", "rror", "RROR", "nvalid", "not supported", "Unknown option",
+                  "not a valid", "Exception")
+_JSON_START = re.compile(r'\{\s*"perftest"\s*:')
 _SECTION = re.compile(r"^\s*(Throughput Summary|One-?way Latency Summary|Interval Throughput"
                       r"|Intervals? One-?[Ww]ay Latency)\b.*:\s*$", re.IGNORECASE)
 
@@ -80,19 +89,53 @@ def _header_key(name: str) -> str:
 
 def parse(text: str, role: str, latency_test: bool) -> Parsed:
     """Parse one Perftest process's output (pure: no I/O)."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if '{"perftest"' in text.replace(" ", "").replace("\n", "").replace("\t", ""):
-        values = _json(text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if '"perftest"' in text and _JSON_START.search(text):
+        values, columns = _json(text)
     else:
-        values = _csv(text) + _legacy(text)
+        csv_values, csv_columns = _csv(text)
+        legacy_values, legacy_columns = _legacy(text)
+        values, columns = csv_values + legacy_values, csv_columns + legacy_columns
     failure = _failure(text, role, latency_test, values)
-    return Parsed(values=tuple(values), failure=failure)
+    return Parsed(values=tuple(values), failure=failure, columns=tuple(columns))
+
+
+def _numeric(series) -> np.ndarray:
+    if pd.api.types.is_numeric_dtype(series):
+        return series.to_numpy(dtype=float)
+    return pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
+
+
+def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]]) -> list[Column]:
+    """Interval lines of one layout, read by pandas' C tokenizer: `wanted` maps the label a
+    value follows (`Mbps:`) to (metric, unit), positions taken from the first line."""
+    tokens = lines[0].split()
+    positions = {tokens.index(label) + 1: plan for label, plan in wanted.items()
+                 if label in tokens and tokens.index(label) + 1 < len(tokens)}
+    if not positions:
+        return []
+    # one layout per file: a line with another number of fields is skipped
+    frame = pd.read_csv(io.StringIO("\n".join(lines)), sep=r"\s+", header=None,
+                        usecols=sorted(positions), engine="c", on_bad_lines="skip")
+    t = np.arange(1, len(frame) + 1, dtype=float)
+    out = []
+    for pos, (metric, unit) in positions.items():
+        values = _numeric(frame[pos])
+        ok = ~np.isnan(values)
+        if ok.any():
+            out.append(Column(metric, unit, t[ok], values[ok]))
+    return out
 
 
 def _failure(text: str, role: str, latency_test: bool, values: list[Value]) -> str | None:
     """Why this output holds no valid result: a non-zero exit, or the result its role must
     print missing (a throughput subscriber's rate, a latency publisher's latency)."""
-    refusals = [m.group(0).strip() for m in _REFUSAL.finditer(text)]
+    # Perftest prints refusals and errors before its results or after them, not among the
+    # interval lines: look at the head and the tail only
+    ends = text if len(text) <= 2 * _ENDS else text[:_ENDS] + "\n" + text[-_ENDS:]
+    refusals = ([m.group(0).strip() for m in _REFUSAL.finditer(ends)]
+                if any(w in ends for w in _REFUSAL_WORDS) else [])
     exit_code = _EXIT.search(text)
     summaries = {v.metric for v in values if v.kind == SUMMARY}
     needs = ("throughput_mbps" if not latency_test and role.startswith("sub") else
@@ -105,23 +148,25 @@ def _failure(text: str, role: str, latency_test: bool, values: list[Value]) -> s
     return "; ".join(dict.fromkeys(reasons)) or None
 
 
-def _legacy(text: str) -> list[Value]:
+def _legacy(text: str) -> tuple[list[Value], list[Column]]:
     out: list[Value] = []
-    t = 0
-    for line in text.split("\n"):
-        if m := _INTERVAL_THR.match(line):
-            t += 1
-            out += [Value("samples_per_s", float(m[2]), "samples/s", SAMPLE, t),
-                    Value("throughput_mbps", float(m[4]), "Mb/s", SAMPLE, t),
-                    Value("lost", float(m[6]), "samples", SAMPLE, t)]
-            if m[8] is not None:
-                out.append(Value("cpu_pct", float(m[8]), "%", SAMPLE, t))
-        elif m := _INTERVAL_LAT.match(line):
-            t += 1
-            out.append(Value("latency_us", float(m[1]), "us", SAMPLE, t))
-            if m[6] is not None:
-                out.append(Value("cpu_pct", float(m[6]), "%", SAMPLE, t))
-        elif m := _LEGACY_THR.search(line):
+    columns: list[Column] = []
+    lines = text.split("\n") if ("Packets:" in text or "atency:" in text) else []
+    if "Packets:" in text:
+        thr = [line for line in lines
+               if line.startswith("Packets:") or line.lstrip().startswith("Packets:")]
+        if thr and _INTERVAL_THR.match(thr[0]):
+            columns += _token_columns(thr, {
+                "Packets/s:": ("samples_per_s", "samples/s"), "Mbps:": ("throughput_mbps", "Mb/s"),
+                "Lost:": ("lost", "samples"), "CPU": ("cpu_pct", "%"), "CPU:": ("cpu_pct", "%")})
+    if "atency:" in text:
+        lat = [line for line in lines if line[:16] in _LAT_STARTS
+               or line.lstrip()[:16].lower() in ("one way latency:", "one-way latency:")]
+        if lat and _INTERVAL_LAT.match(lat[0]):
+            columns += _token_columns(lat, {"Latency:": ("latency_us", "us"),
+                                            "CPU": ("cpu_pct", "%"), "CPU:": ("cpu_pct", "%")})
+    if "Length:" in text:
+        for m in _LEGACY_THR.finditer(text):
             out += [Value("received", float(m[2]), "samples"),
                     Value("samples_per_s", float(m[3]), "samples/s"),
                     Value("throughput_mbps", float(m[4]), "Mb/s"),
@@ -130,59 +175,74 @@ def _legacy(text: str) -> list[Value]:
                 out.append(Value("lost_pct", float(m[6]), "%"))
             if m[7] is not None:
                 out.append(Value("cpu_pct", float(m[7]), "%"))
-        elif m := _LEGACY_LAT.search(line):
-            names = ["latency_us_mean", "latency_us_std", "latency_us_min", "latency_us_max",
-                     "latency_us_p50", "latency_us_p90", "latency_us_p99", "latency_us_p9999",
-                     "latency_us_p999999"]
-            out += [Value(n, float(m[i + 2]), _unit(n)) for i, n in enumerate(names)]
+        for m in _LEGACY_LAT.finditer(text):
+            out += [Value(n, float(m[i + 2]), "us") for i, n in enumerate(_LAT_NAMES)]
             if m[11] is not None:
                 out.append(Value("cpu_pct", float(m[11]), "%"))
-    return out
+    return out, columns
 
 
-def _csv(text: str) -> list[Value]:
+_LAT_STARTS = ("One way Latency:", "One-Way Latency:", "One-way Latency:")
+_LAT_NAMES = ["latency_us_mean", "latency_us_std", "latency_us_min", "latency_us_max",
+              "latency_us_p50", "latency_us_p90", "latency_us_p99", "latency_us_p9999",
+              "latency_us_p999999"]
+
+
+def _csv(text: str) -> tuple[list[Value], list[Column]]:
+    if "Summary:" not in text and "Interval" not in text:
+        return [], []
     out: list[Value] = []
+    columns: list[Column] = []
     lines = text.split("\n")
-    i = 0
-    t = 0
+    i, t = 0, 0
     while i < len(lines):
-        sec = _SECTION.match(lines[i])
+        sec = _SECTION.match(lines[i]) if lines[i].rstrip().endswith(":") else None
         if not sec:
             i += 1
             continue
         title = sec.group(1).lower()
-        latency = "latency" in title
         interval = title.startswith("interval")
-        columns = _LAT_COLUMNS if latency else _THR_COLUMNS
+        names = _LAT_COLUMNS if "latency" in title else _THR_COLUMNS
         i += 1
         while i < len(lines) and not lines[i].strip():
             i += 1
         if i >= len(lines):
             break
-        header = [_header_key(h) for h in lines[i].split(",")]
-        metrics = [columns.get(h) for h in header]
-        i += 1
-        while i < len(lines) and lines[i].strip() and not _SECTION.match(lines[i]):
-            cells = [c.strip() for c in lines[i].split(",")]
-            i += 1
-            if len(cells) != len(header):
-                continue  # a truncated row: not a result
-            try:
-                numbers = [float(c) for c in cells]
-            except ValueError:
+        header = lines[i].split(",")
+        # per column: (metric, unit) when the column is kept in this section
+        kept = []
+        for k, h in enumerate(header):
+            metric = names.get(_header_key(h))
+            if metric is None or metric == "data_len":
                 continue
-            t += interval
-            for metric, number in zip(metrics, numbers, strict=True):
-                if metric is None or metric == "data_len":
-                    continue
-                name = metric.removesuffix("_interval")
-                if interval:
-                    if metric in _PER_INTERVAL or metric.endswith("_interval"):
-                        out.append(Value(name, number, _unit(name), SAMPLE, t))
-                    # else a running average or extreme since the start: the summary has it
-                elif not metric.endswith("_interval"):
-                    out.append(Value(name, number, _unit(name)))
-    return out
+            name = metric.removesuffix("_interval")
+            if interval and (metric in _PER_INTERVAL or metric.endswith("_interval")):
+                kept.append((k, name, _unit(name)))
+            elif not interval and not metric.endswith("_interval"):
+                kept.append((k, name, _unit(name)))
+        width = len(header)
+        i += 1
+        first = i
+        while i < len(lines) and lines[i].count(",") == width - 1:
+            i += 1  # the rows of the section; it ends at a blank line, a title, a cut row
+        if first == i or not kept:
+            continue
+        frame = pd.read_csv(io.StringIO("\n".join(lines[first:i])), header=None,
+                            usecols=[k for k, _, _ in kept], engine="c",
+                            skipinitialspace=True)
+        if interval:
+            stamps = np.arange(t + 1, t + 1 + len(frame), dtype=float)
+            t += len(frame)
+            for k, name, unit in kept:
+                values = _numeric(frame[k])
+                ok = ~np.isnan(values)
+                columns.append(Column(name, unit, stamps[ok], values[ok]))
+        else:
+            for k, name, unit in kept:
+                for value in _numeric(frame[k]).tolist():
+                    if value == value:  # not nan
+                        out.append(Value(name, value, unit))
+    return out, columns
 
 
 # JSON keys (lower case) -> metric, for summaries and intervals
@@ -199,30 +259,44 @@ _JSON_KEYS = {
 }
 
 
-def _json(text: str) -> list[Value]:
+def _json(text: str) -> tuple[list[Value], list[Column]]:
     start = text.find("{")
     try:
         doc, _ = json.JSONDecoder().raw_decode(text[start:])
     except ValueError:
-        return []
+        return [], []
     out: list[Value] = []
+    columns: list[Column] = []
     t = 0
     for block in doc.get("perftest", []) if isinstance(doc, dict) else []:
         if not isinstance(block, dict):
             continue
-        for interval in block.get("intervals") or []:
-            t += 1
-            for key, value in interval.items():
-                metric = _JSON_KEYS.get(key.lower())
-                if metric and metric != "received" and isinstance(value, (int, float)):
-                    name = metric.removesuffix("_ave")
-                    if metric.endswith("_ave"):
-                        continue  # running averages: the summary has the final one
-                    out.append(Value(name, float(value), _unit(name), SAMPLE, t))
+        intervals = [iv for iv in block.get("intervals") or [] if isinstance(iv, dict)]
+        if intervals:
+            frame = pd.DataFrame.from_records(intervals)
+            stamps = np.arange(t + 1, t + 1 + len(frame), dtype=float)
+            t += len(frame)
+            for key in frame.columns:
+                plan = _JSON_INTERVAL.get(key)
+                if plan:
+                    values = _numeric(frame[key])
+                    ok = ~np.isnan(values)
+                    columns.append(Column(plan[0], plan[1], stamps[ok], values[ok]))
         for key, value in (block.get("summary") or {}).items():
-            metric = _JSON_KEYS.get(key.lower())
-            if metric and isinstance(value, (int, float)):
-                name = metric.removesuffix("_ave") if metric.startswith(
-                    ("samples_per_s", "throughput_mbps")) else metric
-                out.append(Value(name, float(value), _unit(name)))
-    return out
+            plan = _JSON_SUMMARY.get(key.lower())
+            if plan and isinstance(value, (int, float)):
+                out.append(Value(plan[0], float(value), plan[1]))
+    return out, columns
+
+
+def _json_plans() -> tuple[dict, dict]:
+    interval, summary = {}, {}
+    for key, metric in _JSON_KEYS.items():
+        if metric != "received" and not metric.endswith("_ave"):  # running averages: no
+            interval[key] = (metric, _unit(metric))
+        name = metric.removesuffix("_ave")
+        summary[key] = (name, _unit(name))
+    return interval, summary
+
+
+_JSON_INTERVAL, _JSON_SUMMARY = _json_plans()
