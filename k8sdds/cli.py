@@ -96,8 +96,10 @@ def run(
     latency_test: bool = typer.Option(
         False, "--latencyTest", help="Latency (ping-pong) tests instead of throughput."),
     transport: str | None = typer.Option(
-        None, "--transport", help="udp or tcp (case-insensitive; tls is not yet supported)."),
-    secure: bool = typer.Option(False, "--secure", help="DDS Security (not yet supported)."),
+        None, "--transport",
+        help="udp, tcp, tls or dtls (case-insensitive; ddsperf: udp and tcp)."),
+    secure: bool = typer.Option(
+        False, "--secure", help="DDS Security (rtiperftest; not yet with ddsperf)."),
     peers: bool = typer.Option(
         False, "--peers", help="Discover by unicast peers even where multicast would work."),
     send_queue_size: int | None = typer.Option(
@@ -112,6 +114,9 @@ def run(
     rti_license: Path | None = typer.Option(
         None, "--rti-license", help="RTI license file, given to Perftest as "
         "RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]."),
+    rti_tls_dir: Path | None = typer.Option(
+        None, "--rti-tls-dir", help="Certificates for Perftest over TLS or DTLS, in Perftest's "
+        "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]."),
     testbed: str = typer.Option(
         "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
         "testbed of that name is reused and left up, else one is built and removed after."),
@@ -137,7 +142,7 @@ def run(
     from k8sdds.deployment import BACKENDS
     from k8sdds.runner import Runner, RunOptions
 
-    perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license)
+    perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license, rti_tls_dir)
 
     name = _choice(backend, list(BACKENDS), "--backend")
     chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)

@@ -19,7 +19,7 @@ from k8sdds import datapaths
 from k8sdds.errors import ScheduleError
 
 REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
-TRANSPORTS = ("udp", "tcp", "tls")
+TRANSPORTS = ("udp", "tcp", "tls", "dtls")
 PLACEMENTS = ("cross-node", "same-node")
 DISCOVERIES = ("multicast", "peers")
 

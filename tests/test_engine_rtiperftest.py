@@ -76,6 +76,29 @@ def test_every_option(engine):
     assert "-multicast" in mc and "-peer" not in mc
 
 
+def test_dtls_and_tls_certificates(engine, tmp_path):
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    for name in ("cacert.pem", "pub.pem", "pubkey.pem", "sub.pem", "subkey.pem"):
+        (certs / name).write_text("pem")
+    engine.configure(None, None, str(certs))
+    assert engine.check(replace(BASE, transport="dtls")) is None
+    pub, _ = _argv(engine, replace(BASE, transport="dtls"), "pub")
+    assert pub[pub.index("-transport") + 1] == "DTLS"
+    i = pub.index("-transportCertAuthority")
+    assert pub[i:i + 6] == ["-transportCertAuthority", str(certs / "cacert.pem"),
+                            "-transportCertFile", str(certs / "pub.pem"),
+                            "-transportPrivateKey", str(certs / "pubkey.pem")]
+    sub, _ = _argv(engine, replace(BASE, transport="tls"), "sub0")
+    assert str(certs / "sub.pem") in sub and str(certs / "subkey.pem") in sub
+    assert "-peer" in sub and "10.244.1.10:7400" in sub
+    udp, _ = _argv(engine, BASE, "pub")
+    assert "-transportCertFile" not in udp  # certificates only with TLS and DTLS
+    (certs / "subkey.pem").unlink()
+    problem = engine.check(replace(BASE, transport="tls"))
+    assert problem and "subkey.pem" in problem[2]
+
+
 def test_load_time_checks(engine, write_schedule, monkeypatch):
     from k8sdds import perftest
 

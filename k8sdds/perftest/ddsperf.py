@@ -38,9 +38,10 @@ class Ddsperf:
             return ("batch_size", test.batch_size,
                     "batching cannot be used in a latency test (latencyTest=true); set "
                     "batchSize=0")
-        if test.transport == "tls":
+        if test.transport in ("tls", "dtls"):
             return ("transport", test.transport,
-                    "TLS with ddsperf is not supported yet; allowed here: udp, tcp")
+                    f"{test.transport.upper()} with ddsperf is not supported yet; allowed "
+                    "here: udp, tcp")
         if test.secure:
             return ("secure", test.secure,
                     "DDS Security with ddsperf is not supported yet; set secure=false")

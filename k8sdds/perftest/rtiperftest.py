@@ -18,7 +18,10 @@ from k8sdds.schedule import Test
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620
-TRANSPORTS = {"udp": "UDPv4", "tcp": "TCP", "tls": "TLS"}
+TRANSPORTS = {"udp": "UDPv4", "tcp": "TCP", "tls": "TLS", "dtls": "DTLS"}
+SECURE_TRANSPORTS = ("tls", "dtls")
+# Perftest's own layout of certificates (its resource/secure folder)
+CERTS = {"ca": "cacert.pem", "pub": ("pub.pem", "pubkey.pem"), "sub": ("sub.pem", "subkey.pem")}
 TCP_PORT = 7400  # Perftest's TCP server bind port
 HOW = ("give the path of perftest_cpp with --rtiperftest PATH (and the license with "
        "--rti-license FILE), or set K8SDDS_RTIPERFTEST")
@@ -29,16 +32,27 @@ class RtiPerftest:
     parser = "rtiperftest"
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
 
-    def __init__(self, path: str | None = None, license_file: str | None = None):
+    def __init__(self, path: str | None = None, license_file: str | None = None,
+                 tls_dir: str | None = None):
         self.path = path or os.environ.get("K8SDDS_RTIPERFTEST")
         self.license = license_file or os.environ.get("K8SDDS_RTI_LICENSE")
+        self.tls_dir = tls_dir or os.environ.get("K8SDDS_RTI_TLS_DIR")
 
-    def configure(self, path: str | None, license_file: str | None) -> None:
-        """Where Perftest and its license are (from the command line)."""
+    def configure(self, path: str | None, license_file: str | None,
+                  tls_dir: str | None = None) -> None:
+        """Where Perftest, its license and TLS certificates are (from the command line)."""
         if path:
             self.path = str(Path(path).resolve())
         if license_file:
             self.license = str(Path(license_file).resolve())
+        if tls_dir:
+            self.tls_dir = str(Path(tls_dir).resolve())
+
+    def _certs(self, role: str) -> list[str]:
+        """The certificate authority, certificate and key files of a role (pub or sub)."""
+        side = "pub" if role == "pub" else "sub"
+        cert, key = CERTS[side]
+        return [os.path.join(self.tls_dir, f) for f in (CERTS["ca"], cert, key)]
 
     def unavailable(self) -> str | None:
         if not self.path:
@@ -62,6 +76,13 @@ class RtiPerftest:
                     "batchSize=0")
         if test.transport != "udp" and test.multicast:
             return ("multicast", test.multicast, "multicast needs transport=udp")
+        if test.transport in SECURE_TRANSPORTS and self.tls_dir:
+            missing = [f for role in ("pub", "sub") for f in self._certs(role)
+                       if not os.path.isfile(f)]
+            if missing:
+                return ("transport", test.transport,
+                        f"--rti-tls-dir lacks {', '.join(sorted(set(missing)))} (Perftest's "
+                        "layout: cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem)")
         return None
 
     def roles(self, test: Test) -> Sequence[str]:
@@ -97,6 +118,10 @@ class RtiPerftest:
             argv.append("-noPrintIntervals")
         if test.secure:
             argv += ["-secureEncryptBoth", "-secureSign"]
+        if test.transport in SECURE_TRANSPORTS and self.tls_dir:
+            ca, cert, key = self._certs(ctx.role)
+            argv += ["-transportCertAuthority", ca, "-transportCertFile", cert,
+                     "-transportPrivateKey", key]
         if ctx.discovery == "peers":
             port = f":{TCP_PORT}" if test.transport in ("tcp", "tls") else ""
             for role, address in ctx.endpoints.items():
