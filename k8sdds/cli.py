@@ -79,7 +79,12 @@ def _datapath_list(value: str, offered: list[str]) -> list[str]:
 
 @app.command()
 def run(
-    sch: Path = typer.Option(..., "--sch", "--schedule", help="Schedule CSV, a test a row."),
+    sch: Path | None = typer.Option(None, "--sch", "--schedule",
+                                    help="Schedule CSV, a test a row."),
+    resume: Path | None = typer.Option(
+        None, "--resume", help="Continue the run in this run directory (after a crash, a kill "
+        "or Ctrl-C): finished repeats are kept, the rest run; its own schedule and options "
+        "are used."),
     backend: str = typer.Option("emulated", "--backend", help="Where tests run: emulated."),
     datapath: str = typer.Option(
         "host", "--datapath",
@@ -146,6 +151,12 @@ def run(
 
     name = _choice(backend, list(BACKENDS), "--backend")
     chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
+    if resume is not None:
+        _resume(chosen, resume, out_options=(quiet, as_json))
+        return
+    if sch is None:
+        raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
+                                 param_hint="--sch")
     names = _datapath_list(datapath, list(chosen.datapaths()))
     defaults = schedule.Defaults(
         latency_test=True if latency_test else None,
@@ -161,10 +172,12 @@ def run(
                           f"{name}, datapaths {', '.join(names)}")
     options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv))
     progress = None if (quiet or as_json) else RichProgress()
+    runner = Runner(chosen, options, progress)
     try:
-        outcome = Runner(chosen, options, progress).run(tests)
+        outcome = runner.run(tests)
     except KeyboardInterrupt:
-        err_console.print("interrupted: processes and testbed objects removed")
+        hint = f"; continue with `k8sdds run --resume {runner.run_dir}`" if runner.run_dir else ""
+        err_console.print(f"interrupted: processes and testbed objects removed{hint}")
         raise typer.Exit(130) from None
     plotted = plot and _plot(outcome.run_dir)
     report_path = None
@@ -192,6 +205,47 @@ def run(
             out_console.print(f"plot:    {outcome.run_dir / 'throughput.png'}")
         if report_path:
             out_console.print(f"report:  {report_path}")
+
+
+def _resume(backend, run_dir: Path, out_options: tuple[bool, bool]) -> None:
+    from k8sdds.results import RunDir
+    from k8sdds.runner import Runner, RunOptions
+    from k8sdds.schedule import Test
+
+    quiet, as_json = out_options
+    run = RunDir(run_dir)
+    try:
+        manifest = run.read_manifest()
+        tests = [Test(**t) for t in manifest["tests"]]
+    except FileNotFoundError:
+        raise UserError(f"{run_dir}: no manifest.json; not a run directory") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{run_dir / 'manifest.json'}: cannot resume from it ({exc})") from None
+    if manifest.get("backend") != backend.name:
+        raise UserError(f"{run_dir} ran on the {manifest.get('backend')} backend; resume it "
+                        f"with --backend {manifest.get('backend')}")
+    _check_available(backend, [t.datapath for t in tests])
+    left = sum(t.repeats for t in tests) - len(manifest.get("repeats", {}))
+    if not quiet and not as_json:
+        err_console.print(f"resuming {run_dir}: {left} of {sum(t.repeats for t in tests)} "
+                          "repeats left")
+    options = RunOptions(schedule=run.path / "schedule.csv", out=run.path.parent,
+                         command_line=tuple(sys.argv))
+    progress = None if (quiet or as_json) else RichProgress()
+    try:
+        outcome = Runner(backend, options, progress).run(tests, resume=run)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: processes and testbed objects removed; resumable")
+        raise typer.Exit(130) from None
+    if as_json:
+        out_console.print_json(json.dumps({"run_dir": str(outcome.run_dir),
+                                           "repeats": outcome.repeats,
+                                           "failed": outcome.failed,
+                                           "wall_s": round(outcome.wall_s, 2)}))
+    elif not quiet:
+        for failure in outcome.failed:
+            err_console.print(f"[red]failed[/red] {failure}")
+        out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
 
 
 def _check_available(backend, names: list[str]) -> None:

@@ -132,5 +132,17 @@ class RunDir:
         old = self.results_path.read_text() if self.results_path.exists() else ""
         atomic_write(self.results_path, old + rows_to_csv(rows, header=not old))
 
+    def keep_results(self, keep) -> int:
+        """Keep only the rows of results.csv for which `keep(row)` is true (atomically);
+        return how many were dropped."""
+        if not self.results_path.exists():
+            return 0
+        with open(self.results_path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        kept = [r for r in rows if keep(r)]
+        if len(kept) != len(rows):
+            atomic_write(self.results_path, rows_to_csv(kept, header=True))
+        return len(rows) - len(kept)
+
     def write_results(self, rows: Sequence[Mapping[str, Any]]) -> None:
         atomic_write(self.results_path, rows_to_csv(rows, header=True))

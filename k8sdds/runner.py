@@ -80,24 +80,45 @@ class Runner:
         self.backend = backend
         self.options = options
         self.progress = progress or NoProgress()
+        self.run_dir: Path | None = None  # known once the run directory exists
 
-    def run(self, tests: Sequence[Test]) -> Outcome:
+    def run(self, tests: Sequence[Test], resume: RunDir | None = None) -> Outcome:
+        """Run `tests` into a new run directory, or continue the run in `resume`: its
+        finished repeats are kept, the rows of the repeat in flight are dropped and it runs
+        again."""
         check_engines(tests)
-        writable(self.options.out)
+        writable(self.options.out if resume is None else resume.path)
         started = time.monotonic()
         self.backend.up()
         try:
-            manifest = self._manifest(tests)  # everything that can fail before the directory
-            run = RunDir.create(self.options.out)
-            manifest["run_id"] = run.run_id
-            manifest["schedule"] = run.copy_schedule(self.options.schedule)
+            if resume is None:
+                manifest = self._manifest(tests)  # all that can fail before the directory
+                run = RunDir.create(self.options.out)
+                manifest["run_id"] = run.run_id
+                manifest["schedule"] = run.copy_schedule(self.options.schedule)
+            else:
+                run, manifest = resume, resume.read_manifest()
+                finished = set(manifest["repeats"])
+                run.keep_results(lambda row: repeat_key(int(row["test"]), int(row["repeat"]))
+                                 in finished)
+                manifest.setdefault("resumed", []).append(
+                    {"at": _now(), "command_line": list(self.options.command_line),
+                     "environment": environment.capture()})
+            manifest["status"] = "running"
             run.write_manifest(manifest)
+            self.run_dir = run.path
             outcome = Outcome(run.path, not_applied=manifest["cluster"].get("not_applied", []))
-            self.progress.start(sum(t.repeats for t in tests))
+            todo = [(t, r) for t in tests for r in range(1, t.repeats + 1)
+                    if repeat_key(t.number, r) not in manifest["repeats"]]
+            self.progress.start(len(todo))
             try:
                 for test in tests:
+                    if not any(t is test for t, _ in todo):
+                        continue
                     self.backend.use_datapath(test.datapath)
                     for rep in range(1, test.repeats + 1):
+                        if repeat_key(test.number, rep) in manifest["repeats"]:
+                            continue  # finished before the run was stopped
                         self.progress.step(
                             f"test {test.number}/{len(tests)} {test.datapath} "
                             f"{test.data_len} B rep {rep}/{test.repeats}")

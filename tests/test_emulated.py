@@ -325,3 +325,44 @@ def test_a_second_run_on_a_busy_testbed_is_refused(tmp_path, env):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
     assert namespaces(name) == []
+
+
+def test_kill_the_runner_mid_run_then_resume(tmp_path, env):
+    name = "kdz" + str(os.getpid() % 1000)
+    sch = tmp_path / "three.csv"
+    sch.write_text(HEADER + "256,false,1,false,0,false\n1024,false,1,false,0,false\n"
+                   "4096,false,1,false,0,false\n")
+    out = tmp_path / "logs"
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--datapath", "flannel-hostgw", "--duration", "3", "--out",
+                             str(out), "--testbed", name, "--quiet", "--no-plot"], env=env)
+
+    def repeats_done() -> dict:
+        runs = list(out.glob("*/manifest.json")) if out.exists() else []
+        return json.loads(runs[0].read_text())["repeats"] if runs else {}
+
+    # wait until the first repeat is recorded and the second is in flight, then SIGKILL
+    assert _wait_for(lambda: "test-1/rep-1" in repeats_done()
+                     and namespaces(name) and any("-pub" in n for n in namespaces(name)), 60)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    [run] = list(out.iterdir())
+    before = json.loads((run / "manifest.json").read_text())
+    assert before["status"] == "running" and list(before["repeats"]) == ["test-1/rep-1"]
+    first_rows = pd.read_csv(run / "results.csv")
+    first_t1 = first_rows[first_rows.test == 1]
+    resumed = cli("run", "--resume", str(run), "--testbed", name, "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["repeats"] == 2  # only what was left ran
+    after = json.loads((run / "manifest.json").read_text())
+    assert after["status"] == "complete" and len(after["resumed"]) == 1
+    assert set(after["repeats"]) == {"test-1/rep-1", "test-2/rep-1", "test-3/rep-1"}
+    assert after["repeats"]["test-1/rep-1"] == before["repeats"]["test-1/rep-1"]  # not rerun
+    df = pd.read_csv(run / "results.csv")
+    # test 1's rows are the very rows written before the kill; no row is doubled
+    assert df[df.test == 1].reset_index(drop=True).equals(first_t1.reset_index(drop=True))
+    assert not df.duplicated(["test", "repeat", "role", "kind", "t", "metric"]).any()
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
+    assert sorted(thr.test) == [1, 2, 3] and (thr.value > 0).all()
+    assert namespaces(name) == []  # the resumed run took down the testbed the first one built

@@ -69,6 +69,7 @@ class _State:
     pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
     cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
+    owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
 
 
 class Testbed:
@@ -132,14 +133,14 @@ class Testbed:
         return self._load().datapath
 
     # ---- bring-up ------------------------------------------------------------------
-    def up(self) -> None:
+    def up(self, owner: str = "user") -> None:
         """Create the switch and the nodes; leaves no datapath configured."""
         preflight()
         if self.is_up():
             return
         if self.state_file.exists() or self._leftovers():
             self.down()
-        state = _State(spec=self.spec.to_dict())
+        state = _State(spec=self.spec.to_dict(), owner=owner)
         try:
             self._add_ns(state, self.switch)
             ip("link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=self.switch)
@@ -199,6 +200,15 @@ class Testbed:
     def cgroup(self, node: Node) -> str | None:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
         return self._load().cgroups.get(node.name)
+
+    def owner(self) -> str:
+        return self._load().owner
+
+    def clear(self) -> None:
+        """Remove what a killed run left: its pods, and processes in the nodes."""
+        self.remove_pods()
+        for node in self.nodes:
+            netns.kill_all(node.ns, grace=0.5, spare="wireguard-go")  # the tunnel stays
 
     def not_applied(self) -> list[str]:
         """Parts of the node profiles this kernel could not apply, one line each."""

@@ -57,11 +57,13 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def kill_all(ns: str, grace: float = 1.0, comm: str | None = None) -> None:
-    """SIGTERM every process in `ns` (or only those named `comm`), then SIGKILL what is left
-    after `grace` seconds."""
+def kill_all(ns: str, grace: float = 1.0, comm: str | None = None,
+             spare: str | None = None) -> None:
+    """SIGTERM every process in `ns` (only those named `comm`, or all but those named
+    `spare`), then SIGKILL what is left after `grace` seconds."""
     def targets() -> list[int]:
-        return [p for p in pids(ns) if comm is None or _comm(p) == comm]
+        return [p for p in pids(ns) if (comm is None or _comm(p) == comm)
+                and (spare is None or _comm(p) != spare)]
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = targets()

@@ -52,8 +52,13 @@ class EmulatedBackend:
         self._lock.acquire()
         try:
             if not self.testbed.is_up():
-                self.testbed.up()
+                self.testbed.up(owner="run")
                 self.owned = True
+            else:
+                # a testbed a killed run built is this run's to take down; a killed run's
+                # pods and processes go first
+                self.owned = self.testbed.owner() == "run"
+                self.testbed.clear()
         except BaseException:
             self._lock.release()
             raise
