@@ -185,7 +185,9 @@ def run(
         from k8sdds.analysis.report import build
 
         report_path = build([outcome.run_dir], outcome.run_dir)
-    if not as_json:  # even with --quiet: a limit that was not applied is never silent
+    if not as_json:  # even with --quiet: failures and limits not applied are never silent
+        for failure in outcome.failed:
+            err_console.print(f"[red]failed[/red] {failure}")
         for line in outcome.not_applied:
             err_console.print(f"[yellow]not applied:[/yellow] {line}")
     if as_json:
@@ -196,8 +198,6 @@ def run(
             "plot": str(outcome.run_dir / "throughput.png") if plotted else None,
             "report": str(report_path) if report_path else None}))
     elif not quiet:
-        for failure in outcome.failed:
-            err_console.print(f"[red]failed[/red] {failure}")
         err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "
                           f"done in {outcome.wall_s:.1f} s")
         out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
@@ -242,10 +242,11 @@ def _resume(backend, run_dir: Path, out_options: tuple[bool, bool]) -> None:
                                            "repeats": outcome.repeats,
                                            "failed": outcome.failed,
                                            "wall_s": round(outcome.wall_s, 2)}))
-    elif not quiet:
+    else:
         for failure in outcome.failed:
             err_console.print(f"[red]failed[/red] {failure}")
-        out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
+        if not quiet:
+            out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
 
 
 def _check_available(backend, names: list[str]) -> None:

@@ -366,3 +366,68 @@ def test_kill_the_runner_mid_run_then_resume(tmp_path, env):
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
     assert sorted(thr.test) == [1, 2, 3] and (thr.value > 0).all()
     assert namespaces(name) == []  # the resumed run took down the testbed the first one built
+
+
+def _run_with_fault(tmp_path, env, name, fault, rows):
+    """Start a run of `rows`, call fault() once test 1's subscriber is running, wait for the
+    end; return (exit status, manifest, results, seconds)."""
+    sch = tmp_path / "f.csv"
+    sch.write_text(HEADER + rows)
+    out = tmp_path / "logs"
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--datapath", "flannel-hostgw", "--duration", "6", "--out",
+                             str(out), "--testbed", name, "--quiet", "--no-plot"], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    sub = f"{name}-node2-sub0"
+    assert _wait_for(lambda: sub in namespaces(name) and netns.pids(sub), 30)
+    time.sleep(2.5)  # mid-test: data is flowing
+    fault(sub)
+    _, err = proc.communicate(timeout=120)
+    [run] = list(out.iterdir())
+    manifest = json.loads((run / "manifest.json").read_text())
+    results = pd.read_csv(run / "results.csv")
+    return proc.returncode, manifest, results, time.monotonic() - t0, err
+
+
+def test_fault_kill_a_subscriber_mid_test(tmp_path, env):
+    name = "kdf" + str(os.getpid() % 1000)
+
+    def kill(sub_ns):
+        for pid in netns.pids(sub_ns):
+            os.kill(pid, signal.SIGKILL)
+
+    code, manifest, df, _, err = _run_with_fault(
+        tmp_path, env, name, kill, "1024,false,1,false,0,false\n256,false,1,false,0,false\n")
+    assert code == 0, err
+    first = manifest["repeats"]["test-1/rep-1"]
+    assert first["status"] == "failed" and "sub0 exited with status -9" in first["reason"]
+    assert manifest["repeats"]["test-2/rep-1"]["status"] == "done"  # the run went on
+    assert "failed test-1/rep-1" in err  # and the summary lists it
+    # what the subscriber measured before it died is kept; nothing is invented
+    early = df[(df.test == 1) & (df.role == "sub0") & (df.kind == "sample")
+               & (df.metric == "throughput_mbps")]
+    assert len(early) >= 1 and (early.value > 0).all()
+    assert not ((df.metric == "throughput_mbps") & (df.value == 0) & (df.kind == "summary")).any()
+    assert namespaces(name) == []
+
+
+def test_fault_node_link_down_mid_test(tmp_path, env):
+    name = "kdd" + str(os.getpid() % 1000)
+
+    def link_down(sub_ns):
+        subprocess.run(["ip", "-n", f"{name}-switch", "link", "set", "n2", "down"], check=True)
+
+    code, manifest, df, seconds, err = _run_with_fault(
+        tmp_path, env, name, link_down, "1024,false,1,false,0,false\n")
+    assert code == 0, err
+    entry = manifest["repeats"]["test-1/rep-1"]
+    assert entry["wall_s"] < 6 + 10 + 10 + 5  # bounded by the engine's timeout
+    samples = df[(df.test == 1) & (df.role == "sub0") & (df.kind == "sample")
+                 & (df.metric == "throughput_mbps")]
+    assert len(samples) >= 1  # the seconds before the outage were recorded
+    if entry["status"] == "done":  # ddsperf kept the seconds with data: fewer than it ran
+        assert samples.t.max() < 6
+    else:
+        assert entry["reason"]
+    assert manifest["status"] == "complete" and namespaces(name) == []
