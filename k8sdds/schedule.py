@@ -140,6 +140,14 @@ COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
 FIELD_TO_COLUMN = {f: c for c, (f, _) in COLUMNS.items()}
 
 
+def _show(value: object, limit: int = 60) -> str:
+    """A value for an error message: quoted, and cut when it is long."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(str(value))} characters)"
+
+
 def _where(path: Path, line: int, row: int | None = None) -> str:
     return f"{path}, line {line}" + (f" (test row {row})" if row is not None else "")
 
@@ -175,7 +183,7 @@ def _header(path: Path, header: list[str]) -> list[str]:
             hint = difflib.get_close_matches(name, list(COLUMNS), n=1, cutoff=0.5)
             extra = f"; did you mean '{hint[0]}'?" if hint else ""
             raise ScheduleError(
-                f"{path}, line 1, column {pos}: unknown column '{name}'{extra} "
+                f"{path}, line 1, column {pos}: unknown column {_show(name)}{extra} "
                 f"Known columns: {', '.join(COLUMNS)}")
     missing = [c for c in REQUIRED if c not in seen]
     if missing:
@@ -246,8 +254,8 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
             values[fname] = parse(text)
         except _Bad as exc:
             raise ScheduleError(
-                f"{_where(path, line, row)}, column '{column}': value {text.strip()!r} is "
-                f"not allowed; allowed: {exc}") from None
+                f"{_where(path, line, row)}, column '{column}': value {_show(text.strip())} "
+                f"is not allowed; allowed: {exc}") from None
         from_cli.discard(fname)
     test = Test(row=row, line=line, **values)
     problem = check(test, limits)
@@ -256,7 +264,8 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
         column = FIELD_TO_COLUMN.get(fname, fname)
         source = " (set on the command line)" if fname in from_cli else ""
         raise ScheduleError(
-            f"{_where(path, line, row)}, column '{column}': value {value!r}{source}: {reason}")
+            f"{_where(path, line, row)}, column '{column}': value {_show(value)}{source}: "
+            f"{reason}")
     return test
 
 

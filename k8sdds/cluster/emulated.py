@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from k8sdds.cluster import capabilities, cgroups, netns, wiring
 from k8sdds.cluster.netns import ip
 from k8sdds.cluster.profiles import PROFILES
 from k8sdds.cluster.spec import ClusterSpec
-from k8sdds.errors import TestbedError
+from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
@@ -79,6 +80,7 @@ class Testbed:
 
     def __init__(self, spec: ClusterSpec | None = None):
         spec = spec or ClusterSpec()
+        check_name(spec.name)
         self.spec = spec
         self.switch = f"{spec.name}-switch"
         self.nodes = [
@@ -98,6 +100,7 @@ class Testbed:
     @classmethod
     def existing(cls, name: str = "k8sdds") -> Testbed | None:
         """The testbed recorded on disk under `name`, or None."""
+        check_name(name)
         path = state_dir() / f"{name}.json"
         if not path.exists():
             return None
@@ -311,6 +314,7 @@ class TestbedLock:
     __test__ = False
 
     def __init__(self, name: str):
+        check_name(name)
         self.path = state_dir() / f"{name}.lock"
         self._fh = None
 
@@ -336,6 +340,16 @@ class TestbedLock:
         if self._fh:
             self._fh.close()  # closing drops the lock; the file may stay
             self._fh = None
+
+
+TESTBED_NAME = re.compile(r"^[a-z][a-z0-9-]{0,11}$")
+
+
+def check_name(name: str) -> None:
+    """A testbed name becomes namespace names and a file name: nothing else may pass."""
+    if not TESTBED_NAME.match(name):
+        raise UserError(f"testbed name {name!r}: 1 to 12 lower-case letters, digits and "
+                           "'-', starting with a letter")
 
 
 def _veth(pod: str) -> str:
