@@ -145,14 +145,14 @@ def run(
     """Run a schedule and write one run directory under --out."""
     from k8sdds import perftest
     from k8sdds.deployment import BACKENDS
-    from k8sdds.runner import Runner, RunOptions
+    from k8sdds.runner import RunOptions
 
     perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license, rti_tls_dir)
 
     name = _choice(backend, list(BACKENDS), "--backend")
     chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
     if resume is not None:
-        _resume(chosen, resume, out_options=(quiet, as_json))
+        _resume(chosen, resume, quiet, as_json, plot, with_report)
         return
     if sch is None:
         raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
@@ -171,10 +171,17 @@ def run(
         err_console.print(f"{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
                           f"{name}, datapaths {', '.join(names)}")
     options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv))
-    progress = None if (quiet or as_json) else RichProgress()
-    runner = Runner(chosen, options, progress)
+    _execute(chosen, tests, options, None, quiet, as_json, plot, with_report)
+
+
+def _execute(backend, tests, options, resume, quiet: bool, as_json: bool, plot: bool,
+             with_report: bool) -> None:
+    """Run (or resume) the tests, draw what was asked, and say how it went."""
+    from k8sdds.runner import Runner
+
+    runner = Runner(backend, options, None if (quiet or as_json) else RichProgress())
     try:
-        outcome = runner.run(tests)
+        outcome = runner.run(tests, resume=resume)
     except KeyboardInterrupt:
         hint = f"; continue with `k8sdds run --resume {runner.run_dir}`" if runner.run_dir else ""
         err_console.print(f"interrupted: processes and testbed objects removed{hint}")
@@ -185,11 +192,6 @@ def run(
         from k8sdds.analysis.report import build
 
         report_path = build([outcome.run_dir], outcome.run_dir)
-    if not as_json:  # even with --quiet: failures and limits not applied are never silent
-        for failure in outcome.failed:
-            err_console.print(f"[red]failed[/red] {failure}")
-        for line in outcome.not_applied:
-            err_console.print(f"[yellow]not applied:[/yellow] {line}")
     if as_json:
         out_console.print_json(json.dumps({
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
@@ -197,7 +199,13 @@ def run(
             "wall_s": round(outcome.wall_s, 2),
             "plot": str(outcome.run_dir / "throughput.png") if plotted else None,
             "report": str(report_path) if report_path else None}))
-    elif not quiet:
+        return
+    # even with --quiet: failures and limits not applied are never silent
+    for failure in outcome.failed:
+        err_console.print(f"[red]failed[/red] {failure}")
+    for line in outcome.not_applied:
+        err_console.print(f"[yellow]not applied:[/yellow] {line}")
+    if not quiet:
         err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "
                           f"done in {outcome.wall_s:.1f} s")
         out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
@@ -207,12 +215,12 @@ def run(
             out_console.print(f"report:  {report_path}")
 
 
-def _resume(backend, run_dir: Path, out_options: tuple[bool, bool]) -> None:
+def _resume(backend, run_dir: Path, quiet: bool, as_json: bool, plot: bool,
+            with_report: bool) -> None:
     from k8sdds.results import RunDir
-    from k8sdds.runner import Runner, RunOptions
+    from k8sdds.runner import RunOptions
     from k8sdds.schedule import Test
 
-    quiet, as_json = out_options
     run = RunDir(run_dir)
     try:
         manifest = run.read_manifest()
@@ -225,28 +233,13 @@ def _resume(backend, run_dir: Path, out_options: tuple[bool, bool]) -> None:
         raise UserError(f"{run_dir} ran on the {manifest.get('backend')} backend; resume it "
                         f"with --backend {manifest.get('backend')}")
     _check_available(backend, [t.datapath for t in tests])
-    left = sum(t.repeats for t in tests) - len(manifest.get("repeats", {}))
+    total = sum(t.repeats for t in tests)
     if not quiet and not as_json:
-        err_console.print(f"resuming {run_dir}: {left} of {sum(t.repeats for t in tests)} "
-                          "repeats left")
+        err_console.print(f"resuming {run_dir}: {total - len(manifest.get('repeats', {}))} of "
+                          f"{total} repeats left")
     options = RunOptions(schedule=run.path / "schedule.csv", out=run.path.parent,
                          command_line=tuple(sys.argv))
-    progress = None if (quiet or as_json) else RichProgress()
-    try:
-        outcome = Runner(backend, options, progress).run(tests, resume=run)
-    except KeyboardInterrupt:
-        err_console.print("interrupted: processes and testbed objects removed; resumable")
-        raise typer.Exit(130) from None
-    if as_json:
-        out_console.print_json(json.dumps({"run_dir": str(outcome.run_dir),
-                                           "repeats": outcome.repeats,
-                                           "failed": outcome.failed,
-                                           "wall_s": round(outcome.wall_s, 2)}))
-    else:
-        for failure in outcome.failed:
-            err_console.print(f"[red]failed[/red] {failure}")
-        if not quiet:
-            out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
+    _execute(backend, tests, options, run, quiet, as_json, plot, with_report)
 
 
 def _check_available(backend, names: list[str]) -> None:

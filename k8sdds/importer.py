@@ -17,7 +17,7 @@ from pathlib import Path
 from k8sdds import __version__, records
 from k8sdds.errors import UserError
 from k8sdds.perftest import ENGINES
-from k8sdds.results import SCHEMA_VERSION, RunDir, sha256
+from k8sdds.results import SCHEMA_VERSION, RunDir
 from k8sdds.schedule import load
 
 KINDS = {"throughput-test": False, "latency-test": True}
@@ -88,7 +88,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
     manifest = {
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "k8sdds": __version__,
         "status": "complete", "command_line": ["k8sdds", "import", "k8sdds-data", str(root)],
-        "schedule": {**run.copy_schedule(sch), "sha256": sha256(sch)},
+        "schedule": run.copy_schedule(sch),
         "backend": "imported", "cluster": {"source": str(folder)},
         "datapaths": [datapath], "environment": {}, "tools": {"rtiperftest": "from the logs"},
         "imported": {"kind": kind, "folder": folder.name, "variant": variant},

@@ -108,17 +108,17 @@ class Runner:
             run.write_manifest(manifest)
             self.run_dir = run.path
             outcome = Outcome(run.path, not_applied=manifest["cluster"].get("not_applied", []))
-            todo = [(t, r) for t in tests for r in range(1, t.repeats + 1)
-                    if repeat_key(t.number, r) not in manifest["repeats"]]
-            self.progress.start(len(todo))
+            # repeats without a manifest entry: all of them, or what a stopped run left
+            pending = [(t, [r for r in range(1, t.repeats + 1)
+                            if repeat_key(t.number, r) not in manifest["repeats"]])
+                       for t in tests]
+            self.progress.start(sum(len(reps) for _, reps in pending))
             try:
-                for test in tests:
-                    if not any(t is test for t, _ in todo):
+                for test, reps in pending:
+                    if not reps:
                         continue
                     self.backend.use_datapath(test.datapath)
-                    for rep in range(1, test.repeats + 1):
-                        if repeat_key(test.number, rep) in manifest["repeats"]:
-                            continue  # finished before the run was stopped
+                    for rep in reps:
                         self.progress.step(
                             f"test {test.number}/{len(tests)} {test.datapath} "
                             f"{test.data_len} B rep {rep}/{test.repeats}")

@@ -38,11 +38,6 @@ class Runs:
                 for key, e in m.get("repeats", {}).items() if e.get("status") == "failed"]
 
 
-def results(run_dirs: Sequence[Path]) -> pd.DataFrame:
-    """All rows of results.csv of each run directory, concatenated."""
-    return load(run_dirs).results
-
-
 def load(run_dirs: Sequence[Path]) -> Runs:
     frames, manifests = [], {}
     for run in map(Path, run_dirs):

@@ -131,10 +131,6 @@ class Testbed:
         return self.state_file.exists() and all(
             n in present for n in [self.switch] + [n.ns for n in self.nodes])
 
-    @property
-    def datapath(self) -> str | None:
-        return self._load().datapath
-
     # ---- bring-up ------------------------------------------------------------------
     def up(self, owner: str = "user") -> None:
         """Create the switch and the nodes; leaves no datapath configured."""

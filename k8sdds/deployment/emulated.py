@@ -34,6 +34,7 @@ class EmulatedBackend:
             self.testbed = Testbed(spec.default_nodes(nodes, profile, testbed))
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None
+        self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()
         self._datapath: str | None = None
         self._handles: list[Handle] = []
 
@@ -59,6 +60,7 @@ class EmulatedBackend:
                 # pods and processes go first
                 self.owned = self.testbed.owner() == "run"
                 self.testbed.clear()
+            self._cgroups = {n.name: self.testbed.cgroup(n) for n in self.testbed.nodes}
         except BaseException:
             self._lock.release()
             raise
@@ -84,7 +86,7 @@ class EmulatedBackend:
 
     def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
               log: Path) -> Handle:
-        group = self.testbed.cgroup(self.testbed.node(placement.node))
+        group = self._cgroups.get(placement.node)
         with open(log, "wb") as out:
             proc = subprocess.Popen(netns.exec_argv(placement.where, argv, placement.hostname),
                                     stdout=out, stderr=subprocess.STDOUT,
