@@ -9,7 +9,7 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
                 iperf3
 
 # and what only the tests need: a real browser for the report test
-TEST_APT_PACKAGES := chromium
+TEST_APT_PACKAGES := chromium openssl
 
 .PHONY: demo test install system-deps test-deps lint clean
 

@@ -169,7 +169,8 @@ def run(
     _check_available(chosen, [t.datapath for t in tests])
     if not quiet and not as_json:
         err_console.print(f"{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
-                          f"{name}, datapaths {', '.join(names)}")
+                          f"{name}, datapaths "
+                          f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
     options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv))
     _execute(chosen, tests, options, None, quiet, as_json, plot, with_report)
 

@@ -22,6 +22,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 RESULTS = "results.csv"
+SECRETS = "credentials"  # keys and certificates of TLS / DDS Security tests (mode 0700)
 
 # the tidy table: one measured value per row; further test parameters follow these
 COLUMNS = ["run_id", "test", "repeat", "backend", "datapath", "path", "engine", "transport",

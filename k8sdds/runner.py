@@ -16,7 +16,7 @@ from k8sdds import __version__, datapaths, environment, perftest, records
 from k8sdds.deployment import Backend, Handle
 from k8sdds.errors import EngineUnavailable, TestbedError, UserError
 from k8sdds.perftest import RoleContext
-from k8sdds.results import SCHEMA_VERSION, RunDir
+from k8sdds.results import SCHEMA_VERSION, SECRETS, RunDir
 from k8sdds.schedule import Test
 
 
@@ -58,7 +58,7 @@ def discovery_of(test: Test) -> str:
     """The test's own choice, else multicast where the datapath carries it across nodes."""
     if test.discovery:
         return test.discovery
-    if test.transport == "tcp":
+    if test.transport in ("tcp", "tls"):
         return "peers"
     dp = datapaths.get(test.datapath)
     if dp.multicast_across_nodes or test.placement == "same-node":
@@ -179,10 +179,13 @@ class Runner:
             discovery = discovery_of(test)
             entry["discovery"] = discovery
             commands = {}
+            secrets_dir = str((run.path / SECRETS).resolve())
+            engine.secrets(test, roles, secrets_dir)
             for role in roles:
                 ctx = RoleContext(role=role, address=placement[role].address,
                                   interface=placement[role].interface, endpoints=endpoints,
-                                  discovery=discovery, config_dir=str(rep_dir.resolve()))
+                                  discovery=discovery, config_dir=str(rep_dir.resolve()),
+                                  secrets_dir=secrets_dir)
                 cmd = engine.command(test, ctx)
                 for name, content in cmd.files.items():
                     (rep_dir / name).write_text(content)

@@ -61,11 +61,11 @@ def test_bad_option_values(tmp_path, option, value, expected):
 
 
 def test_option_values_are_case_insensitive_until_the_engine_refuses(tmp_path):
-    # TLS parses (case-insensitive), then ddsperf refuses it with the reason
-    proc = _run("run", "--sch", str(ROOT / "schedules" / "quick.csv"), "--transport", "TLS",
+    # DTLS parses (case-insensitive), then ddsperf refuses it with the reason
+    proc = _run("run", "--sch", str(ROOT / "schedules" / "quick.csv"), "--transport", "DTLS",
                 "--out", "logs", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "TLS with ddsperf is not supported yet" in proc.stderr
+    assert "Cyclone DDS has no DTLS transport" in proc.stderr
     assert "set on the command line" in proc.stderr
 
 

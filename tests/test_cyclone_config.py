@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from pathlib import Path
 
 from k8sdds.perftest import ENGINES, RoleContext
 from k8sdds.perftest.cyclone import CycloneConfig, render
@@ -77,3 +78,60 @@ def test_latency_best_effort_batching_rate_and_queue():
     root = _xml(cmd)
     assert root.find(".//Internal/WriteBatch").text == "true"
     assert root.find(".//Internal/Watermarks/WhcHigh").text == f"{50 * 1024}B"
+
+
+def _secure_ctx(role, secrets):
+    return replace(_ctx(role), secrets_dir=str(secrets))
+
+
+def test_tls_is_tcp_with_ssl_and_the_role_keystore(tmp_path):
+    test = replace(BASE, transport="tls")
+    root = _xml(ENGINES["ddsperf"].command(test, _secure_ctx("sub1", tmp_path)))
+    assert root.find(".//Transport").text == "tcp"
+    assert root.find(".//TCP/Port").text == "7412"
+    assert root.find(".//SSL/Enable").text == "true"
+    assert root.find(".//SSL/CertificateVerification").text == "true"
+    assert root.find(".//SSL/KeystoreFile").text == str(tmp_path / "sub1.keystore.pem")
+    assert [p.get("address") for p in root.iter("Peer")][0] == "10.244.0.10:7410"
+    assert root.find(".//Security") is None
+
+
+def test_secure_configures_the_three_plugins_and_this_role_credentials(tmp_path,
+                                                                        monkeypatch):
+    from k8sdds.perftest import ddsperf
+    monkeypatch.setattr(ddsperf, "security_plugins", lambda: "/plugins")
+    test = replace(BASE, secure=True)
+    root = _xml(ENGINES["ddsperf"].command(test, _secure_ctx("pub", tmp_path)))
+    assert root.find(".//SSL") is None and root.find(".//Transport").text == "udp"
+    libs = {lib.get("path"): (lib.get("initFunction"), lib.get("finalizeFunction"))
+            for lib in root.iter("Library")}
+    assert libs == {
+        "/plugins/libdds_security_auth.so": ("init_authentication", "finalize_authentication"),
+        "/plugins/libdds_security_crypto.so": ("init_crypto", "finalize_crypto"),
+        "/plugins/libdds_security_ac.so": ("init_access_control", "finalize_access_control")}
+    sec = root.find(".//Security")
+    assert sec.find("Authentication/IdentityCertificate").text == f"file:{tmp_path}/pub.pem"
+    assert sec.find("Authentication/PrivateKey").text == f"file:{tmp_path}/pub.key"
+    assert sec.find("Authentication/IdentityCA").text == f"file:{tmp_path}/ca.pem"
+    assert sec.find("AccessControl/PermissionsCA").text == f"file:{tmp_path}/ca.pem"
+    assert sec.find("AccessControl/Governance").text == f"file:{tmp_path}/governance.p7s"
+    assert (sec.find("AccessControl/Permissions").text
+            == f"file:{tmp_path}/pub.permissions.p7s")
+
+
+def test_ddsperf_refuses_what_cyclone_cannot_do(monkeypatch):
+    from k8sdds.perftest import ddsperf
+    engine = ENGINES["ddsperf"]
+    assert "no DTLS" in engine.check(replace(BASE, transport="dtls"))[2]
+    assert engine.check(replace(BASE, transport="tls", multicast=True))[0] == "multicast"
+    assert engine.check(replace(BASE, transport="tls")) is None
+    monkeypatch.setattr(ddsperf, "security_plugins", lambda: None)
+    field, _, reason = engine.check(replace(BASE, secure=True))
+    assert field == "secure" and "libddsc0debian" in reason
+
+
+def test_debian_security_plugins_are_found():
+    from k8sdds.perftest import ddsperf
+    found = ddsperf.security_plugins()
+    assert found is not None, "cyclonedds-tools pulls libddsc0debian, which ships them"
+    assert (Path(found) / "libdds_security_auth.so").exists()

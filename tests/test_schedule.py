@@ -94,7 +94,7 @@ def test_batching_in_latency_test_from_the_command_line(write_schedule):
 
 def test_option_value_from_command_line_is_named(write_schedule):
     msg = _error(write_schedule, HEADER + "\n256,false,1,false,0\n",
-                 defaults=Defaults(transport="tls"))
+                 defaults=Defaults(transport="dtls"))
     assert "set on the command line" in msg and "column 'transport'" in msg
 
 

@@ -22,6 +22,7 @@ class RoleContext:
     endpoints: Mapping[str, str]  # role -> IP address, for every role of the test
     discovery: str  # "multicast" or "peers"
     config_dir: str  # absolute path where the engine's files are written
+    secrets_dir: str = ""  # the run's private directory (0700) for keys and certificates
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class Engine(Protocol):
 
     def roles(self, test: Test) -> Sequence[str]:
         """All roles of the test; the first is the driver, whose exit ends the repeat."""
+
+    def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
+        """Make the keys and certificates `test` needs in the run's private `directory`
+        (TLS, DDS Security); nothing when it needs none."""
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
         """The argv, environment and files of one role."""

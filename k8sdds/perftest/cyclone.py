@@ -8,6 +8,18 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class SecurityFiles:
+    """DDS Security: the plugin libraries and this participant's credentials (absolute)."""
+
+    plugins: str  # directory of libdds_security_{auth,crypto,ac}.so
+    identity_ca: str
+    certificate: str
+    private_key: str
+    governance: str
+    permissions: str
+
+
+@dataclass(frozen=True)
 class CycloneConfig:
     interface: str
     allow_multicast: str  # "true", "spdp" (discovery only) or "false"
@@ -17,6 +29,8 @@ class CycloneConfig:
     max_participant_index: int = 9
     write_batch: bool = False
     whc_high_bytes: int = 0  # writer history cache high watermark; 0: Cyclone's default
+    ssl_keystore: str | None = None  # TLS over the TCP transport: certificate, key and CA
+    security: SecurityFiles | None = None  # DDS Security plugins and credentials
 
 
 def render(cfg: CycloneConfig) -> str:
@@ -31,6 +45,15 @@ def render(cfg: CycloneConfig) -> str:
     if cfg.transport == "tcp" and cfg.tcp_port is not None:
         tcp = ET.SubElement(domain, "TCP")
         ET.SubElement(tcp, "Port").text = str(cfg.tcp_port)
+    if cfg.ssl_keystore:
+        ssl = ET.SubElement(domain, "SSL")
+        ET.SubElement(ssl, "Enable").text = "true"
+        ET.SubElement(ssl, "CertificateVerification").text = "true"
+        ET.SubElement(ssl, "VerifyClient").text = "true"
+        ET.SubElement(ssl, "SelfSignedCertificates").text = "false"
+        ET.SubElement(ssl, "KeystoreFile").text = cfg.ssl_keystore
+        ET.SubElement(ssl, "KeyPassphrase").text = ""
+        ET.SubElement(ssl, "MinimumTLSVersion").text = "1.3"
     disc = ET.SubElement(domain, "Discovery")
     ET.SubElement(disc, "ParticipantIndex").text = "auto"
     ET.SubElement(disc, "MaxAutoParticipantIndex").text = str(cfg.max_participant_index)
@@ -45,5 +68,33 @@ def render(cfg: CycloneConfig) -> str:
         if cfg.whc_high_bytes:
             marks = ET.SubElement(internal, "Watermarks")
             ET.SubElement(marks, "WhcHigh").text = f"{cfg.whc_high_bytes}B"
+    if cfg.security:
+        _security(domain, cfg.security)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _security(domain: ET.Element, sec: SecurityFiles) -> None:
+    security = ET.SubElement(domain, "Security")
+
+    def plugin(parent: ET.Element, lib: str, kind: str) -> None:
+        ET.SubElement(parent, "Library", path=f"{sec.plugins}/libdds_security_{lib}.so",
+                      initFunction=f"init_{kind}", finalizeFunction=f"finalize_{kind}")
+
+    auth = ET.SubElement(security, "Authentication")
+    plugin(auth, "auth", "authentication")
+    ET.SubElement(auth, "IdentityCertificate").text = _file_uri(sec.certificate)
+    ET.SubElement(auth, "IdentityCA").text = _file_uri(sec.identity_ca)
+    ET.SubElement(auth, "PrivateKey").text = _file_uri(sec.private_key)
+    crypto = ET.SubElement(security, "Cryptographic")
+    plugin(crypto, "crypto", "crypto")
+    access = ET.SubElement(security, "AccessControl")
+    plugin(access, "ac", "access_control")
+    ET.SubElement(access, "PermissionsCA").text = _file_uri(sec.identity_ca)
+    ET.SubElement(access, "Governance").text = _file_uri(sec.governance)
+    ET.SubElement(access, "Permissions").text = _file_uri(sec.permissions)
+
+
+def _file_uri(path: str) -> str:
+    """DDS Security's `file:` form; Cyclone takes the rest as a plain path."""
+    return f"file:{path}"

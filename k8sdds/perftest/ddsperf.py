@@ -7,19 +7,36 @@ Transport, discovery, batching and the send queue go through a generated CYCLONE
 
 from __future__ import annotations
 
+import functools
+import glob
 import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from k8sdds.perftest import credentials
 from k8sdds.perftest.base import Command, Problem, RoleContext
-from k8sdds.perftest.cyclone import CycloneConfig, render
+from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render
 from k8sdds.schedule import Test
 
 MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024
 TCP_BASE_PORT = 7410
 DISCOVERY_WAIT = 10  # seconds a process waits for its peers before it gives up (-Q initwait)
+# where distributions put Cyclone's DDS Security plugins (Debian: a private directory)
+PLUGIN_DIRS = ("/usr/lib/*/libddsc0debian", "/usr/lib/*", "/usr/lib64", "/usr/lib",
+               "/usr/local/lib", "/opt/cyclonedds/lib")
+
+
+@functools.cache
+def security_plugins() -> str | None:
+    """The directory holding libdds_security_auth/crypto/ac.so, or None."""
+    for pattern in PLUGIN_DIRS:
+        for directory in sorted(glob.glob(pattern)):
+            if all(Path(directory, f"libdds_security_{p}.so").exists()
+                   for p in ("auth", "crypto", "ac")):
+                return directory
+    return None
 
 
 class Ddsperf:
@@ -38,17 +55,18 @@ class Ddsperf:
             return ("batch_size", test.batch_size,
                     "batching cannot be used in a latency test (latencyTest=true); set "
                     "batchSize=0")
-        if test.transport in ("tls", "dtls"):
+        if test.transport == "dtls":
             return ("transport", test.transport,
-                    f"{test.transport.upper()} with ddsperf is not supported yet; allowed "
-                    "here: udp, tcp")
-        if test.secure:
+                    "Cyclone DDS has no DTLS transport; allowed here: udp, tcp, tls")
+        if test.secure and security_plugins() is None:
             return ("secure", test.secure,
-                    "DDS Security with ddsperf is not supported yet; set secure=false")
-        if test.transport == "tcp" and test.multicast:
+                    "the DDS Security plugins of Cyclone DDS (libdds_security_auth.so) are "
+                    "not installed; install libddsc0debian, or set secure=false")
+        if test.transport in ("tcp", "tls") and test.multicast:
             return ("multicast", test.multicast, "multicast needs transport=udp")
-        if test.transport == "tcp" and test.discovery == "multicast":
-            return ("discovery", test.discovery, "transport=tcp discovers by peers only")
+        if test.transport in ("tcp", "tls") and test.discovery == "multicast":
+            return ("discovery", test.discovery,
+                    f"transport={test.transport} discovers by peers only")
         if test.latency_test and test.pub_rate:
             return ("pub_rate", test.pub_rate,
                     "a latency test sends one ping after each pong; set pubRate=0")
@@ -60,10 +78,21 @@ class Ddsperf:
     def timeout(self, test: Test) -> float:
         return test.duration + DISCOVERY_WAIT + 10
 
+    def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
+        if test.transport == "tls" or test.secure:
+            credentials.ensure(Path(directory), list(roles))
+
     def command(self, test: Test, ctx: RoleContext) -> Command:
         roles = list(ctx.endpoints)
         index = roles.index(ctx.role)
-        tcp = test.transport == "tcp"
+        tcp = test.transport in ("tcp", "tls")  # TLS is Cyclone's TCP transport with SSL
+        ident = credentials.paths(Path(ctx.secrets_dir), ctx.role)
+        security = None
+        if test.secure:
+            security = SecurityFiles(
+                plugins=security_plugins() or "", identity_ca=str(ident.ca),
+                certificate=str(ident.certificate), private_key=str(ident.key),
+                governance=str(ident.governance), permissions=str(ident.permissions))
         peers: list[str] = []
         if ctx.discovery == "peers":
             peers = [f"{addr}:{TCP_BASE_PORT + i}" if tcp else addr
@@ -76,12 +105,14 @@ class Ddsperf:
         cfg = CycloneConfig(
             interface=ctx.interface,
             allow_multicast=allow,
-            transport=test.transport,
+            transport="tcp" if tcp else "udp",
             tcp_port=TCP_BASE_PORT + index if tcp else None,
             peers=peers,
             max_participant_index=max(9, len(roles) + 1),
             write_batch=test.batch_size > 0,
             whc_high_bytes=test.send_queue_size * test.data_len,
+            ssl_keystore=str(ident.keystore) if test.transport == "tls" else None,
+            security=security,
         )
         config_name = f"{ctx.role}.cyclonedds.xml"
         config_path = Path(ctx.config_dir) / config_name

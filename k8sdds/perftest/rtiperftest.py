@@ -91,6 +91,9 @@ class RtiPerftest:
     def timeout(self, test: Test) -> float:
         return test.duration + 60  # discovery, 50 initialisation pings, the final exchange
 
+    def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
+        """Perftest brings its own certificates (--rti-tls-dir); nothing to make."""
+
     def command(self, test: Test, ctx: RoleContext) -> Command:
         publisher = ctx.role == "pub"
         argv = [self.path or "perftest_cpp"]

@@ -1,0 +1,198 @@
+"""Per-run test credentials for TLS and DDS Security: a CA, one identity per role, and the
+governance and permissions documents signed by the CA (S/MIME, as DDS Security requires).
+
+Everything lives in one private directory of the run (mode 0700, files 0600). It is made once
+and reused, so a resumed run keeps its CA. These are throwaway credentials for a benchmark:
+they prove the cost of the cryptography, not the safety of a deployment.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs7
+from cryptography.x509.oid import NameOID
+
+ORGANIZATION = "k8sdds"
+VALID_DAYS = 30
+DOMAINS = (0, 230)  # every DDS domain id
+
+GOVERNANCE = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" \
+xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-Security/20170801/omg_shared_ca_governance.xsd">
+  <domain_access_rules>
+    <domain_rule>
+      <domains><id_range><min>{lo}</min><max>{hi}</max></id_range></domains>
+      <allow_unauthenticated_participants>false</allow_unauthenticated_participants>
+      <enable_join_access_control>true</enable_join_access_control>
+      <discovery_protection_kind>ENCRYPT</discovery_protection_kind>
+      <liveliness_protection_kind>ENCRYPT</liveliness_protection_kind>
+      <rtps_protection_kind>NONE</rtps_protection_kind>
+      <topic_access_rules>
+        <topic_rule>
+          <topic_expression>*</topic_expression>
+          <enable_discovery_protection>true</enable_discovery_protection>
+          <enable_liveliness_protection>true</enable_liveliness_protection>
+          <enable_read_access_control>true</enable_read_access_control>
+          <enable_write_access_control>true</enable_write_access_control>
+          <metadata_protection_kind>ENCRYPT</metadata_protection_kind>
+          <data_protection_kind>ENCRYPT</data_protection_kind>
+        </topic_rule>
+      </topic_access_rules>
+    </domain_rule>
+  </domain_access_rules>
+</dds>
+"""
+
+PERMISSIONS = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<dds xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" \
+xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-Security/20170801/omg_shared_ca_permissions.xsd">
+  <permissions>
+    <grant name="{role}">
+      <subject_name>{subject}</subject_name>
+      <validity><not_before>{start}</not_before><not_after>{end}</not_after></validity>
+      <allow_rule>
+        <domains><id_range><min>{lo}</min><max>{hi}</max></id_range></domains>
+        <publish><topics><topic>*</topic></topics><partitions><partition>*</partition>\
+</partitions></publish>
+        <subscribe><topics><topic>*</topic></topics><partitions><partition>*</partition>\
+</partitions></subscribe>
+      </allow_rule>
+      <default>DENY</default>
+    </grant>
+  </permissions>
+</dds>
+"""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The files of one role, as absolute paths."""
+
+    ca: Path  # the CA certificate: identity CA and permissions CA
+    certificate: Path
+    key: Path
+    keystore: Path  # certificate + key + CA in one PEM file, as Cyclone's TLS wants it
+    governance: Path
+    permissions: Path
+
+
+def paths(directory: Path, role: str) -> Identity:
+    """Where the files of `role` are (or will be) in the credentials `directory`."""
+    d = Path(directory).resolve()
+    return Identity(ca=d / "ca.pem", certificate=d / f"{role}.pem", key=d / f"{role}.key",
+                    keystore=d / f"{role}.keystore.pem", governance=d / "governance.p7s",
+                    permissions=d / f"{role}.permissions.p7s")
+
+
+def ensure(directory: Path, roles: list[str] | tuple[str, ...]) -> dict[str, Identity]:
+    """Make the CA, the governance document and the identity of each role that has none
+    yet; return every role's files."""
+    directory = Path(directory)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(directory, 0o700)
+    ca_cert, ca_key = _authority(directory)
+    out = {}
+    for role in roles:
+        ident = paths(directory, role)
+        if not all(p.exists() for p in (ident.certificate, ident.key, ident.keystore,
+                                        ident.permissions)):
+            _identity(ident, role, ca_cert, ca_key)
+        out[role] = ident
+    return out
+
+
+def subject(role: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, role),
+                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION)])
+
+
+def _authority(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert_path, key_path = directory / "ca.pem", directory / "ca.key"
+    governance = directory / "governance.p7s"
+    if cert_path.exists() and key_path.exists():
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+    else:
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8sdds test CA"),
+                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION)])
+        cert = (_builder(name, name, key.public_key())
+                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                .add_extension(x509.KeyUsage(
+                    digital_signature=True, content_commitment=False, key_encipherment=False,
+                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                    crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+                .sign(key, hashes.SHA256()))
+        _private(key_path, _key_pem(key))
+        _private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    if not governance.exists():
+        lo, hi = DOMAINS
+        _private(governance, _sign(GOVERNANCE.format(lo=lo, hi=hi), cert, key))
+    return cert, key
+
+
+def _identity(ident: Identity, role: str, ca_cert: x509.Certificate,
+              ca_key: ec.EllipticCurvePrivateKey) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _builder(subject(role), ca_cert.subject, key.public_key()).sign(ca_key,
+                                                                         hashes.SHA256())
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    _private(ident.key, _key_pem(key))
+    _private(ident.certificate, cert_pem)
+    _private(ident.keystore, cert_pem + _key_pem(key) + ca_pem)
+    lo, hi = DOMAINS
+    start = cert.not_valid_before_utc.strftime("%Y-%m-%dT%H:%M:%S")
+    end = cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%S")
+    document = PERMISSIONS.format(role=escape(role), subject=escape(subject(role)
+                                                                    .rfc4514_string()),
+                                  start=start, end=end, lo=lo, hi=hi)
+    _private(ident.permissions, _sign(document, ca_cert, ca_key))
+
+
+def _builder(name: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
+    now = dt.datetime.now(dt.timezone.utc)
+    return (x509.CertificateBuilder().subject_name(name).issuer_name(issuer)
+            .public_key(public_key).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(hours=1))
+            .not_valid_after(now + dt.timedelta(days=VALID_DAYS)))
+
+
+def _sign(document: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> bytes:
+    """S/MIME, detached, text: what `openssl smime -sign -text` writes."""
+    return (pkcs7.PKCS7SignatureBuilder().set_data(document.encode())
+            .add_signer(cert, key, hashes.SHA256())
+            .sign(serialization.Encoding.SMIME,
+                  [pkcs7.PKCS7Options.DetachedSignature, pkcs7.PKCS7Options.Text]))
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM,
+                             serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def _private(path: Path, data: bytes) -> None:
+    """Write `data` readable by the owner only, atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,105 @@
+"""TLS and DDS Security with ddsperf on the real emulated cluster, checked on the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from k8sdds.cluster import netns
+
+from .emulated_support import cli, namespaces, requires_namespaces
+
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
+
+HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize,transport,secure\n"
+RTPS = b"RTPS".hex()  # every RTPS message starts with it; TLS hides it
+TLS_RECORD = b"\x17\x03\x03".hex()  # a TLS application-data record header
+TOPIC = b"DDSPerfRData".hex()  # ddsperf's data topic, in clear in discovery without Security
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    state = tmp_path_factory.mktemp("state")
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(state), "COLUMNS": "200"}
+    name = "kds" + str(os.getpid() % 1000)
+    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--datapath", "flannel-hostgw",
+             env=env)
+    assert up.returncode == 0, up.stderr
+    yield name, env
+    assert cli("testbed", "down", "--name", name, env=env).returncode == 0
+    assert namespaces(name) == []
+
+
+def _run_captured(tmp_path, testbed, row: str) -> tuple[dict, Path]:
+    """Run one test row while capturing the publisher node's switch port."""
+    name, env = testbed
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEADER + row + "\n")
+    probe = os.path.join(os.path.dirname(__file__), "wire_capture.py")
+    cap = subprocess.Popen(netns.exec_argv(f"{name}-switch", [sys.executable, probe, "n1",
+                                                              "9", RTPS, TLS_RECORD, TOPIC]),
+                           stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "2",
+               "--out", str(tmp_path / "logs"), "--testbed", name, "--json", "--no-plot",
+               env=env)
+    out, _ = cap.communicate(timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["failed"] == [], outcome["failed"]
+    return json.loads(out)["patterns"], Path(outcome["run_dir"])
+
+
+def _throughput(run: Path) -> float:
+    df = pd.read_csv(run / "results.csv")
+    s = df[(df.kind == "summary") & (df.metric == "throughput_mbps") & (df.role == "sub0")]
+    return float(s.value.iloc[0])
+
+
+def test_plain_tcp_shows_rtps_on_the_wire(tmp_path, testbed):
+    seen, run = _run_captured(tmp_path, testbed, "1024,false,1,false,0,tcp,false")
+    assert seen[RTPS] > 50
+    assert _throughput(run) > 1.0
+    assert not (run / "credentials").exists()  # nothing made when nothing needs it
+
+
+def test_tls_hides_rtps_and_keeps_keys_private(tmp_path, testbed):
+    seen, run = _run_captured(tmp_path, testbed, "1024,false,1,false,0,tls,false")
+    assert seen[RTPS] == 0, "RTPS in clear on a TLS connection"
+    assert seen[TLS_RECORD] > 50
+    assert _throughput(run) > 1.0
+    creds = run / "credentials"
+    assert stat.S_IMODE(creds.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in creds.iterdir()} == {0o600}
+    assert {"pub.keystore.pem", "sub0.keystore.pem"} <= {p.name for p in creds.iterdir()}
+    config = (run / "test-1" / "rep-1" / "pub.cyclonedds.xml").read_text()
+    assert "<SSL>" in config and "PRIVATE KEY" not in config
+    # the report never carries a key or certificate
+    _, env = testbed
+    report = cli("report", str(run), "--out", str(tmp_path / "report"), env=env)
+    assert report.returncode == 0, report.stderr
+    for f in (tmp_path / "report").rglob("*"):
+        if f.is_file():
+            assert b"PRIVATE KEY" not in f.read_bytes() and b"BEGIN CERT" not in f.read_bytes()
+
+
+def test_dds_security_authenticates_and_encrypts_discovery(tmp_path, testbed):
+    plain, run_plain = _run_captured(tmp_path / "plain", testbed,
+                                     "1024,false,1,false,0,udp,false")
+    assert plain[TOPIC] > 0  # the control: discovery names the topic in clear
+    seen, run = _run_captured(tmp_path / "secure", testbed, "1024,false,1,false,0,udp,true")
+    assert seen[RTPS] > 50 and seen[TOPIC] == 0
+    assert _throughput(run) > 1.0
+    log = (run / "test-1" / "rep-1" / "sub0.log").read_text()
+    assert "not allowed" not in log
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["tests"][0]["secure"] is True
