@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go wireguard-tools \
                 iperf3
 
-# and what only the tests need: a real browser for the report test
+# and what only the tests need: a real browser for the report test, openssl to check signatures
 TEST_APT_PACKAGES := chromium openssl
 
 .PHONY: demo test install system-deps test-deps lint clean

@@ -20,6 +20,7 @@ class Datapath:
     encryption: str = "none"
     pod_prefix: int = 24  # 24: a routed /24 per node; 16: one L2 segment over all nodes
     kernel_links: tuple[str, ...] = ()  # link types the emulation needs from the kernel
+    unencrypted: str | None = None  # the same datapath without encryption, to price it
 
 
 DATAPATHS: dict[str, Datapath] = {
@@ -41,10 +42,10 @@ DATAPATHS: dict[str, Datapath] = {
         Datapath("weave-encrypted", "Weave Net encrypted: the weave L2 segment, its VXLAN "
                  "carried node to node through a WireGuard tunnel", "VXLAN in WireGuard",
                  1370, True, encryption="WireGuard (ChaCha20-Poly1305)", pod_prefix=16,
-                 kernel_links=("vxlan",)),
+                 kernel_links=("vxlan",), unencrypted="weave"),
         Datapath("flannel-wireguard", "Flannel wireguard: pod CIDRs routed through a "
                  "WireGuard device per node", "WireGuard", 1420, False,
-                 encryption="WireGuard (ChaCha20-Poly1305)"),
+                 encryption="WireGuard (ChaCha20-Poly1305)", unencrypted="flannel-vxlan"),
         Datapath("calico-ipip", "Calico IP-in-IP: tunl0, routes via remote nodes onlink",
                  "IP-in-IP", 1480, False, kernel_links=("ipip",)),
     )

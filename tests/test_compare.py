@@ -105,3 +105,34 @@ def test_warnings_for_single_repeats_and_thin_percentiles(tmp_path):
     thin = tables.latency(r).assign(roundtrips=50, p90_enough=False, p99_enough=False)
     found = tables.warnings(tables.throughput(r), thin)
     assert any("too few round trips for p99" in w for w in found)
+
+
+def _thr(rows):
+    base = {"engine": "ddsperf", "multicast": False, "num_subscribers": 1,
+            "best_effort": False, "batch_size": 0, "latency_test": False,
+            "placement": "cross-node", "repeats": 3}
+    return pd.DataFrame([{**base, **dict(zip(["datapath", "transport", "secure", "data_len",
+                                              "mean"], r, strict=True))} for r in rows])
+
+
+def test_security_table_prices_each_protection_against_plain_udp():
+    thr = _thr([("flannel-hostgw", "udp", False, 1024, 1000.0),
+                ("flannel-hostgw", "tls", False, 1024, 800.0),
+                ("flannel-hostgw", "udp", True, 1024, 400.0),
+                ("weave", "udp", False, 1024, 500.0),
+                ("weave-encrypted", "udp", False, 1024, 250.0)])
+    sec = tables.security(thr, pd.DataFrame()).set_index(["datapath", "protection"])
+    assert sec.loc[("flannel-hostgw", "TLS"), "vs_plain_pct"] == pytest.approx(-20)
+    assert sec.loc[("flannel-hostgw", "UDP + DDS Security"), "vs_plain_pct"] == \
+        pytest.approx(-60)
+    # an encrypted datapath is priced against its unencrypted counterpart
+    enc = sec.loc[("weave-encrypted", "UDP + encrypted datapath (WireGuard "
+                                      "(ChaCha20-Poly1305))")]
+    assert enc["vs_plain_pct"] == pytest.approx(-50) and enc["reference"] == "weave / UDP"
+    assert pd.isna(sec.loc[("flannel-hostgw", "UDP"), "vs_plain_pct"])  # the reference itself
+
+
+def test_security_table_is_empty_without_any_protection():
+    thr = _thr([("flannel-hostgw", "udp", False, 1024, 1000.0),
+                ("host", "udp", False, 1024, 1200.0)])
+    assert tables.security(thr, pd.DataFrame()).empty

@@ -103,3 +103,13 @@ def test_dds_security_authenticates_and_encrypts_discovery(tmp_path, testbed):
     assert "not allowed" not in log
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["tests"][0]["secure"] is True
+    # the report sets the two side by side and prices DDS Security against plain UDP
+    _, env = testbed
+    out = tmp_path / "report"
+    report = cli("report", str(run_plain), str(run), "--out", str(out), env=env)
+    assert report.returncode == 0, report.stderr
+    page = (out / "report.html").read_text()
+    section = page[page.index('<section id="security">'):]
+    section = section[:section.index("</section>")]
+    assert "UDP + DDS Security" in section and "vs plain UDP (%)" in section
+    assert (out / "security.png").stat().st_size > 10_000

@@ -16,7 +16,7 @@ from k8sdds.results import MANIFEST, RESULTS
 
 # what identifies a test across runs (so runs of different datapaths or clusters combine)
 PARAMS = ["datapath", "engine", "transport", "data_len", "multicast", "num_subscribers",
-          "best_effort", "batch_size", "latency_test", "placement"]
+          "best_effort", "batch_size", "latency_test", "placement", "secure"]
 REPEAT = ["run_id", "test", "repeat"]
 
 
@@ -55,7 +55,9 @@ def load(run_dirs: Sequence[Path]) -> Runs:
         raise UserError("no results in " + ", ".join(map(str, run_dirs)) +
                         " (every repeat failed, or try `k8sdds parse`)")
     df = pd.concat(frames, ignore_index=True)
-    for col in ("multicast", "best_effort", "latency_test"):
+    if "secure" not in df:
+        df["secure"] = False
+    for col in ("multicast", "best_effort", "latency_test", "secure"):
         df[col] = df[col].astype(str).str.lower().eq("true")
     df["placement"] = df["placement"].fillna("cross-node")
     return Runs(df, manifests)

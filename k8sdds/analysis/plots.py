@@ -18,8 +18,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from k8sdds.analysis import tables  # noqa: E402
-from k8sdds.analysis.load import PARAMS, Runs, intervals, repeat_values  # noqa: E402
+from k8sdds.analysis.load import Runs, intervals, repeat_values  # noqa: E402
 from k8sdds.analysis.stats import latency_cdf  # noqa: E402
+from k8sdds.analysis.tables import base  # noqa: E402
 
 sns.set_theme(style="whitegrid")
 
@@ -32,15 +33,6 @@ def _save(fig, out: Path, stem: str) -> str:
         os.replace(tmp, out / f"{stem}.{ext}")
     plt.close(fig)
     return stem
-
-
-def base(table: pd.DataFrame, keep: tuple[str, ...] = ("datapath", "data_len")) -> pd.DataFrame:
-    """The payload sweep: rows whose other parameters take their most common value."""
-    out = table
-    for p in PARAMS:
-        if p not in keep and p in out and out[p].nunique(dropna=False) > 1:
-            out = out[out[p] == out[p].mode(dropna=False).iloc[0]]
-    return out
 
 
 def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
@@ -151,6 +143,22 @@ def reliability(runs: Runs, out: Path) -> str | None:
 
 def transports(runs: Runs, out: Path) -> str | None:
     return _bars(runs, out, "transport", {}, "transport", "UDP vs TCP (vs TLS)")
+
+
+def security(table: pd.DataFrame, out: Path) -> str | None:
+    """Throughput of each protection side by side (tables.security), a bar per payload."""
+    if table.empty:
+        return None
+    t = table.assign(configuration=table["datapath"] + "\n" + table["protection"]
+                     .str.replace(" + ", "\n+ ", regex=False))
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.4 * t["configuration"].nunique() + 2), 5))
+    sns.barplot(data=t, x="configuration", y="throughput_mbps", hue="data_len", ax=ax)
+    ax.set_xlabel("")
+    ax.set_ylabel("throughput per subscriber (Mb/s)")
+    ax.legend(title="payload (bytes)")
+    ax.set_title("transports, DDS Security and encrypted datapaths")
+    ax.tick_params(axis="x", labelsize=8)
+    return _save(fig, out, "security")
 
 
 def cpu(runs: Runs, out: Path) -> str | None:

@@ -18,7 +18,8 @@ from k8sdds.results import atomic_write
 
 SECTIONS = [("throughput", "Throughput"), ("latency", "Latency"),
             ("overhead", "Overhead against host"), ("scaling", "Subscribers and multicast"),
-            ("qos", "Reliable vs best effort, transports"), ("cpu", "CPU"),
+            ("qos", "Reliable vs best effort, transports"),
+            ("security", "Security: TLS, DDS Security, encrypted datapaths"), ("cpu", "CPU"),
             ("warnings", "Warnings"), ("runs", "Runs"), ("failures", "Failed repeats")]
 
 CSS = """
@@ -103,6 +104,7 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
     thr_view = thr[shown + ["mean", "ci_low", "ci_high"]].assign(
         **{"cv %": thr["cv"] * 100}) if not thr.empty else thr
     lat_view = lat[shown + ["roundtrips", "p50", "p90", "p99"]] if not lat.empty else lat
+    sec = tables.security(thr, lat)
     warnings = tables.warnings(thr, lat)
     failed = runs.failed()
 
@@ -132,6 +134,14 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
                                  "throughput against subscribers, unicast vs multicast")),
         _section("qos", _img(out, plots.reliability(runs, out), "reliable vs best effort") +
                  _img(out, plots.transports(runs, out), "UDP vs TCP (vs TLS)")),
+        _section("security", _img(out, plots.security(sec, out),
+                                  "throughput by protection, side by side") +
+                 "<p>Mean throughput per subscriber and p50 round trip of each protection, "
+                 "and its change against plain UDP without DDS Security on the same datapath "
+                 "(an encrypted datapath against its unencrypted counterpart).</p>" +
+                 _table(sec.rename(columns={"vs_plain_pct": "vs plain UDP (%)",
+                                            "throughput_mbps": "Mb/s",
+                                            "p50_us": "p50 (µs)"}))),
         _section("cpu", _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers")),
         _section("warnings", "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings)
                  or '<p class="note">none: every result is stable and every percentile has '

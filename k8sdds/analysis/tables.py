@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from k8sdds import datapaths
 from k8sdds.analysis.load import PARAMS, Runs, intervals, pooled_quantile, repeat_values
 from k8sdds.analysis.stats import summarize
 
@@ -15,6 +16,15 @@ MIN_SAMPLES = 10  # a percentile q needs at least MIN_SAMPLES / (1 - q) samples 
 def _varying(df: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
     """The test parameters that take more than one value in `df`."""
     return [p for p in PARAMS if p not in exclude and df[p].nunique(dropna=False) > 1]
+
+
+def base(table: pd.DataFrame, keep: tuple[str, ...] = ("datapath", "data_len")) -> pd.DataFrame:
+    """The payload sweep: rows whose other parameters take their most common value."""
+    out = table
+    for p in PARAMS:
+        if p not in keep and p in out and out[p].nunique(dropna=False) > 1:
+            out = out[out[p] == out[p].mode(dropna=False).iloc[0]]
+    return out
 
 
 def throughput(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
@@ -90,3 +100,46 @@ def warnings(thr: pd.DataFrame, lat: pd.DataFrame) -> list[str]:
                 out.append(f"too few round trips for {name}: {r['datapath']}, {r['data_len']} "
                            f"B: {r['roundtrips']} (needs {MIN_SAMPLES / (1 - q):.0f})")
     return out
+
+
+SECURITY_KEYS = ("datapath", "transport", "secure", "data_len")
+
+
+def protection(datapath: str, transport: str, secure: bool) -> str:
+    """How a configuration protects its traffic, in words."""
+    parts = [transport.upper()]
+    if secure:
+        parts.append("DDS Security")
+    if datapaths.DATAPATHS.get(datapath) and datapaths.get(datapath).encryption != "none":
+        parts.append(f"encrypted datapath ({datapaths.get(datapath).encryption})")
+    return " + ".join(parts)
+
+
+def security(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
+    """Throughput and p50 round trip of each protection (transport, DDS Security, encrypted
+    datapath) side by side, and their cost against plain UDP without DDS Security on the
+    same datapath (for an encrypted datapath: on its unencrypted counterpart). Empty when
+    the runs measured no protection."""
+    if thr.empty:
+        return pd.DataFrame()
+    encrypted = thr["datapath"].map(
+        lambda d: d in datapaths.DATAPATHS and datapaths.get(d).encryption != "none")
+    if not (thr["secure"].any() or (thr["transport"] != "udp").any() or encrypted.any()):
+        return pd.DataFrame()
+    t = base(thr, keep=SECURITY_KEYS).set_index(list(SECURITY_KEYS))["mean"]
+    p50 = (base(lat, keep=SECURITY_KEYS).set_index(list(SECURITY_KEYS))["p50"]
+           if not lat.empty else pd.Series(dtype=float))
+    rows = []
+    for (dp, transport, secure, size), mean in t.items():
+        fact = datapaths.DATAPATHS.get(dp)
+        plain = (fact.unencrypted if fact and fact.unencrypted else dp, "udp", False, size)
+        ref = t.get(plain)
+        rows.append({
+            "datapath": dp, "protection": protection(dp, transport, secure), "data_len": size,
+            "throughput_mbps": mean,
+            "vs_plain_pct": (mean / ref - 1) * 100 if ref and plain != (dp, transport,
+                                                                        secure, size) else None,
+            "p50_us": p50.get((dp, transport, secure, size)),
+            "reference": f"{plain[0]} / UDP" if ref else "-"})
+    return pd.DataFrame(rows).sort_values(["data_len", "datapath", "protection"],
+                                          ignore_index=True)
