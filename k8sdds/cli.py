@@ -102,9 +102,11 @@ def run(
         False, "--latencyTest", help="Latency (ping-pong) tests instead of throughput."),
     transport: str | None = typer.Option(
         None, "--transport",
-        help="udp, tcp, tls or dtls (case-insensitive; ddsperf: udp and tcp)."),
+        help="udp, tcp, tls or dtls (case-insensitive; ddsperf: udp, tcp and tls, with a "
+             "CA and certificates made for the run)."),
     secure: bool = typer.Option(
-        False, "--secure", help="DDS Security (rtiperftest; not yet with ddsperf)."),
+        False, "--secure", help="DDS Security: authentication, access control and "
+        "encryption (ddsperf: Cyclone's plugins, credentials made for the run)."),
     peers: bool = typer.Option(
         False, "--peers", help="Discover by unicast peers even where multicast would work."),
     send_queue_size: int | None = typer.Option(
@@ -113,6 +115,9 @@ def run(
     no_print: bool = typer.Option(
         False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
     out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
+    min_free: float = typer.Option(
+        64, "--min-free", min=0, help="MiB that must stay free where the run writes: checked "
+        "before the run and before each repeat; below it the run stops, resumable."),
     rtiperftest: Path | None = typer.Option(
         None, "--rtiperftest", help="RTI Perftest executable (perftest_cpp), for "
         "engine=rtiperftest [$K8SDDS_RTIPERFTEST]."),
@@ -152,7 +157,7 @@ def run(
     name = _choice(backend, list(BACKENDS), "--backend")
     chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
     if resume is not None:
-        _resume(chosen, resume, quiet, as_json, plot, with_report)
+        _resume(chosen, resume, quiet, as_json, plot, with_report, min_free)
         return
     if sch is None:
         raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
@@ -171,7 +176,8 @@ def run(
         err_console.print(f"{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
                           f"{name}, datapaths "
                           f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
-    options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv))
+    options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv),
+                         min_free_mb=min_free)
     _execute(chosen, tests, options, None, quiet, as_json, plot, with_report)
 
 
@@ -217,7 +223,7 @@ def _execute(backend, tests, options, resume, quiet: bool, as_json: bool, plot: 
 
 
 def _resume(backend, run_dir: Path, quiet: bool, as_json: bool, plot: bool,
-            with_report: bool) -> None:
+            with_report: bool, min_free: float) -> None:
     from k8sdds.results import RunDir
     from k8sdds.runner import RunOptions
     from k8sdds.schedule import Test
@@ -239,7 +245,7 @@ def _resume(backend, run_dir: Path, quiet: bool, as_json: bool, plot: bool,
         err_console.print(f"resuming {run_dir}: {total - len(manifest.get('repeats', {}))} of "
                           f"{total} repeats left")
     options = RunOptions(schedule=run.path / "schedule.csv", out=run.path.parent,
-                         command_line=tuple(sys.argv))
+                         command_line=tuple(sys.argv), min_free_mb=min_free)
     _execute(backend, tests, options, run, quiet, as_json, plot, with_report)
 
 

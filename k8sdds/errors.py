@@ -21,3 +21,10 @@ class EngineUnavailable(UserError):
     """A measuring program the schedule needs is not installed here."""
 
     exit_code = 1
+
+
+class RunStopped(UserError):
+    """The run could not go on (disk full, output unwritable); what finished is kept and the
+    run can be resumed."""
+
+    exit_code = 1

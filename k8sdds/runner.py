@@ -5,6 +5,8 @@ The runner never branches on the backend or the engine; both come from their reg
 
 from __future__ import annotations
 
+import errno
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -14,7 +16,7 @@ from typing import Protocol
 
 from k8sdds import __version__, datapaths, environment, perftest, records
 from k8sdds.deployment import Backend, Handle
-from k8sdds.errors import EngineUnavailable, TestbedError, UserError
+from k8sdds.errors import EngineUnavailable, RunStopped, TestbedError, UserError
 from k8sdds.perftest import RoleContext
 from k8sdds.results import SCHEMA_VERSION, SECRETS, RunDir
 from k8sdds.schedule import Test
@@ -39,6 +41,7 @@ class RunOptions:
     schedule: Path
     out: Path
     command_line: Sequence[str] = ()
+    min_free_mb: float = 64  # below this much free space where results go, the run stops
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Runner:
         finished repeats are kept, the rows of the repeat in flight are dropped and it runs
         again."""
         check_engines(tests)
-        writable(self.options.out if resume is None else resume.path)
+        writable(self.options.out if resume is None else resume.path, self.options.min_free_mb)
         started = time.monotonic()
         self.backend.up()
         try:
@@ -119,25 +122,48 @@ class Runner:
                         continue
                     self.backend.use_datapath(test.datapath)
                     for rep in reps:
+                        _space_left(run.path, self.options.min_free_mb,
+                                    repeat_key(test.number, rep))
                         self.progress.step(
                             f"test {test.number}/{len(tests)} {test.datapath} "
                             f"{test.data_len} B rep {rep}/{test.repeats}")
                         entry = self._repeat(run, test, rep)
-                        manifest["repeats"][repeat_key(test.number, rep)] = entry
-                        run.write_manifest(manifest)
+                        key = repeat_key(test.number, rep)
+                        manifest["repeats"][key] = entry
+                        try:
+                            run.write_manifest(manifest)
+                        except OSError:
+                            del manifest["repeats"][key]  # not on disk: it runs again on resume
+                            raise
                         outcome.repeats += 1
                         if entry["status"] == "failed":
-                            outcome.failed.append(
-                                f"{repeat_key(test.number, rep)}: {entry['reason']}")
+                            outcome.failed.append(f"{key}: {entry['reason']}")
                         self.progress.advance()
                 manifest["status"] = "complete"
             except KeyboardInterrupt:
                 manifest["status"] = "interrupted"
                 raise
+            except RunStopped:
+                manifest["status"] = "stopped"
+                raise
+            except OSError as exc:
+                if exc.errno not in STORAGE_ERRORS:
+                    raise
+                manifest["status"] = "stopped"
+                raise RunStopped(
+                    f"{exc.strerror} writing {exc.filename or run.path}: the run stopped; "
+                    f"{len(manifest['repeats'])} finished repeat(s) are kept in {run.path}; "
+                    f"make room, then continue with `k8sdds run --resume {run.path}`"
+                ) from None
             finally:
                 self.progress.stop()
                 manifest["finished"] = _now()
-                run.write_manifest(manifest)
+                try:
+                    run.write_manifest(manifest)
+                except OSError as exc:
+                    if exc.errno not in STORAGE_ERRORS:
+                        raise
+                    # the last manifest written stays whole: the finished repeats, no more
         finally:
             self.backend.down()
         outcome.wall_s = time.monotonic() - started
@@ -238,8 +264,14 @@ def _failure(roles, handles, codes, parsed) -> str | None:
     return "; ".join(reasons) or None
 
 
-def writable(out: Path) -> None:
-    """Fail before anything starts when the output directory cannot be written."""
+# a full or read-only file system, or lost permission: the run stops, resumable
+STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                  errno.EIO}
+
+
+def writable(out: Path, min_free_mb: float = 0) -> None:
+    """Fail before anything starts when the output directory cannot be written or has less
+    than `min_free_mb` MiB free."""
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
         probe = Path(out) / ".k8sdds-write-test"
@@ -247,6 +279,21 @@ def writable(out: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise UserError(f"cannot write results to {out}: {exc.strerror}") from None
+    free = shutil.disk_usage(out).free / 2**20
+    if free < min_free_mb:
+        raise UserError(f"only {free:.1f} MiB free in {out}, less than --min-free "
+                        f"{min_free_mb:g} MiB; make room, write elsewhere (--out), or lower "
+                        "--min-free")
+
+
+def _space_left(path: Path, min_free_mb: float, upcoming: str) -> None:
+    """Stop before a repeat that might not fit: its logs and rows need room."""
+    free = shutil.disk_usage(path).free / 2**20
+    if free < min_free_mb:
+        raise RunStopped(f"only {free:.1f} MiB free in {path}, less than --min-free "
+                         f"{min_free_mb:g} MiB: the run stopped before {upcoming}; finished "
+                         f"repeats are kept; make room, then continue with "
+                         f"`k8sdds run --resume {path}`")
 
 
 def _now() -> str:
