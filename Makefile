@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Debian packages: the engine (ddsperf), the namespace tooling, ping for the wiring tests,
-# userspace WireGuard for the encrypted datapaths where the kernel has none, iperf3 for the
-# profile tests
-APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go wireguard-tools \
-                iperf3
+# Debian packages: the engine (ddsperf), the namespace tooling (iproute2, nftables for the
+# nodes' masquerade), userspace WireGuard for the encrypted datapaths where the kernel has
+# none, and the network baseline engines (ping, iperf3, qperf)
+APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go \
+                wireguard-tools nftables iperf3 qperf
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures
 TEST_APT_PACKAGES := chromium openssl

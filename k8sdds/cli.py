@@ -181,6 +181,71 @@ def run(
     _execute(chosen, tests, options, None, quiet, as_json, plot, with_report)
 
 
+@app.command()
+def baseline(
+    datapath: str = typer.Option(
+        "host,flannel-hostgw,flannel-vxlan", "--datapath",
+        help="Comma-separated datapaths; the matrix runs on each."),
+    paths: str = typer.Option(
+        "all", "--paths", help="all, or comma-separated: " + ", ".join(schedule.PATHS) +
+        " (a host-network datapath has only node-node)."),
+    engines_: str = typer.Option(
+        "ping,iperf3,qperf", "--engines", help="Comma-separated: ping, iperf3, qperf."),
+    dds: bool = typer.Option(
+        True, "--dds/--no-dds", help="Also run ddsperf (1 KiB throughput, 64 B round trip) on "
+        "every path, for the report's DDS efficiency."),
+    duration: float = typer.Option(5, "--duration", min=1, help="Seconds per test."),
+    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Repeats per test."),
+    out: Path = typer.Option(Path("logs"), "--out", help="Where the run directory goes."),
+    min_free: float = typer.Option(64, "--min-free", min=0,
+                                   help="MiB that must stay free under --out."),
+    backend: str = typer.Option("emulated", "--backend", help="Where tests run: emulated."),
+    testbed: str = typer.Option("k8sdds", "--testbed", help="emulated: testbed name."),
+    nodes: int = typer.Option(4, "--nodes", min=3, max=64,
+                              help="emulated: nodes when the run builds the testbed."),
+    profile: str | None = typer.Option(None, "--profile",
+                                       help="emulated: edge profile of every worker."),
+    cluster: Path | None = typer.Option(None, "--cluster", help="emulated: cluster spec."),
+    with_report: bool = typer.Option(False, "--report", help="Write report.html at the end."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+) -> None:
+    """Measure the network itself (ping, iperf3, qperf) over the path matrix, beside ddsperf
+    on the same paths; one ordinary run directory."""
+    import tempfile
+
+    from k8sdds import baseline as matrix
+    from k8sdds.deployment import BACKENDS
+    from k8sdds.runner import RunOptions
+
+    name = _choice(backend, list(BACKENDS), "--backend")
+    chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
+    names = _datapath_list(datapath, list(chosen.datapaths()))
+    wanted = list(schedule.PATHS) if paths.strip().lower() == "all" else [
+        _choice(p, list(schedule.PATHS), "--paths") for p in paths.split(",") if p.strip()]
+    picked = [_choice(e, list(matrix.ENGINES), "--engines")
+              for e in engines_.split(",") if e.strip()]
+    if not picked and not dds:
+        raise typer.BadParameter("give at least one engine, or --dds", param_hint="--engines")
+    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), dds)
+    if text.count("\n") < 2:
+        raise UserError(f"no test: none of the paths {', '.join(wanted)} exists on "
+                        f"{', '.join(names)} (a host-network datapath has only node-node)")
+    with tempfile.TemporaryDirectory(prefix="k8sdds-baseline-") as tmp:
+        sch = Path(tmp) / "baseline.csv"
+        sch.write_text(text)
+        tests = schedule.load(sch, schedule.Defaults(duration=duration, repeats=repeats),
+                              chosen.limits())
+        tests = schedule.expand(tests, names, sch)
+        _check_available(chosen, [t.datapath for t in tests])
+        if not quiet and not as_json:
+            err_console.print(f"baseline: {len(tests)} tests ({sum(t.repeats for t in tests)} "
+                              f"repeats) on {name}, datapaths {', '.join(names)}")
+        options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv),
+                             min_free_mb=min_free)
+        _execute(chosen, tests, options, None, quiet, as_json, False, with_report)
+
+
 def _execute(backend, tests, options, resume, quiet: bool, as_json: bool, plot: bool,
              with_report: bool) -> None:
     """Run (or resume) the tests, draw what was asked, and say how it went."""

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from k8sdds import datapaths, parsers, perftest
-from k8sdds.deployment.placement import path_of
+from k8sdds import parsers, perftest
 from k8sdds.parsers import Parsed
 from k8sdds.schedule import Test
 
@@ -29,9 +28,8 @@ def parse_logs(test: Test, rep_dir: Path, roles: list[str]) -> dict[str, Parsed]
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],
          parsed: Mapping[str, Parsed]) -> list[dict[str, Any]]:
     """One row per measured value, in the column order of results.COLUMNS."""
-    dp = datapaths.get(test.datapath)
     base = {"run_id": run_id, "test": test.number, "repeat": repeat, "backend": backend,
-            "path": path_of(dp.host_network, test.placement), **test.params()}
+            "path": test.effective_path, **test.params()}
     base["row"] = test.row
     out = []
     for role, result in parsed.items():

@@ -29,7 +29,7 @@ COLUMNS = ["run_id", "test", "repeat", "backend", "datapath", "path", "engine", 
            "data_len", "multicast", "num_subscribers", "best_effort", "batch_size",
            "latency_test", "role", "node", "kind", "t", "metric", "value", "unit"]
 EXTRA_COLUMNS = ["row", "placement", "discovery", "duration", "pub_rate", "send_queue_size",
-                 "secure"]
+                 "secure", "streams"]
 
 
 def atomic_write(path: Path, text: str) -> None:

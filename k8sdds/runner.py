@@ -61,7 +61,7 @@ def discovery_of(test: Test) -> str:
     """The test's own choice, else multicast where the datapath carries it across nodes."""
     if test.discovery:
         return test.discovery
-    if test.transport in ("tcp", "tls"):
+    if test.transport in ("tcp", "tls") or test.effective_path in ("node-pod", "pod-node"):
         return "peers"
     dp = datapaths.get(test.datapath)
     if dp.multicast_across_nodes or test.placement == "same-node":
@@ -219,6 +219,8 @@ class Runner:
             entry["argv"] = {r: list(c.argv) for r, c in commands.items()}
             driver, followers = roles[0], roles[1:]
             for role in followers + [driver]:
+                if role == driver and followers and engine.settle:
+                    time.sleep(engine.settle)  # a server binds its port
                 handles[role] = self.backend.start(placement[role], commands[role].argv,
                                                    commands[role].env,
                                                    rep_dir / f"{role}.log")

@@ -21,6 +21,8 @@ from k8sdds.errors import ScheduleError
 REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
 TRANSPORTS = ("udp", "tcp", "tls", "dtls")
 PLACEMENTS = ("cross-node", "same-node")
+# the network path between the driver (publisher, client) and the other roles
+PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "pod-node")
 DISCOVERIES = ("multicast", "peers")
 
 
@@ -48,13 +50,26 @@ class Test:
     pub_rate: int = 0  # samples/s; 0: as fast as possible
     send_queue_size: int = 0  # samples; 0: the engine's default
     discovery: str | None = None  # None: chosen from the datapath
+    path: str | None = None  # None: from the datapath and placement
+    streams: int = 1  # parallel streams (iperf3 -P)
     no_print: bool = False
     number: int = 0  # 1-based position in the run (after expansion over datapaths)
 
     def params(self) -> dict[str, Any]:
-        """The measured parameters, as the snake_case columns of results.csv."""
+        """The measured parameters, as the snake_case columns of results.csv (the path is
+        added by whoever knows the datapath: `effective_path`)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("row", "line", "number", "no_print")}
+                if f.name not in ("row", "line", "number", "no_print", "path")}
+
+    @property
+    def effective_path(self) -> str:
+        """The path the traffic takes: the row's own, else node-node on a host-network
+        datapath, else pod to pod on the same or another node."""
+        if self.path:
+            return self.path
+        if self.datapath and datapaths.get(self.datapath).host_network:
+            return "node-node"
+        return "pod-pod-same-node" if self.placement == "same-node" else "pod-pod-cross-node"
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,8 @@ COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "pubRate": ("pub_rate", _number(int, 0, 10**9)),
     "sendQueueSize": ("send_queue_size", _number(int, 0, 10**7)),
     "discovery": ("discovery", _choice(DISCOVERIES)),
+    "path": ("path", _choice(PATHS)),
+    "streams": ("streams", _number(int, 1, 128)),
 }
 FIELD_TO_COLUMN = {f: c for c, (f, _) in COLUMNS.items()}
 
@@ -257,6 +274,16 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
                 f"{_where(path, line, row)}, column '{column}': value {_show(text.strip())} "
                 f"is not allowed; allowed: {exc}") from None
         from_cli.discard(fname)
+    if values.get("path") == "pod-pod-same-node":
+        if "placement" in values and values["placement"] != "same-node":
+            raise ScheduleError(f"{_where(path, line, row)}, column 'placement': value "
+                                f"{values['placement']!r}: path pod-pod-same-node puts every "
+                                "role on one node; leave placement empty or set same-node")
+        values["placement"] = "same-node"
+    elif values.get("path") and values.get("placement") == "same-node":
+        raise ScheduleError(f"{_where(path, line, row)}, column 'placement': value "
+                            f"'same-node': path {values['path']} crosses nodes; leave "
+                            "placement empty or set cross-node")
     test = Test(row=row, line=line, **values)
     problem = check(test, limits)
     if problem:
@@ -316,6 +343,11 @@ def expand(tests: Sequence[Test], datapath_names: Sequence[str], path: str | Pat
 
 def _datapath_problem(test: Test) -> tuple[str, str, str] | None:
     dp = datapaths.get(test.datapath)
+    if dp.host_network and test.path not in (None, "node-node"):
+        return ("path", test.path,
+                f"datapath {dp.name} has no pods: its only path is node-node")
+    if test.path in ("node-pod", "pod-node", "node-node"):
+        return None  # unicast between a node and a pod: discovery goes by peers
     if test.placement == "same-node" or dp.multicast_across_nodes:
         return None
     if test.multicast:

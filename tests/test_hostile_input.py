@@ -73,17 +73,28 @@ def test_parsers_on_arbitrary_text(parser, text):
         assert all(v.value == v.value for v in values)  # no NaN is ever reported
 
 
+# parser -> (its real logs, the role whose log is the measurement)
+MEASURED = {
+    "ddsperf": (LOGS, "sub0"), "rtiperftest": (LOGS, "sub0"),
+    **{name: (sorted(p for p in (FIXTURES / "network").glob(f"{name}-*")
+                     if "server" not in p.name), "client")
+       for name in ("iperf3", "qperf", "ping")},
+}
+
+
 @pytest.mark.parametrize("parser", sorted(PARSERS))
 @settings(max_examples=200, deadline=None)
-@given(log=st.sampled_from(LOGS), cut=st.floats(0, 1), noise=st.binary(max_size=64))
-def test_parsers_on_truncated_and_corrupted_real_logs(parser, log, cut, noise):
+@given(data=st.data(), cut=st.floats(0, 1), noise=st.binary(max_size=64))
+def test_parsers_on_truncated_and_corrupted_real_logs(parser, data, cut, noise):
+    logs, role = MEASURED[parser]
+    log = data.draw(st.sampled_from(logs))
     raw = log.read_bytes()
     raw = raw[: int(len(raw) * cut)] + noise
     text = raw.decode("utf-8", errors="replace")
-    result = PARSERS[parser](text, "sub0", False)
+    result = PARSERS[parser](text, role, False)
     summaries = {v.metric for v in result.values if v.kind == "summary"}
-    # a subscriber of a throughput test reports its rate or says why not: never neither
-    assert ("throughput_mbps" in summaries) or result.failure
+    # the measuring role reports its figure or says why not: never neither
+    assert summaries & {"throughput_mbps", "latency_us_mean"} or result.failure
 
 
 @pytest.mark.parametrize("value", ["; rm -rf /tmp/x", "$(touch /tmp/pwned)", "`id`",

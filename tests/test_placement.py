@@ -1,6 +1,8 @@
 """Placement of roles on nodes (pure)."""
+from dataclasses import replace
 
-from k8sdds.deployment.placement import path_of, place
+from k8sdds.deployment.placement import place, sides
+from k8sdds.schedule import PATHS, Test
 
 NODES = ["node0", "node1", "node2"]
 
@@ -16,6 +18,17 @@ def test_same_node_puts_everyone_beside_the_publisher():
 
 
 def test_path_names():
-    assert path_of(True, "cross-node") == "node-node"
-    assert path_of(False, "cross-node") == "pod-pod-cross-node"
-    assert path_of(False, "same-node") == "pod-pod-same-node"
+    t = Test(row=0, line=2, data_len=64, multicast=False, num_subscribers=1,
+             best_effort=False, batch_size=0)
+    assert replace(t, datapath="host").effective_path == "node-node"
+    assert replace(t, datapath="flannel-vxlan").effective_path == "pod-pod-cross-node"
+    assert replace(t, datapath="flannel-vxlan", placement="same-node").effective_path == \
+        "pod-pod-same-node"
+    assert replace(t, datapath="flannel-vxlan", path="node-pod").effective_path == "node-pod"
+
+
+def test_sides_of_every_path():
+    assert {p: sides(p) for p in PATHS} == {
+        "node-node": ("node", "node"), "pod-pod-same-node": ("pod", "pod"),
+        "pod-pod-cross-node": ("pod", "pod"), "node-pod": ("node", "pod"),
+        "pod-node": ("pod", "node")}

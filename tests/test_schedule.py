@@ -6,7 +6,7 @@ import pytest
 
 from k8sdds import schedule
 from k8sdds.errors import ScheduleError
-from k8sdds.schedule import Defaults, Limits
+from k8sdds.schedule import Defaults, Limits, expand, load
 
 from .conftest import FIXTURES
 
@@ -214,3 +214,32 @@ def test_nan_and_negative_durations_rejected(write_schedule):
     for value in ("nan", "-3", "inf"):
         msg = _error(write_schedule, HEADER + f",duration\n64,false,1,false,0,{value}\n")
         assert "column 'duration'" in msg and "a number from 1 to 86400" in msg
+
+
+def test_path_column_sets_placement_and_refuses_conflicts(write_schedule):
+    path = write_schedule(HEADER + ",path\n256,false,1,false,0,pod-pod-same-node\n"
+                                   "256,false,1,false,0,node-pod\n")
+    same, mixed = load(path)
+    assert same.placement == "same-node" and same.effective_path == "pod-pod-same-node"
+    assert mixed.placement == "cross-node" and mixed.path == "node-pod"
+    msg = _error(write_schedule, HEADER + ",path,placement\n256,false,1,false,0,node-pod,"
+                 "same-node\n")
+    assert "column 'placement'" in msg and "crosses nodes" in msg
+    msg = _error(write_schedule, HEADER + ",path\n256,false,1,false,0,pod-to-pod\n")
+    assert "column 'path'" in msg and "pod-pod-cross-node" in msg
+
+
+def test_host_datapath_has_only_the_node_path(write_schedule):
+    path = write_schedule(HEADER + ",path,datapath\n256,false,1,false,0,node-pod,host\n")
+    with pytest.raises(ScheduleError, match="its only path is node-node"):
+        expand(load(path), ["host"], path)
+
+
+def test_a_schedule_mixes_engines(write_schedule):
+    path = write_schedule(HEADER + ",engine,transport,latencyTest\n"
+                                   "1024,false,1,false,0,ddsperf,udp,false\n"
+                                   "131072,false,1,false,0,iperf3,tcp,false\n"
+                                   "56,false,1,false,0,ping,udp,true\n")
+    assert [t.engine for t in load(path)] == ["ddsperf", "iperf3", "ping"]
+    msg = _error(write_schedule, HEADER + ",engine\n1024,false,2,false,0,iperf3\n")
+    assert "column 'numSubscribers'" in msg and "one client and one server" in msg

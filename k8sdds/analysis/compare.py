@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from k8sdds.analysis.load import PARAMS, intervals, load, pooled_quantile, repeat_values
+from k8sdds.analysis.load import (
+    MEASURING,
+    PARAMS,
+    intervals,
+    load,
+    pooled_quantile,
+    repeat_values,
+)
 from k8sdds.analysis.stats import significance
 from k8sdds.errors import UserError
 
@@ -32,11 +39,11 @@ def parse_bound(text: str) -> Bound:
     return Bound(m["metric"], float(m["pct"]))
 
 
-def _roles(metric: str) -> str:
+def _roles(metric: str) -> str | tuple[str, ...]:
     if metric.startswith("latency_us_"):
-        return "pub"  # the ping side measures the round trips
+        return ("pub", "client")  # the ping side (or a network client) measures round trips
     if metric in ("throughput_mbps", "samples_per_s", "lost", "received"):
-        return "sub"
+        return MEASURING
     return ""
 
 

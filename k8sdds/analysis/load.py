@@ -16,7 +16,8 @@ from k8sdds.results import MANIFEST, RESULTS
 
 # what identifies a test across runs (so runs of different datapaths or clusters combine)
 PARAMS = ["datapath", "engine", "transport", "data_len", "multicast", "num_subscribers",
-          "best_effort", "batch_size", "latency_test", "placement", "secure"]
+          "best_effort", "batch_size", "latency_test", "placement", "secure", "path",
+          "streams"]
 REPEAT = ["run_id", "test", "repeat"]
 
 
@@ -57,6 +58,7 @@ def load(run_dirs: Sequence[Path]) -> Runs:
     df = pd.concat(frames, ignore_index=True)
     if "secure" not in df:
         df["secure"] = False
+    df["streams"] = df["streams"].fillna(1).astype(int) if "streams" in df else 1
     for col in ("multicast", "best_effort", "latency_test", "secure"):
         df[col] = df[col].astype(str).str.lower().eq("true")
     df["placement"] = df["placement"].fillna("cross-node")
@@ -68,10 +70,15 @@ def summaries(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     return df[(df["kind"] == "summary") & (df["metric"] == metric)]
 
 
-def repeat_values(df: pd.DataFrame, metric: str, roles: str = "sub") -> pd.DataFrame:
-    """One value per repeat: the summary of `metric`, averaged over the subscribers (roles
-    starting with `roles`). Only means are averaged here; for latency percentiles there is
-    one role (the publisher), so nothing is combined."""
+MEASURING = ("sub", "client")  # roles whose summaries are the measurement: subscribers, and
+# the client of a network engine (its output holds both ends)
+
+
+def repeat_values(df: pd.DataFrame, metric: str, roles: str | tuple[str, ...] = MEASURING
+                  ) -> pd.DataFrame:
+    """One value per repeat: the summary of `metric`, averaged over the measuring roles
+    (roles starting with `roles`). Only means are averaged here; for latency percentiles
+    there is one role (the publisher, or the client), so nothing is combined."""
     s = summaries(df, metric)
     s = s[s["role"].str.startswith(roles)]
     if s.empty:

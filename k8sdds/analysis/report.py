@@ -19,7 +19,8 @@ from k8sdds.results import atomic_write
 SECTIONS = [("throughput", "Throughput"), ("latency", "Latency"),
             ("overhead", "Overhead against host"), ("scaling", "Subscribers and multicast"),
             ("qos", "Reliable vs best effort, transports"),
-            ("security", "Security: TLS, DDS Security, encrypted datapaths"), ("cpu", "CPU"),
+            ("security", "Security: TLS, DDS Security, encrypted datapaths"),
+            ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
             ("warnings", "Warnings"), ("runs", "Runs"), ("failures", "Failed repeats")]
 
 CSS = """
@@ -142,6 +143,13 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
                  _table(sec.rename(columns={"vs_plain_pct": "vs plain UDP (%)",
                                             "throughput_mbps": "Mb/s",
                                             "p50_us": "p50 (µs)"}))),
+        _section("baselines",
+                 "<p>The network itself on each path (ping, iperf3, qperf: means over "
+                 "repeats; qperf latency as a round trip, twice its one-way figure), beside "
+                 "ddsperf on the same paths.</p>" + _table(tables.matrix(runs)) +
+                 "<h3>DDS efficiency</h3><p>ddsperf throughput as a share of the raw TCP and "
+                 "UDP throughput on the same path, and its p50 round trip as a multiple of "
+                 "ping's and qperf's.</p>" + _table(tables.efficiency(runs), "{:.2f}")),
         _section("cpu", _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers")),
         _section("warnings", "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings)
                  or '<p class="note">none: every result is stable and every percentile has '

@@ -8,6 +8,7 @@ import pandas as pd
 from k8sdds import datapaths
 from k8sdds.analysis.load import PARAMS, Runs, intervals, pooled_quantile, repeat_values
 from k8sdds.analysis.stats import summarize
+from k8sdds.analysis.stats import summarize as _summarize
 
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 MIN_SAMPLES = 10  # a percentile q needs at least MIN_SAMPLES / (1 - q) samples to be shown
@@ -143,3 +144,71 @@ def security(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
             "reference": f"{plain[0]} / UDP" if ref else "-"})
     return pd.DataFrame(rows).sort_values(["data_len", "datapath", "protection"],
                                           ignore_index=True)
+
+
+# the network measurements of the path matrix: (engine, transport, latency_test, metric)
+BASELINES = {
+    "iperf3 TCP (Mb/s)": ("iperf3", "tcp", False, "throughput_mbps"),
+    "iperf3 UDP (Mb/s)": ("iperf3", "udp", False, "throughput_mbps"),
+    "qperf TCP (Mb/s)": ("qperf", "tcp", False, "throughput_mbps"),
+    "ping p50 (µs)": ("ping", None, True, "latency_us_p50"),
+    "qperf TCP RTT (µs)": ("qperf", "tcp", True, "latency_us_mean"),
+    "qperf UDP RTT (µs)": ("qperf", "udp", True, "latency_us_mean"),
+    "ddsperf (Mb/s)": ("ddsperf", None, False, "throughput_mbps"),
+    "ddsperf p50 RTT (µs)": ("ddsperf", None, True, "latency_us_p50"),
+}
+
+
+def _means(runs: Runs) -> dict[str, pd.Series]:
+    """Per baseline column: the mean over repeats, by (datapath, path)."""
+    out = {}
+    for label, (engine, transport, latency, metric) in BASELINES.items():
+        rv = repeat_values(runs.results, metric, ("pub", "client") if latency else
+                           ("sub", "client"))
+        rv = rv[(rv["engine"] == engine) & (rv["latency_test"] == latency)]
+        if transport:
+            rv = rv[rv["transport"] == transport]
+        if engine == "ddsperf":  # the pub/sub side of the comparison: its usual sweep point
+            rv = base(rv, keep=("datapath", "path", "placement", "engine", "latency_test"))
+        if rv.empty:
+            continue
+        out[label] = rv.groupby(["datapath", "path"])["value"].apply(
+            lambda v: _summarize(v.tolist()).mean)
+    return out
+
+
+def matrix(runs: Runs) -> pd.DataFrame:
+    """The path matrix: per datapath and path, each network measurement (and ddsperf's)."""
+    means = _means(runs)
+    if not any(label in means for label in list(BASELINES)[:6]):
+        return pd.DataFrame()
+    table = pd.DataFrame(means)
+    table.index.names = ["datapath", "path"]
+    return table.reset_index()
+
+
+def efficiency(runs: Runs) -> pd.DataFrame:
+    """DDS efficiency per datapath and path: ddsperf throughput as a fraction of iperf3's TCP
+    and UDP throughput on the same path in the same runs, and ddsperf's p50 round trip
+    against ping's and qperf's."""
+    m = matrix(runs)
+    if m.empty:
+        return m
+    def value(r: pd.Series, label: str) -> float:
+        v = r.get(label)
+        return float(v) if v is not None and v == v else float("nan")
+
+    rows = []
+    for _, r in m.iterrows():
+        row = {"datapath": r["datapath"], "path": r["path"]}
+        dds = value(r, "ddsperf (Mb/s)")
+        for net in ("iperf3 TCP (Mb/s)", "iperf3 UDP (Mb/s)"):
+            if dds == dds and value(r, net) > 0:
+                row[f"ddsperf / {net.split(' (')[0]} (%)"] = dds / value(r, net) * 100
+        rtt = value(r, "ddsperf p50 RTT (µs)")
+        for net in ("ping p50 (µs)", "qperf UDP RTT (µs)"):
+            if rtt == rtt and value(r, net) > 0:
+                row[f"ddsperf RTT / {net.split(' (')[0]} (x)"] = rtt / value(r, net)
+        if len(row) > 2:
+            rows.append(row)
+    return pd.DataFrame(rows)

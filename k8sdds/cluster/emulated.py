@@ -73,6 +73,16 @@ class _State:
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
 
 
+POD_NETWORK = "10.244.0.0/16"
+MASQUERADE = f"""table ip k8sdds {{
+  chain postrouting {{
+    type nat hook postrouting priority srcnat; policy accept;
+    ip saddr {POD_NETWORK} ip daddr != {POD_NETWORK} oifname "eth0" masquerade
+  }}
+}}
+"""
+
+
 class Testbed:
     """One emulated cluster, identified by its name (the namespace prefix)."""
 
@@ -164,6 +174,9 @@ class Testbed:
         ip("addr", "add", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
         ip("link", "set", "cni0", "up", ns=node.ns)
         netns.sysctl(node.ns, "net.ipv4.ip_forward", "1")
+        # as every CNI does (flannel's ip-masq, calico's natOutgoing): pod traffic to
+        # anything outside the pod network leaves with the node's address
+        netns.nft(node.ns, MASQUERADE)
 
     def _apply_profiles(self, state: _State) -> None:
         """Link rate (tbf both ways), MTU, CPU quota (cgroup), delay and loss (netem)."""

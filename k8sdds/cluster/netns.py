@@ -10,13 +10,18 @@ from collections.abc import Sequence
 
 from k8sdds.errors import TestbedError
 
+PACKAGES = {"nft": "nftables"}  # commands not in iproute2, and their Debian package
 
-def run(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess:
+
+def run(argv: Sequence[str], check: bool = True, stdin: str | None = None
+        ) -> subprocess.CompletedProcess:
     """Run a command; raise TestbedError with its stderr when it fails and `check`."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
+                              input=stdin)
     except FileNotFoundError:
-        raise TestbedError(f"{argv[0]} is not installed (apt-get install iproute2)") from None
+        raise TestbedError(f"{argv[0]} is not installed (apt-get install "
+                           f"{PACKAGES.get(argv[0], 'iproute2')})") from None
     if check and proc.returncode != 0:
         raise TestbedError(f"`{' '.join(argv)}` failed: {proc.stderr.strip() or proc.stdout}")
     return proc
@@ -37,6 +42,11 @@ def exec_argv(ns: str, argv: Sequence[str], hostname: str | None = None) -> list
 
 def sysctl(ns: str, key: str, value: str) -> None:
     run(exec_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"]))
+
+
+def nft(ns: str, ruleset: str) -> None:
+    """Load an nftables ruleset (given on stdin, never through a shell) in `ns`."""
+    run(exec_argv(ns, ["nft", "-f", "-"]), stdin=ruleset)
 
 
 def list_namespaces() -> list[str]:

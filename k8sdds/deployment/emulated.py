@@ -15,7 +15,7 @@ from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, Testbed, TestbedLock
 from k8sdds.cluster.profiles import PROFILES
 from k8sdds.cluster.wiring import WIRING
 from k8sdds.deployment.base import Handle, Placement
-from k8sdds.deployment.placement import place
+from k8sdds.deployment.placement import place, sides
 from k8sdds.schedule import Limits, Test
 
 
@@ -72,10 +72,11 @@ class EmulatedBackend:
     def deploy(self, test: Test, roles: Sequence[str]) -> Mapping[str, Placement]:
         dp = datapaths.get(test.datapath)
         nodes = place(roles, [n.name for n in self.testbed.workers()], test.placement)
+        first_side, other_side = sides(test.effective_path)
         out = {}
         for role in roles:
             node = self.testbed.node(nodes[role])
-            if dp.host_network:
+            if (first_side if role == roles[0] else other_side) == "node":
                 out[role] = Placement(role, node.name, node.address, "eth0", node.ns,
                                       node.name)
             else:

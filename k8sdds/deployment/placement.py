@@ -20,8 +20,12 @@ def place(roles: Sequence[str], nodes: Sequence[str], placement: str) -> dict[st
     return out
 
 
-def path_of(host_network: bool, placement: str) -> str:
-    """The network path the test's traffic takes."""
-    if host_network:
-        return "node-node"
-    return "pod-pod-same-node" if placement == "same-node" else "pod-pod-cross-node"
+SIDES = {"node-node": ("node", "node"), "pod-pod-same-node": ("pod", "pod"),
+         "pod-pod-cross-node": ("pod", "pod"), "node-pod": ("node", "pod"),
+         "pod-node": ("pod", "node")}
+
+
+def sides(path: str) -> tuple[str, str]:
+    """Where the driver (first role) and the other roles run on `path`: "node" (the node's
+    own network, as a hostNetwork pod would) or "pod"."""
+    return SIDES[path]

@@ -36,6 +36,7 @@ class Engine(Protocol):
     name: str
     parser: str  # name in k8sdds.parsers.PARSERS
     drain: float  # seconds the other roles get to finish once the driver has exited
+    settle: float  # seconds between starting the other roles and the driver (a server binds)
 
     def check(self, test: Test) -> Problem:
         """Why this engine cannot run `test`, or None."""

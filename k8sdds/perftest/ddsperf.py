@@ -46,6 +46,7 @@ class Ddsperf:
     # seconds the subscribers get after the publisher exits; its publisher only exits once its
     # reliable data is acknowledged (Cyclone lingers ~0.4 s), so little is still in flight
     drain = 0.2
+    settle = 0.0  # discovery waits for the peers itself (-Q initwait)
 
     def check(self, test: Test) -> Problem:
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
@@ -67,6 +68,12 @@ class Ddsperf:
         if test.transport in ("tcp", "tls") and test.discovery == "multicast":
             return ("discovery", test.discovery,
                     f"transport={test.transport} discovers by peers only")
+        if test.latency_test and test.duration < 2:
+            return ("duration", test.duration,
+                    "a ddsperf latency test needs at least 2 s: its first round-trip line "
+                    "comes after 1 s")
+        if test.streams != 1:
+            return ("streams", test.streams, "parallel streams are an iperf3 option")
         if test.latency_test and test.pub_rate:
             return ("pub_rate", test.pub_rate,
                     "a latency test sends one ping after each pong; set pubRate=0")

@@ -1,0 +1,66 @@
+"""The path matrix of `k8sdds baseline`: which tests measure the network itself (and the
+pub/sub traffic on the same paths), written as an ordinary schedule so it is validated and
+run like any other."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from k8sdds import datapaths
+from k8sdds.schedule import PATHS
+
+ENGINES = ("ping", "iperf3", "qperf")
+HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
+          "numSubscribers", "bestEffort", "batchSize", "streams"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One measurement of the matrix, on every path."""
+
+    engine: str
+    transport: str
+    latency: bool
+    data_len: int
+    streams: int = 1
+
+
+PROBES = {
+    "ping": (Probe("ping", "udp", True, 56),),
+    "iperf3": (Probe("iperf3", "tcp", False, 128 * 1024), Probe("iperf3", "udp", False, 1024)),
+    "qperf": (Probe("qperf", "tcp", False, 64 * 1024), Probe("qperf", "tcp", True, 64),
+              Probe("qperf", "udp", True, 64)),
+    "ddsperf": (Probe("ddsperf", "udp", False, 1024), Probe("ddsperf", "udp", True, 64)),
+}
+
+
+def paths_of(datapath: str, wanted: Sequence[str]) -> list[str]:
+    """The paths of `wanted` that exist on `datapath` (a host-network datapath has only
+    node-node)."""
+    if datapaths.get(datapath).host_network:
+        return [p for p in wanted if p == "node-node"]
+    return [p for p in PATHS if p in wanted]
+
+
+def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Sequence[str],
+             dds: bool = True) -> str:
+    """The matrix as schedule CSV text: every probe of every engine on every path of every
+    datapath (and ddsperf's, with `dds`)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER)
+    chosen = list(engines) + (["ddsperf"] if dds else [])
+    for dp in datapath_names:
+        for path in paths_of(dp, paths):
+            for engine in chosen:
+                for p in PROBES[engine]:
+                    writer.writerow([p.engine, dp, path, p.transport, _b(p.latency),
+                                     p.data_len, "false", 1, "false", 0, p.streams])
+    return out.getvalue()
+
+
+def _b(value: bool) -> str:
+    return "true" if value else "false"

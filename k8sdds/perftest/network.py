@@ -1,0 +1,158 @@
+"""Network baseline engines: ping, iperf3 and qperf, measuring the path the pub/sub traffic
+takes without any middleware.
+
+Every one has two roles: `client` (the driver, placed where the publisher would be) and
+`server` (where the first subscriber would be). The client's output is the measurement.
+ping needs no server program; its server role only holds the pod (`sleep`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from k8sdds.perftest.base import Command, Problem, RoleContext
+from k8sdds.schedule import Test
+
+IPERF3_PORT = 5201
+QPERF_PORT = 19765
+ROLES = ("client", "server")
+
+
+class _Network:
+    """What the three share: two roles, one path, no DDS options."""
+
+    name: str
+    parser: str
+    package: str  # the Debian package that provides the binary
+    binary: str
+    drain = 1.0  # the server gets this long after the client ends
+    settle = 0.3  # seconds between starting the server and the client (it binds a port)
+    transports: tuple[str, ...] = ("tcp", "udp")
+
+    def check(self, test: Test) -> Problem:
+        if test.num_subscribers != 1:
+            return ("num_subscribers", test.num_subscribers,
+                    f"{self.name} measures one client and one server; set numSubscribers=1")
+        if test.multicast:
+            return ("multicast", test.multicast, f"{self.name} measures unicast; set "
+                    "multicast=false")
+        if test.secure:
+            return ("secure", test.secure, f"{self.name} has no DDS Security; set secure=false")
+        if test.batch_size:
+            return ("batch_size", test.batch_size, f"{self.name} has no batching; set "
+                    "batchSize=0")
+        if test.transport not in self.transports:
+            return ("transport", test.transport,
+                    f"{self.name} measures {', '.join(self.transports)}")
+        if test.streams != 1 and self.name != "iperf3":
+            return ("streams", test.streams, "parallel streams are an iperf3 option")
+        return self._check(test)
+
+    def _check(self, test: Test) -> Problem:
+        return None
+
+    def roles(self, test: Test) -> Sequence[str]:
+        return list(ROLES)
+
+    def timeout(self, test: Test) -> float:
+        return test.duration + 20
+
+    def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
+        """Nothing to make."""
+
+    def unavailable(self) -> str | None:
+        if shutil.which(self.binary) is None:
+            return (f"{self.binary} is not installed; install the Debian package "
+                    f"{self.package} (apt-get install {self.package}), or run `make install`")
+        return None
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", self.package],
+                                 capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return "unknown"
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+    @staticmethod
+    def server_address(ctx: RoleContext) -> str:
+        return ctx.endpoints["server"]
+
+
+class Iperf3(_Network):
+    """iperf3 -J: TCP or UDP throughput (`-u`, rate from pubRate x dataLen, else unlimited),
+    `-l dataLen` per write, `-P streams`."""
+
+    name = parser = binary = package = "iperf3"
+
+    def _check(self, test: Test) -> Problem:
+        if test.latency_test:
+            return ("latency_test", test.latency_test,
+                    "iperf3 measures throughput; use engine=ping or qperf for latency")
+        if test.transport == "udp" and test.data_len > 65507:
+            return ("data_len", test.data_len, "a UDP datagram holds at most 65507 bytes")
+        if test.data_len > 128 * 1024 * 1024:
+            return ("data_len", test.data_len, "iperf3 writes at most 128 MiB at a time")
+        return None
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        if ctx.role == "server":
+            return Command(("iperf3", "-s", "-1", "-J", "-p", str(IPERF3_PORT)))
+        argv = ["iperf3", "-c", self.server_address(ctx), "-p", str(IPERF3_PORT), "-J",
+                "-t", f"{test.duration:g}", "-l", str(test.data_len), "-P", str(test.streams),
+                "--connect-timeout", "5000"]
+        if test.transport == "udp":
+            argv += ["-u", "-b", str(test.pub_rate * test.data_len * 8)]  # 0: unlimited
+        return Command(tuple(argv))
+
+
+class Qperf(_Network):
+    """qperf: `tcp_bw`/`udp_bw`, or `tcp_lat`/`udp_lat` in a latency test, `-m dataLen`."""
+
+    name = parser = binary = package = "qperf"
+
+    def _check(self, test: Test) -> Problem:
+        if test.transport == "udp" and test.data_len > 65507:
+            return ("data_len", test.data_len, "a UDP datagram holds at most 65507 bytes")
+        return None
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        if ctx.role == "server":
+            return Command(("qperf", "--listen_port", str(QPERF_PORT)))
+        kind = "lat" if test.latency_test else "bw"
+        return Command(("qperf", self.server_address(ctx), "--listen_port", str(QPERF_PORT),
+                        "-t", f"{test.duration:g}", "-m", str(test.data_len), "-v",
+                        f"{test.transport}_{kind}"))
+
+
+class Ping(_Network):
+    """ping: ICMP echo round trips of dataLen bytes, every 0.2 s (or at pubRate)."""
+
+    name = parser = binary = "ping"
+    package = "iputils-ping"
+    drain = 0.0
+    settle = 0.0
+    transports = ("udp", "tcp")  # ICMP either way: the transport column does not apply
+
+    def _check(self, test: Test) -> Problem:
+        if not test.latency_test:
+            return ("latency_test", test.latency_test,
+                    "ping measures latency; set latencyTest=true (or use iperf3)")
+        if test.data_len > 65507:
+            return ("data_len", test.data_len, "ping sends at most 65507 bytes")
+        if test.pub_rate > 1000:
+            return ("pub_rate", test.pub_rate, "ping sends at most 1000 echoes a second")
+        return None
+
+    def timeout(self, test: Test) -> float:
+        return test.duration + 5
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        if ctx.role == "server":  # the kernel answers; this only keeps the pod
+            return Command(("sleep", f"{self.timeout(test) + 5:g}"))
+        interval = 1 / test.pub_rate if test.pub_rate else 0.2
+        count = max(1, int(test.duration / interval))
+        return Command(("ping", "-n", "-c", str(count), "-i", f"{interval:g}", "-W", "1",
+                        "-s", str(test.data_len), self.server_address(ctx)))

@@ -1,0 +1,74 @@
+"""`k8sdds baseline`: the full path matrix (ping, iperf3, qperf and ddsperf on every path) on
+two datapaths of the real emulated cluster, and a schedule that mixes engines."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from k8sdds.analysis import load, tables
+from k8sdds.schedule import PATHS
+
+from .emulated_support import cli, namespaces, requires_namespaces
+
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("baseline")
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp / "state"), "COLUMNS": "200"}
+    name = "kdb" + str(os.getpid() % 1000)
+    proc = cli("baseline", "--datapath", "flannel-hostgw,flannel-vxlan", "--paths", "all",
+               "--engines", "ping,iperf3,qperf", "--duration", "2", "--out", str(tmp / "logs"),
+               "--testbed", name, "--json", "--report", env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    assert namespaces(name) == []
+    return json.loads(proc.stdout)
+
+
+def test_every_path_of_both_datapaths_is_measured(matrix_run):
+    assert matrix_run["failed"] == [], matrix_run["failed"]
+    run = matrix_run["run_dir"]
+    df = pd.read_csv(f"{run}/results.csv")
+    s = df[df.kind == "summary"]
+    for dp in ("flannel-hostgw", "flannel-vxlan"):
+        got = s[s.datapath == dp]
+        assert set(got.path) == set(PATHS)
+        for path in PATHS:
+            at = got[got.path == path]
+            for engine, metric in (("iperf3", "throughput_mbps"), ("qperf", "throughput_mbps"),
+                                   ("qperf", "latency_us_mean"), ("ping", "latency_us_p50"),
+                                   ("ddsperf", "throughput_mbps")):
+                v = at[(at.engine == engine) & (at.metric == metric)].value
+                assert len(v) and (v > 0).all(), (dp, path, engine, metric)
+            udp = at[(at.engine == "iperf3") & (at.transport == "udp")]
+            assert {"jitter_ms", "lost"} <= set(udp.metric)
+            tcp = at[(at.engine == "iperf3") & (at.transport == "tcp")]
+            assert "retransmits" in set(tcp.metric)
+    # placement follows the path: the client on node1, the server on node2 (or beside it)
+    manifest = json.loads(open(f"{run}/manifest.json").read())
+    tests = {t["number"]: t for t in manifest["tests"]}
+    for key, entry in manifest["repeats"].items():
+        t = tests[int(key.split("/")[0][5:])]
+        if t["engine"] != "iperf3":
+            continue
+        same = t["path"] == "pod-pod-same-node"
+        assert entry["placement"] == {"client": "node1",
+                                      "server": "node1" if same else "node2"}
+
+
+def test_the_report_shows_the_matrix_and_dds_efficiency(matrix_run):
+    runs = load.load([matrix_run["run_dir"]])
+    m = tables.matrix(runs)
+    assert len(m) == 10  # 2 datapaths x 5 paths
+    eff = tables.efficiency(runs).set_index(["datapath", "path"])
+    share = eff["ddsperf / iperf3 TCP (%)"]
+    assert share.notna().all() and (share > 0).all()
+    assert eff["ddsperf RTT / ping p50 (x)"].notna().all()
+    page = open(matrix_run["report"]).read()
+    section = page[page.index('<section id="baselines">'):]
+    assert "DDS efficiency" in section and "pod-node" in section and "iperf3 TCP" in section
