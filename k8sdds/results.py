@@ -129,8 +129,12 @@ class RunDir:
 
     # ---- results -----------------------------------------------------------------------
     def append_results(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Add rows to results.csv in one atomic step."""
+        """Add rows to results.csv in one atomic step (a file from an older k8sdds, with
+        fewer columns, is rewritten with today's header first)."""
         old = self.results_path.read_text() if self.results_path.exists() else ""
+        header = ",".join(COLUMNS + EXTRA_COLUMNS)
+        if old and old.split("\n", 1)[0] != header:
+            old = rows_to_csv(list(csv.DictReader(io.StringIO(old))), header=True)
         atomic_write(self.results_path, old + rows_to_csv(rows, header=not old))
 
     def keep_results(self, keep) -> int:

@@ -86,3 +86,19 @@ def test_manifest_round_trips(tmp_path):
     run.write_manifest({"schema_version": results.SCHEMA_VERSION, "x": [1, 2]})
     assert run.read_manifest() == {"schema_version": 1, "x": [1, 2]}
     assert json.loads(run.manifest_path.read_text())["x"] == [1, 2]
+
+
+def test_appending_to_results_of_an_older_version_keeps_columns_aligned(tmp_path):
+    from k8sdds.results import COLUMNS, EXTRA_COLUMNS, RunDir
+    run = RunDir(tmp_path)
+    old_header = COLUMNS + EXTRA_COLUMNS[:-1]  # before the `streams` column
+    old_row = dict.fromkeys(old_header, "x") | {"metric": "lost", "value": "0"}
+    run.results_path.write_text(",".join(old_header) + "\n" +
+                                ",".join(old_row[c] for c in old_header) + "\n")
+    run.append_results([{**old_row, "metric": "throughput_mbps", "value": 5.0,
+                         "streams": 1}])
+    import pandas as pd
+    df = pd.read_csv(run.results_path)
+    assert list(df.columns) == COLUMNS + EXTRA_COLUMNS
+    assert df.metric.tolist() == ["lost", "throughput_mbps"]
+    assert df["value"].tolist() == [0, 5.0] and df.streams.isna().tolist() == [True, False]

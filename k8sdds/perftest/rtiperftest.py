@@ -68,6 +68,8 @@ class RtiPerftest:
         reason = self.unavailable()
         if reason:
             return ("engine", test.engine, reason)
+        if test.streams != 1:
+            return ("streams", test.streams, "parallel streams are an iperf3 option")
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
