@@ -63,7 +63,8 @@ def overhead(table: pd.DataFrame, value: str = "mean") -> pd.DataFrame:
     """Change of `value` against `host` with the same other parameters, in %."""
     if table.empty or "host" not in set(table["datapath"]):
         return pd.DataFrame()
-    others = [p for p in PARAMS if p != "datapath"]
+    # the path differs by nature (host is node-node): the datapath decides it here
+    others = [p for p in PARAMS if p not in ("datapath", "path")]
     host = table[table["datapath"] == "host"].set_index(others)[value]
     rows = []
     for _, row in table[table["datapath"] != "host"].iterrows():
