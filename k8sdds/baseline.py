@@ -14,7 +14,8 @@ from k8sdds.schedule import PATHS
 
 ENGINES = ("ping", "iperf3", "qperf")
 HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
-          "numSubscribers", "bestEffort", "batchSize", "streams"]
+          "numSubscribers", "bestEffort", "batchSize", "streams", "duration"]
+DDS_MIN_DURATION = 3.0  # ddsperf spends its first second on discovery
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,9 @@ def paths_of(datapath: str, wanted: Sequence[str]) -> list[str]:
 
 
 def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Sequence[str],
-             dds: bool = True) -> str:
+             dds: bool = True, duration: float = 5.0) -> str:
     """The matrix as schedule CSV text: every probe of every engine on every path of every
-    datapath (and ddsperf's, with `dds`)."""
+    datapath (and ddsperf's, with `dds`, for at least DDS_MIN_DURATION seconds)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(HEADER)
@@ -57,8 +58,11 @@ def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Seque
         for path in paths_of(dp, paths):
             for engine in chosen:
                 for p in PROBES[engine]:
+                    seconds = max(duration, DDS_MIN_DURATION) if engine == "ddsperf" \
+                        else duration
                     writer.writerow([p.engine, dp, path, p.transport, _b(p.latency),
-                                     p.data_len, "false", 1, "false", 0, p.streams])
+                                     p.data_len, "false", 1, "false", 0, p.streams,
+                                     f"{seconds:g}"])
     return out.getvalue()
 
 

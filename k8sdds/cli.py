@@ -194,7 +194,9 @@ def baseline(
     dds: bool = typer.Option(
         True, "--dds/--no-dds", help="Also run ddsperf (1 KiB throughput, 64 B round trip) on "
         "every path, for the report's DDS efficiency."),
-    duration: float = typer.Option(5, "--duration", min=1, help="Seconds per test."),
+    duration: float = typer.Option(
+        5, "--duration", min=1, max=86_400,
+        help="Seconds per test (ddsperf tests: at least 3, its first second is discovery)."),
     repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Repeats per test."),
     out: Path = typer.Option(Path("logs"), "--out", help="Where the run directory goes."),
     min_free: float = typer.Option(64, "--min-free", min=0,
@@ -227,15 +229,14 @@ def baseline(
               for e in engines_.split(",") if e.strip()]
     if not picked and not dds:
         raise typer.BadParameter("give at least one engine, or --dds", param_hint="--engines")
-    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), dds)
+    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), dds, duration)
     if text.count("\n") < 2:
         raise UserError(f"no test: none of the paths {', '.join(wanted)} exists on "
                         f"{', '.join(names)} (a host-network datapath has only node-node)")
     with tempfile.TemporaryDirectory(prefix="k8sdds-baseline-") as tmp:
         sch = Path(tmp) / "baseline.csv"
         sch.write_text(text)
-        tests = schedule.load(sch, schedule.Defaults(duration=duration, repeats=repeats),
-                              chosen.limits())
+        tests = schedule.load(sch, schedule.Defaults(repeats=repeats), chosen.limits())
         tests = schedule.expand(tests, names, sch)
         _check_available(chosen, [t.datapath for t in tests])
         if not quiet and not as_json:

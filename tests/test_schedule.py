@@ -243,3 +243,17 @@ def test_a_schedule_mixes_engines(write_schedule):
     assert [t.engine for t in load(path)] == ["ddsperf", "iperf3", "ping"]
     msg = _error(write_schedule, HEADER + ",engine\n1024,false,2,false,0,iperf3\n")
     assert "column 'numSubscribers'" in msg and "one client and one server" in msg
+
+
+def test_baseline_matrix_is_a_valid_schedule(tmp_path):
+    from k8sdds import baseline
+    text = baseline.schedule(["host", "flannel-vxlan"], list(schedule.PATHS),
+                             ["ping", "iperf3", "qperf"], dds=True, duration=2)
+    path = tmp_path / "m.csv"
+    path.write_text(text)
+    tests = expand(load(path), ["host", "flannel-vxlan"], path)
+    # host: node-node only; flannel-vxlan: all five paths; 8 probes each
+    assert len(tests) == 8 + 5 * 8
+    assert {t.effective_path for t in tests if t.datapath == "host"} == {"node-node"}
+    assert {t.duration for t in tests if t.engine == "ddsperf"} == {3}
+    assert {t.duration for t in tests if t.engine != "ddsperf"} == {2}

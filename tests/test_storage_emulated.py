@@ -65,7 +65,7 @@ def _fill_after_first_repeat(disk, leave_mib: float) -> threading.Thread:
 def _run(tmp_path, env, out, *extra) -> subprocess.CompletedProcess:
     sch = tmp_path / "s.csv"
     sch.write_text(HEADER + "1024,false,1,false,0\n")
-    return cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "2",
+    return cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
                "--repeats", "4", "--out", str(out), "--testbed",
                "kdf" + str(os.getpid() % 1000), "--quiet", "--no-plot", *extra, env=env)
 
