@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # Debian packages: the engine (ddsperf), the namespace tooling (iproute2, nftables for the
 # nodes' masquerade), userspace WireGuard for the encrypted datapaths where the kernel has
-# none, and the network baseline engines (ping, iperf3, qperf)
+# none, and the network baseline engines (ping, iperf3, qperf, ab with nginx)
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go \
-                wireguard-tools nftables iperf3 qperf
+                wireguard-tools nftables iperf3 qperf apache2-utils nginx-light
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures
 TEST_APT_PACKAGES := chromium openssl

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from k8sdds import datapaths
 from k8sdds.schedule import PATHS
 
-ENGINES = ("ping", "iperf3", "qperf")
+ENGINES = ("ping", "iperf3", "qperf", "ab")
 HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
           "numSubscribers", "bestEffort", "batchSize", "streams", "duration"]
 DDS_MIN_DURATION = 3.0  # ddsperf spends its first second on discovery
@@ -34,6 +34,7 @@ PROBES = {
     "iperf3": (Probe("iperf3", "tcp", False, 128 * 1024), Probe("iperf3", "udp", False, 1024)),
     "qperf": (Probe("qperf", "tcp", False, 64 * 1024), Probe("qperf", "tcp", True, 64),
               Probe("qperf", "udp", True, 64)),
+    "ab": (Probe("ab", "tcp", False, 1024, streams=4),),
     "ddsperf": (Probe("ddsperf", "udp", False, 1024), Probe("ddsperf", "udp", True, 64)),
 }
 

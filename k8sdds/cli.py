@@ -190,7 +190,7 @@ def baseline(
         "all", "--paths", help="all, or comma-separated: " + ", ".join(schedule.PATHS) +
         " (a host-network datapath has only node-node)."),
     engines_: str = typer.Option(
-        "ping,iperf3,qperf", "--engines", help="Comma-separated: ping, iperf3, qperf."),
+        "ping,iperf3,qperf,ab", "--engines", help="Comma-separated: ping, iperf3, qperf, ab."),
     dds: bool = typer.Option(
         True, "--dds/--no-dds", help="Also run ddsperf (1 KiB throughput, 64 B round trip) on "
         "every path, for the report's DDS efficiency."),
@@ -212,8 +212,8 @@ def baseline(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
-    """Measure the network itself (ping, iperf3, qperf) over the path matrix, beside ddsperf
-    on the same paths; one ordinary run directory."""
+    """Measure the network itself (ping, iperf3, qperf, ab) over the path matrix, beside
+    ddsperf on the same paths; one ordinary run directory."""
     import tempfile
 
     from k8sdds import baseline as matrix

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from k8sdds import parsers, perftest
-from k8sdds.parsers import Parsed
+from k8sdds.parsers import Parsed, Value
 from k8sdds.schedule import Test
+
+USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
+DATAPATH = "datapath"  # the pseudo role its figures are recorded under
 
 
 def parse_logs(test: Test, rep_dir: Path, roles: list[str]) -> dict[str, Parsed]:
@@ -22,7 +26,25 @@ def parse_logs(test: Test, rep_dir: Path, roles: list[str]) -> dict[str, Parsed]
             continue
         text = log.read_text(errors="replace")
         out[role] = parse(text, role, test.latency_test)
+    usage = rep_dir / USAGE
+    if usage.exists():
+        out[DATAPATH] = datapath_usage(usage.read_text())
     return out
+
+
+def datapath_usage(text: str) -> Parsed:
+    """usage.json -> CPU of the datapath's own processes and softirq, in % of one core."""
+    try:
+        usage = json.loads(text)
+        wall = float(usage["wall_s"])
+    except (ValueError, KeyError, TypeError):
+        return Parsed()  # damaged: the measurement stands without it
+    if wall <= 0:
+        return Parsed()
+    names = {"datapath_cpu_s": "datapath_cpu_pct", "softirq_s": "softirq_pct"}
+    return Parsed(values=tuple(Value(metric, max(0.0, float(usage[key])) / wall * 100, "%")
+                               for key, metric in names.items()
+                               if isinstance(usage.get(key), (int, float))))
 
 
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],

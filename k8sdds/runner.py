@@ -6,6 +6,7 @@ The runner never branches on the backend or the engine; both come from their reg
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 import time
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from k8sdds import __version__, datapaths, environment, perftest, records
 from k8sdds.deployment import Backend, Handle
 from k8sdds.errors import EngineUnavailable, RunStopped, TestbedError, UserError
 from k8sdds.perftest import RoleContext
-from k8sdds.results import SCHEMA_VERSION, SECRETS, RunDir
+from k8sdds.results import SCHEMA_VERSION, SECRETS, RunDir, atomic_write
 from k8sdds.schedule import Test
 
 
@@ -224,7 +225,9 @@ class Runner:
                 handles[role] = self.backend.start(placement[role], commands[role].argv,
                                                    commands[role].env,
                                                    rep_dir / f"{role}.log")
+            before, started = self.backend.usage(), time.monotonic()
             codes[driver] = self.backend.wait(handles[driver], engine.timeout(test))
+            _write_usage(rep_dir, before, self.backend.usage(), time.monotonic() - started)
             if codes[driver] is None:
                 codes.update(self.backend.stop(list(handles.values())))
                 entry["reason"] = (f"{driver} did not finish within "
@@ -250,6 +253,13 @@ class Runner:
             entry["reason"] = _failure(roles, handles, codes, parsed)
         entry["status"] = "failed" if entry["reason"] else "done"
         return entry
+
+
+def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:
+    """What the datapath itself consumed while the driver ran (records.USAGE)."""
+    usage = {"wall_s": round(wall, 3)}
+    usage.update({k: round(after[k] - before[k], 3) for k in before if k in after})
+    atomic_write(rep_dir / records.USAGE, json.dumps(usage) + "\n")
 
 
 def _failure(roles, handles, codes, parsed) -> str | None:

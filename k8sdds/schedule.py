@@ -215,7 +215,10 @@ def load(path: str | Path, defaults: Defaults = Defaults(), limits: Limits = Lim
     """Read and validate a schedule; raise ScheduleError naming the first problem."""
     path = Path(path)
     text = _decode(path)
-    rows = [r for r in csv.reader(io.StringIO(text))]
+    try:  # newline="": old Mac line ends (a lone CR) split rows as the csv module expects
+        rows = [r for r in csv.reader(io.StringIO(text, newline=""))]
+    except csv.Error as exc:
+        raise ScheduleError(f"{path}: not a readable CSV file ({exc})") from None
     # keep the file line of each row; skip rows that are entirely blank
     numbered = [(n, r) for n, r in enumerate(rows, start=1) if any(c.strip() for c in r)]
     if not numbered:

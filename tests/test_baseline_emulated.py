@@ -1,4 +1,4 @@
-"""`k8sdds baseline`: the full path matrix (ping, iperf3, qperf and ddsperf on every path) on
+"""`k8sdds baseline`: the full path matrix (ping, iperf3, qperf, ab, ddsperf on every path) on
 two datapaths of the real emulated cluster, and a schedule that mixes engines."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def matrix_run(tmp_path_factory):
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp / "state"), "COLUMNS": "200"}
     name = "kdb" + str(os.getpid() % 1000)
     proc = cli("baseline", "--datapath", "flannel-hostgw,flannel-vxlan", "--paths", "all",
-               "--engines", "ping,iperf3,qperf", "--duration", "2", "--out", str(tmp / "logs"),
+               "--engines", "ping,iperf3,qperf,ab", "--duration", "2", "--out", str(tmp / "logs"),
                "--testbed", name, "--json", "--report", env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert namespaces(name) == []
@@ -42,6 +42,7 @@ def test_every_path_of_both_datapaths_is_measured(matrix_run):
             at = got[got.path == path]
             for engine, metric in (("iperf3", "throughput_mbps"), ("qperf", "throughput_mbps"),
                                    ("qperf", "latency_us_mean"), ("ping", "latency_us_p50"),
+                                   ("ab", "requests_per_s"),
                                    ("ddsperf", "throughput_mbps")):
                 v = at[(at.engine == engine) & (at.metric == metric)].value
                 assert len(v) and (v > 0).all(), (dp, path, engine, metric)
@@ -72,3 +73,24 @@ def test_the_report_shows_the_matrix_and_dds_efficiency(matrix_run):
     page = open(matrix_run["report"]).read()
     section = page[page.index('<section id="baselines">'):]
     assert "DDS efficiency" in section and "pod-node" in section and "iperf3 TCP" in section
+    assert "ab (requests/s)" in section
+
+
+def test_datapath_cpu_cost_counts_the_tunnel_process(tmp_path):
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    sch = tmp_path / "s.csv"
+    sch.write_text("engine,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                   "iperf3,tcp,131072,false,1,false,0\n")
+    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw,flannel-wireguard",
+               "--duration", "3", "--out", str(tmp_path / "logs"), "--testbed",
+               "kdu" + str(os.getpid() % 1000), "--json", "--no-plot", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)["run_dir"]
+    df = pd.read_csv(f"{run}/results.csv")
+    cost = df[df.role == "datapath"].set_index(["datapath", "metric"]).value
+    assert cost[("flannel-hostgw", "datapath_cpu_pct")] == 0  # the kernel routes: no process
+    assert cost[("flannel-wireguard", "datapath_cpu_pct")] > 10  # wireguard-go encrypts
+    assert cost[("flannel-wireguard", "softirq_pct")] >= 0
+    assert os.path.exists(f"{run}/test-1/rep-1/usage.json")
+    table = tables.resources(load.load([run])).set_index("datapath")
+    assert table.loc["flannel-wireguard", "datapath processes (% core)"] > 10

@@ -158,7 +158,7 @@ def test_what_each_engine_refuses(engine, change, column):
 
 
 def test_roles_are_client_then_server():
-    for name in ("iperf3", "qperf", "ping"):
+    for name in ("iperf3", "qperf", "ping", "ab"):
         assert list(ENGINES[name].roles(BASE)) == ["client", "server"]
 
 
@@ -167,3 +167,36 @@ def test_iperf3_warnings_before_the_json_are_skipped():
             "/ drops\n" + (NET / "iperf3-udp-client.json").read_text())
     s = _summary(PARSERS["iperf3"](text, "client", False))
     assert s["throughput_mbps"] == pytest.approx(1072.951, rel=1e-5)
+
+
+def test_ab_requests_latency_and_transfer_rate():
+    s = _summary(_parse("ab", "ab-ok.log"))
+    assert s["requests_per_s"] == pytest.approx(19387.70)
+    assert s["latency_us_mean"] == pytest.approx(206)  # "Time per request: 0.206 [ms] (mean)"
+    assert s["throughput_mbps"] == pytest.approx(23931.69 * 1024 * 8 / 1e6)
+    assert s["received"] == 38776 and s["failed"] == 0
+    assert s["latency_us_p50"] == 0 and s["latency_us_p99"] == 0  # whole milliseconds
+
+
+@pytest.mark.parametrize("fixture, reason", [
+    ("ab-refused.log", "ab: apr_socket_recv: Connection refused (111)"),
+    ("ab-404.log", "ab: 22571 of 22571 responses were not 2xx"),
+])
+def test_ab_failures(fixture, reason):
+    assert _parse("ab", fixture).failure == reason
+
+
+def test_ab_command_lines_and_nginx_config():
+    test = replace(BASE, streams=8)
+    assert _argv("ab", test) == ("ab", "-k", "-c", "8", "-t", "5", "-n", "500000", "-s",
+                                 "10", "http://10.244.2.10:8080/payload")
+    ctx = RoleContext(role="server", address=ENDPOINTS["server"], interface="eth0",
+                      endpoints=ENDPOINTS, discovery="peers", config_dir="/tmp/x")
+    cmd = ENGINES["ab"].command(test, ctx)
+    assert cmd.argv == ("nginx", "-c", "/tmp/x/server.nginx.conf", "-p", "/tmp/x", "-e",
+                        "stderr")
+    assert cmd.files["payload"] == "x" * 1024
+    conf = cmd.files["server.nginx.conf"]
+    assert "listen 8080;" in conf and "daemon off;" in conf and "root /tmp/x;" in conf
+    assert conf.startswith("user ")
+    assert ENGINES["ab"].check(replace(BASE, transport="udp"))[0] == "transport"

@@ -102,3 +102,13 @@ def test_appending_to_results_of_an_older_version_keeps_columns_aligned(tmp_path
     assert list(df.columns) == COLUMNS + EXTRA_COLUMNS
     assert df.metric.tolist() == ["lost", "throughput_mbps"]
     assert df["value"].tolist() == [0, 5.0] and df.streams.isna().tolist() == [True, False]
+
+
+def test_datapath_usage_in_percent_of_a_core():
+    from k8sdds.records import datapath_usage
+    parsed = datapath_usage('{"wall_s": 2.0, "datapath_cpu_s": 0.5, "softirq_s": 0.1}')
+    got = {v.metric: v.value for v in parsed.values}
+    assert got == {"datapath_cpu_pct": 25.0, "softirq_pct": 5.0}
+    assert datapath_usage("{not json").values == ()
+    assert datapath_usage('{"wall_s": 0}').values == ()
+    assert datapath_usage('{"wall_s": 1, "softirq_s": -0.2}').values[0].value == 0.0

@@ -248,12 +248,18 @@ def test_a_schedule_mixes_engines(write_schedule):
 def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     from k8sdds import baseline
     text = baseline.schedule(["host", "flannel-vxlan"], list(schedule.PATHS),
-                             ["ping", "iperf3", "qperf"], dds=True, duration=2)
+                             ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
     path = tmp_path / "m.csv"
     path.write_text(text)
     tests = expand(load(path), ["host", "flannel-vxlan"], path)
-    # host: node-node only; flannel-vxlan: all five paths; 8 probes each
-    assert len(tests) == 8 + 5 * 8
+    # host: node-node only; flannel-vxlan: all five paths; 9 probes each
+    assert len(tests) == 9 + 5 * 9
     assert {t.effective_path for t in tests if t.datapath == "host"} == {"node-node"}
     assert {t.duration for t in tests if t.engine == "ddsperf"} == {3}
     assert {t.duration for t in tests if t.engine != "ddsperf"} == {2}
+
+
+def test_lone_carriage_returns_split_rows(write_schedule):
+    # found by hypothesis: b"\r\x01" made the csv module raise instead of a clear error
+    path = write_schedule(HEADER + "\r256,false,1,false,0\r")
+    assert [t.data_len for t in load(path)] == [256]

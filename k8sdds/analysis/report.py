@@ -149,7 +149,12 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
                  "ddsperf on the same paths.</p>" + _table(tables.matrix(runs)) +
                  "<h3>DDS efficiency</h3><p>ddsperf throughput as a share of the raw TCP and "
                  "UDP throughput on the same path, and its p50 round trip as a multiple of "
-                 "ping's and qperf's.</p>" + _table(tables.efficiency(runs), "{:.2f}")),
+                 "ping's and qperf's.</p>" + _table(tables.efficiency(runs), "{:.2f}") +
+                 "<h3>What the datapath itself costs</h3><p>CPU of the datapath's own "
+                 "processes (wireguard-go) and the kernel's softirq time while each "
+                 "throughput test ran, in % of one core (on the emulated backend all nodes "
+                 "share one kernel, so softirq is the whole machine's).</p>" +
+                 _table(tables.resources(runs))),
         _section("cpu", _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers")),
         _section("warnings", "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings)
                  or '<p class="note">none: every result is stable and every percentile has '

@@ -152,6 +152,7 @@ BASELINES = {
     "iperf3 TCP (Mb/s)": ("iperf3", "tcp", False, "throughput_mbps"),
     "iperf3 UDP (Mb/s)": ("iperf3", "udp", False, "throughput_mbps"),
     "qperf TCP (Mb/s)": ("qperf", "tcp", False, "throughput_mbps"),
+    "ab (requests/s)": ("ab", "tcp", False, "requests_per_s"),
     "ping p50 (µs)": ("ping", None, True, "latency_us_p50"),
     "qperf TCP RTT (µs)": ("qperf", "tcp", True, "latency_us_mean"),
     "qperf UDP RTT (µs)": ("qperf", "udp", True, "latency_us_mean"),
@@ -181,7 +182,7 @@ def _means(runs: Runs) -> dict[str, pd.Series]:
 def matrix(runs: Runs) -> pd.DataFrame:
     """The path matrix: per datapath and path, each network measurement (and ddsperf's)."""
     means = _means(runs)
-    if not any(label in means for label in list(BASELINES)[:6]):
+    if not any(label in means for label in list(BASELINES)[:7]):
         return pd.DataFrame()
     table = pd.DataFrame(means)
     table.index.names = ["datapath", "path"]
@@ -213,3 +214,21 @@ def efficiency(runs: Runs) -> pd.DataFrame:
         if len(row) > 2:
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def resources(runs: Runs) -> pd.DataFrame:
+    """What each datapath itself costs in CPU during throughput tests: its own processes
+    (wireguard-go) and the kernel's softirq time, in % of one core, mean over repeats, beside
+    the throughput that cost bought."""
+    s = runs.summaries
+    s = s[(s["role"] == "datapath") & ~s["latency_test"]]
+    if s.empty:
+        return pd.DataFrame()
+    keys = ["datapath", "path", "engine", "transport", "data_len"]
+    cost = s.pivot_table(index=keys, columns="metric", values="value", aggfunc="mean")
+    thr = repeat_values(runs.results, "throughput_mbps")
+    thr = thr[~thr["latency_test"]].groupby(keys)["value"].mean().rename("throughput_mbps")
+    out = cost.join(thr, how="left").reset_index()
+    return out.rename(columns={"datapath_cpu_pct": "datapath processes (% core)",
+                               "softirq_pct": "softirq (% core)",
+                               "throughput_mbps": "Mb/s"})

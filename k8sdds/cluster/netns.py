@@ -59,7 +59,8 @@ def pids(ns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def _comm(pid: int) -> str:
+def comm(pid: int) -> str:
+    """The command name of a process ("" once it is gone)."""
     try:
         with open(f"/proc/{pid}/comm") as fh:
             return fh.read().strip()
@@ -67,13 +68,30 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def softirq_seconds() -> float:
+    """Seconds all CPUs have spent in softirq (packet processing), from /proc/stat."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()  # cpu user nice system idle iowait irq softirq ...
+    return int(fields[7]) / os.sysconf("SC_CLK_TCK")
+
+
 def kill_all(ns: str, grace: float = 1.0, comm: str | None = None,
              spare: str | None = None) -> None:
     """SIGTERM every process in `ns` (only those named `comm`, or all but those named
     `spare`), then SIGKILL what is left after `grace` seconds."""
     def targets() -> list[int]:
-        return [p for p in pids(ns) if (comm is None or _comm(p) == comm)
-                and (spare is None or _comm(p) != spare)]
+        return [p for p in pids(ns) if (comm is None or comm(p) == comm)
+                and (spare is None or comm(p) != spare)]
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = targets()

@@ -72,3 +72,8 @@ class Backend(Protocol):
 
     def describe(self) -> dict:
         """The cluster, for the manifest."""
+
+    def usage(self) -> dict[str, float]:
+        """Cumulative CPU seconds the datapath itself has used so far, by counter
+        (`datapath_cpu_s`: its own processes, such as wireguard-go; `softirq_s`: the
+        kernel's packet processing). The runner takes the difference over a repeat."""

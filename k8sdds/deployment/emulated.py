@@ -18,6 +18,8 @@ from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.placement import place, sides
 from k8sdds.schedule import Limits, Test
 
+TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as its cost
+
 
 class EmulatedBackend:
     name = "emulated"
@@ -135,6 +137,13 @@ class EmulatedBackend:
         finally:
             if self._lock:
                 self._lock.release()
+
+    def usage(self) -> dict[str, float]:
+        """wireguard-go processes in this testbed's nodes, and the kernel's softirq time.
+        All nodes share one kernel here, so softirq is the whole machine's."""
+        tunnel = sum(netns.cpu_seconds(pid) for node in self.testbed.nodes
+                     for pid in netns.pids(node.ns) if netns.comm(pid) in TUNNEL_PROCESSES)
+        return {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
 
     def describe(self) -> dict:
         return {"testbed": self.testbed.spec.name,

@@ -1,5 +1,5 @@
-"""Network baseline engines: ping, iperf3 and qperf, measuring the path the pub/sub traffic
-takes without any middleware.
+"""Network baseline engines: ping, iperf3, qperf and ab (against nginx), measuring the path
+the pub/sub traffic takes without any middleware.
 
 Every one has two roles: `client` (the driver, placed where the publisher would be) and
 `server` (where the first subscriber would be). The client's output is the measurement.
@@ -8,6 +8,8 @@ ping needs no server program; its server role only holds the pod (`sleep`).
 
 from __future__ import annotations
 
+import os
+import pwd
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 from k8sdds.perftest.base import Command, Problem, RoleContext
 from k8sdds.schedule import Test
 
+AB_PORT = 8080
+AB_MAX_RATE = 100_000  # requests/s ab is sized for
 IPERF3_PORT = 5201
 QPERF_PORT = 19765
 ROLES = ("client", "server")
@@ -46,8 +50,9 @@ class _Network:
         if test.transport not in self.transports:
             return ("transport", test.transport,
                     f"{self.name} measures {', '.join(self.transports)}")
-        if test.streams != 1 and self.name != "iperf3":
-            return ("streams", test.streams, "parallel streams are an iperf3 option")
+        if test.streams != 1 and self.name not in ("iperf3", "ab"):
+            return ("streams", test.streams,
+                    "parallel streams are an iperf3 option (and ab's concurrency)")
         return self._check(test)
 
     def _check(self, test: Test) -> Problem:
@@ -156,3 +161,70 @@ class Ping(_Network):
         count = max(1, int(test.duration / interval))
         return Command(("ping", "-n", "-c", str(count), "-i", f"{interval:g}", "-W", "1",
                         "-s", str(test.data_len), self.server_address(ctx)))
+
+
+# the worker runs as the master's user: the repeat directory may sit under a private parent
+# (nobody could not read the payload); it serves one file in a test namespace
+NGINX_CONF = """user {user};
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log stderr crit;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  sendfile on;
+  keepalive_requests 1000000;
+  server {{
+    listen {port};
+    root {dir};
+    location = /payload {{ }}
+    location / {{ return 404; }}
+  }}
+}}
+"""
+
+
+class Ab(_Network):
+    """ab against nginx: HTTP GETs of a dataLen-byte file over keep-alive connections,
+    `streams` of them at once (ab -c), for the duration."""
+
+    name = parser = "ab"
+    binary = "ab"
+    package = "apache2-utils"
+    transports = ("tcp",)
+
+    def _check(self, test: Test) -> Problem:
+        if test.latency_test:
+            return ("latency_test", test.latency_test,
+                    "ab measures requests per second (and their latency) in one test; set "
+                    "latencyTest=false")
+        if test.data_len > 64 * 1024 * 1024:
+            return ("data_len", test.data_len, "the served file is at most 64 MiB")
+        return None
+
+    def unavailable(self) -> str | None:
+        for binary, package in (("ab", "apache2-utils"), ("nginx", "nginx-light")):
+            if shutil.which(binary) is None:
+                return (f"{binary} is not installed; install the Debian package {package} "
+                        f"(apt-get install {package}), or run `make install`")
+        return None
+
+    def command(self, test: Test, ctx: RoleContext) -> Command:
+        if ctx.role == "server":
+            conf = f"{ctx.role}.nginx.conf"
+            return Command(("nginx", "-c", f"{ctx.config_dir}/{conf}", "-p", ctx.config_dir,
+                            "-e", "stderr"),
+                           files={conf: NGINX_CONF.format(dir=ctx.config_dir, port=AB_PORT,
+                                                          user=_user()),
+                                  "payload": "x" * test.data_len})
+        # ab keeps every request's times (-n of them): enough for the duration at a rate no
+        # single nginx worker reaches, without ab allocating gigabytes up front
+        requests = int(min(AB_MAX_RATE * test.duration, 10_000_000))
+        return Command(("ab", "-k", "-c", str(test.streams), "-t", f"{test.duration:g}", "-n",
+                        str(requests), "-s", "10",
+                        f"http://{self.server_address(ctx)}:{AB_PORT}/payload"))
+
+
+def _user() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
