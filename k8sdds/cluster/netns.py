@@ -59,7 +59,7 @@ def pids(ns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def comm(pid: int) -> str:
+def command(pid: int) -> str:
     """The command name of a process ("" once it is gone)."""
     try:
         with open(f"/proc/{pid}/comm") as fh:
@@ -90,8 +90,8 @@ def kill_all(ns: str, grace: float = 1.0, comm: str | None = None,
     """SIGTERM every process in `ns` (only those named `comm`, or all but those named
     `spare`), then SIGKILL what is left after `grace` seconds."""
     def targets() -> list[int]:
-        return [p for p in pids(ns) if (comm is None or comm(p) == comm)
-                and (spare is None or comm(p) != spare)]
+        return [p for p in pids(ns) if (comm is None or command(p) == comm)
+                and (spare is None or command(p) != spare)]
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = targets()

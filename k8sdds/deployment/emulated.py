@@ -39,6 +39,7 @@ class EmulatedBackend:
         self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()
         self._datapath: str | None = None
         self._handles: list[Handle] = []
+        self._on_nodes = False  # a role of the current repeat runs in a node's namespace
 
     def limits(self) -> Limits:
         others = max(1, len(self.testbed.workers()) - 1)  # workers beside the publisher's
@@ -79,6 +80,7 @@ class EmulatedBackend:
         for role in roles:
             node = self.testbed.node(nodes[role])
             if (first_side if role == roles[0] else other_side) == "node":
+                self._on_nodes = True
                 out[role] = Placement(role, node.name, node.address, "eth0", node.ns,
                                       node.name)
             else:
@@ -124,9 +126,11 @@ class EmulatedBackend:
         self.stop(self._handles, grace=1.0)
         self._handles = []
         self.testbed.remove_pods()
-        if self._datapath and datapaths.get(self._datapath).host_network:
-            for node in self.testbed.nodes:  # host-network roles leave no pod behind
-                netns.kill_all(node.ns, grace=0.5)
+        if self._on_nodes:  # roles in the nodes' own network leave no pod to delete: what
+            # they started (qperf's per-test children, nginx workers) goes here
+            for node in self.testbed.nodes:
+                netns.kill_all(node.ns, grace=0.5, spare=TUNNEL_PROCESSES[0])
+            self._on_nodes = False
 
     def down(self) -> None:
         try:
@@ -142,7 +146,7 @@ class EmulatedBackend:
         """wireguard-go processes in this testbed's nodes, and the kernel's softirq time.
         All nodes share one kernel here, so softirq is the whole machine's."""
         tunnel = sum(netns.cpu_seconds(pid) for node in self.testbed.nodes
-                     for pid in netns.pids(node.ns) if netns.comm(pid) in TUNNEL_PROCESSES)
+                     for pid in netns.pids(node.ns) if netns.command(pid) in TUNNEL_PROCESSES)
         return {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
 
     def describe(self) -> dict:
