@@ -136,3 +136,18 @@ def test_security_table_is_empty_without_any_protection():
     thr = _thr([("flannel-hostgw", "udp", False, 1024, 1000.0),
                 ("host", "udp", False, 1024, 1200.0)])
     assert tables.security(thr, pd.DataFrame()).empty
+
+
+def test_a_run_whose_repeats_all_failed_still_plots_and_reports(tmp_path):
+    # every repeat failed: results.csv holds only the datapath's own cost rows
+    run = fake_run(tmp_path, repeats=1)
+    reparse(run.path)
+    df = pd.read_csv(run.results_path)
+    only = df.iloc[:2].assign(role="datapath", kind="summary", metric=["datapath_cpu_pct",
+                                                                      "softirq_pct"])
+    only.to_csv(run.results_path, index=False)
+    plot = _cli("plot", str(run.path))
+    assert plot.returncode != 0 and "no throughput figures" in plot.stderr
+    assert "Traceback" not in plot.stderr
+    report = _cli("report", str(run.path), "--out", str(tmp_path / "r"))
+    assert report.returncode == 0, report.stderr

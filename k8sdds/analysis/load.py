@@ -81,8 +81,9 @@ def repeat_values(df: pd.DataFrame, metric: str, roles: str | tuple[str, ...] = 
     there is one role (the publisher, or the client), so nothing is combined."""
     s = summaries(df, metric)
     s = s[s["role"].str.startswith(roles)]
-    if s.empty:
-        return pd.DataFrame(columns=PARAMS + REPEAT + ["value"])
+    if s.empty:  # typed, so boolean masks on it stay masks
+        return pd.DataFrame(columns=PARAMS + REPEAT + ["value"]).astype(
+            {c: bool for c in ("multicast", "best_effort", "latency_test", "secure")})
     return s.groupby(PARAMS + REPEAT, as_index=False, dropna=False)["value"].mean()
 
 

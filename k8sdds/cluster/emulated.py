@@ -74,7 +74,20 @@ class _State:
 
 
 POD_NETWORK = "10.244.0.0/16"
+TUNNEL_PORTS = "4789, 6784, 8472, 51820"  # VXLAN (calico, weave, flannel), WireGuard
+# Masquerade needs connection tracking, but only for what leaves the pod network: pod to pod
+# traffic and the tunnels' own packets stay untracked, as they were before the rule.
 MASQUERADE = f"""table ip k8sdds {{
+  chain raw_prerouting {{
+    type filter hook prerouting priority raw; policy accept;
+    ip saddr {POD_NETWORK} ip daddr {POD_NETWORK} notrack
+    udp dport {{ {TUNNEL_PORTS} }} notrack
+  }}
+  chain raw_output {{
+    type filter hook output priority raw; policy accept;
+    ip saddr {POD_NETWORK} ip daddr {POD_NETWORK} notrack
+    udp dport {{ {TUNNEL_PORTS} }} notrack
+  }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
     ip saddr {POD_NETWORK} ip daddr != {POD_NETWORK} oifname "eth0" masquerade
