@@ -145,8 +145,13 @@ class EmulatedBackend:
     def usage(self) -> dict[str, float]:
         """wireguard-go processes in this testbed's nodes, and the kernel's softirq time.
         All nodes share one kernel here, so softirq is the whole machine's."""
-        tunnel = sum(netns.cpu_seconds(pid) for node in self.testbed.nodes
-                     for pid in netns.pids(node.ns) if netns.command(pid) in TUNNEL_PROCESSES)
+        tunnel = 0.0
+        if self._datapath and datapaths.get(self._datapath).encryption != "none":
+            # only encrypted datapaths may run a userspace tunnel; the lookup forks `ip`,
+            # which must not steal CPU from discovery when there is nothing to find
+            tunnel = sum(netns.cpu_seconds(pid) for node in self.testbed.nodes
+                         for pid in netns.pids(node.ns)
+                         if netns.command(pid) in TUNNEL_PROCESSES)
         return {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
 
     def describe(self) -> dict:

@@ -23,6 +23,12 @@ MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024
 TCP_BASE_PORT = 7410
 DISCOVERY_WAIT = 10  # seconds a process waits for its peers before it gives up (-Q initwait)
+WAIT_PER_SUBSCRIBER = 0.25  # more participants take longer to discover each other
+
+
+def discovery_wait(test: Test) -> int:
+    """-Q initwait: 10 s, and a quarter second more per subscriber beyond the first four."""
+    return int(DISCOVERY_WAIT + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
 # where distributions put Cyclone's DDS Security plugins (Debian: a private directory)
 PLUGIN_DIRS = ("/usr/lib/*/libddsc0debian", "/usr/lib/*", "/usr/lib64", "/usr/lib",
                "/usr/local/lib", "/opt/cyclonedds/lib")
@@ -83,7 +89,7 @@ class Ddsperf:
         return ["pub"] + [f"sub{i}" for i in range(test.num_subscribers)]
 
     def timeout(self, test: Test) -> float:
-        return test.duration + DISCOVERY_WAIT + 10
+        return test.duration + discovery_wait(test) + 10
 
     def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
         if test.transport == "tls" or test.secure:
@@ -125,9 +131,9 @@ class Ddsperf:
         config_path = Path(ctx.config_dir) / config_name
         publisher = ctx.role == "pub"
         argv = [self.binary, "-D", _seconds(test.duration if publisher
-                                             else test.duration + DISCOVERY_WAIT + 10)]
+                                             else test.duration + discovery_wait(test) + 10)]
         argv += ["-Q", f"minmatch:{test.num_subscribers if publisher else 1}",
-                 "-Q", f"initwait:{DISCOVERY_WAIT}"]
+                 "-Q", f"initwait:{discovery_wait(test)}"]
         if test.best_effort:
             argv.append("-u")
         if test.latency_test:
