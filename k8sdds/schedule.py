@@ -312,7 +312,16 @@ def check(test: Test, limits: Limits) -> tuple[str, Any, str] | None:
         return ("num_subscribers", test.num_subscribers,
                 f"more subscribers than this cluster can place (at most "
                 f"{limits.max_subscribers})")
-    return perftest.ENGINES[test.engine].check(test)
+    engine = perftest.ENGINES[test.engine]
+    # what no engine does: the shared rules here, the engine's own below
+    if test.latency_test and test.batch_size > 0:
+        return ("batch_size", test.batch_size,
+                "no engine allows batching in a latency test (latencyTest=true); set "
+                "batchSize=0")
+    if test.streams != 1 and not engine.parallel_streams:
+        return ("streams", test.streams,
+                f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")
+    return engine.check(test)
 
 
 def expand(tests: Sequence[Test], datapath_names: Sequence[str], path: str | Path = "schedule",

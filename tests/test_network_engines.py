@@ -9,7 +9,7 @@ import pytest
 
 from k8sdds.parsers import PARSERS
 from k8sdds.perftest import ENGINES, RoleContext
-from k8sdds.schedule import Test
+from k8sdds.schedule import Limits, Test, check
 
 from .conftest import FIXTURES
 
@@ -153,7 +153,8 @@ def test_command_lines():
     ("ping", {"latency_test": True, "batch_size": 10}, "batch_size"),
 ])
 def test_what_each_engine_refuses(engine, change, column):
-    problem = ENGINES[engine].check(replace(BASE, **change))
+    # through the schedule's check: the rules all engines share live there
+    problem = check(replace(BASE, engine=engine, **change), Limits())
     assert problem and problem[0] == column and problem[2]
 
 

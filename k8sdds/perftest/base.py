@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +36,7 @@ class Command:
 class Engine(Protocol):
     name: str
     parser: str  # name in k8sdds.parsers.PARSERS
+    parallel_streams: bool  # whether the `streams` column means anything to it
     drain: float  # seconds the other roles get to finish once the driver has exited
     settle: float  # seconds between starting the other roles and the driver (a server binds)
 
@@ -59,3 +61,18 @@ class Engine(Protocol):
 
     def version(self) -> str:
         """The engine's version, for the manifest."""
+
+
+def pubsub_roles(test: Test) -> list[str]:
+    """`pub`, then `sub0..subN-1`: the roles of a pub/sub engine."""
+    return ["pub"] + [f"sub{i}" for i in range(test.num_subscribers)]
+
+
+def debian_version(package: str) -> str:
+    """The installed version of a Debian package, or "unknown"."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"

@@ -10,12 +10,17 @@ from __future__ import annotations
 import functools
 import glob
 import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from k8sdds.perftest import credentials
-from k8sdds.perftest.base import Command, Problem, RoleContext
+from k8sdds.perftest.base import (
+    Command,
+    Problem,
+    RoleContext,
+    debian_version,
+    pubsub_roles,
+)
 from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render
 from k8sdds.schedule import Test
 
@@ -53,15 +58,12 @@ class Ddsperf:
     # reliable data is acknowledged (Cyclone lingers ~0.4 s), so little is still in flight
     drain = 0.2
     settle = 0.0  # discovery waits for the peers itself (-Q initwait)
+    parallel_streams = False
 
     def check(self, test: Test) -> Problem:
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"ddsperf sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
-        if test.latency_test and test.batch_size > 0:
-            return ("batch_size", test.batch_size,
-                    "batching cannot be used in a latency test (latencyTest=true); set "
-                    "batchSize=0")
         if test.transport == "dtls":
             return ("transport", test.transport,
                     "Cyclone DDS has no DTLS transport; allowed here: udp, tcp, tls")
@@ -78,15 +80,13 @@ class Ddsperf:
             return ("duration", test.duration,
                     "a ddsperf latency test needs at least 2 s: its first round-trip line "
                     "comes after 1 s")
-        if test.streams != 1:
-            return ("streams", test.streams, "parallel streams are an iperf3 option")
         if test.latency_test and test.pub_rate:
             return ("pub_rate", test.pub_rate,
                     "a latency test sends one ping after each pong; set pubRate=0")
         return None
 
     def roles(self, test: Test) -> Sequence[str]:
-        return ["pub"] + [f"sub{i}" for i in range(test.num_subscribers)]
+        return pubsub_roles(test)
 
     def timeout(self, test: Test) -> float:
         return test.duration + discovery_wait(test) + 10
@@ -154,12 +154,7 @@ class Ddsperf:
         return None
 
     def version(self) -> str:
-        try:
-            out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "cyclonedds-tools"],
-                                 capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return "unknown"
-        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+        return debian_version("cyclonedds-tools")
 
 
 def _seconds(value: float) -> str:

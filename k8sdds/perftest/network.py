@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import subprocess
 from collections.abc import Sequence
 
-from k8sdds.perftest.base import Command, Problem, RoleContext
+from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version
 from k8sdds.schedule import Test
 
 AB_PORT = 8080
@@ -34,6 +33,7 @@ class _Network:
     drain = 1.0  # the server gets this long after the client ends
     settle = 0.3  # seconds between starting the server and the client (it binds a port)
     transports: tuple[str, ...] = ("tcp", "udp")
+    parallel_streams = False
 
     def check(self, test: Test) -> Problem:
         if test.num_subscribers != 1:
@@ -50,9 +50,6 @@ class _Network:
         if test.transport not in self.transports:
             return ("transport", test.transport,
                     f"{self.name} measures {', '.join(self.transports)}")
-        if test.streams != 1 and self.name not in ("iperf3", "ab"):
-            return ("streams", test.streams,
-                    "parallel streams are an iperf3 option (and ab's concurrency)")
         return self._check(test)
 
     def _check(self, test: Test) -> Problem:
@@ -74,12 +71,7 @@ class _Network:
         return None
 
     def version(self) -> str:
-        try:
-            out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", self.package],
-                                 capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return "unknown"
-        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+        return debian_version(self.package)
 
     @staticmethod
     def server_address(ctx: RoleContext) -> str:
@@ -91,6 +83,7 @@ class Iperf3(_Network):
     `-l dataLen` per write, `-P streams`."""
 
     name = parser = binary = package = "iperf3"
+    parallel_streams = True  # -P
 
     def _check(self, test: Test) -> Problem:
         if test.latency_test:
@@ -192,6 +185,7 @@ class Ab(_Network):
     name = parser = "ab"
     binary = "ab"
     package = "apache2-utils"
+    parallel_streams = True  # -c: concurrent connections
     transports = ("tcp",)
 
     def _check(self, test: Test) -> Problem:

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from k8sdds.perftest.base import Command, Problem, RoleContext
+from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
 from k8sdds.schedule import Test
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
@@ -68,15 +68,9 @@ class RtiPerftest:
         reason = self.unavailable()
         if reason:
             return ("engine", test.engine, reason)
-        if test.streams != 1:
-            return ("streams", test.streams, "parallel streams are an iperf3 option")
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
-        if test.latency_test and test.batch_size > 0:
-            return ("batch_size", test.batch_size,
-                    "Perftest refuses batching in a latency test (latencyTest=true); set "
-                    "batchSize=0")
         if test.transport != "udp" and test.multicast:
             return ("multicast", test.multicast, "multicast needs transport=udp")
         if test.transport in SECURE_TRANSPORTS and self.tls_dir:
@@ -89,7 +83,7 @@ class RtiPerftest:
         return None
 
     def roles(self, test: Test) -> Sequence[str]:
-        return ["pub"] + [f"sub{i}" for i in range(test.num_subscribers)]
+        return pubsub_roles(test)
 
     def timeout(self, test: Test) -> float:
         return test.duration + 60  # discovery, 50 initialisation pings, the final exchange
