@@ -32,14 +32,17 @@ EXTRA_COLUMNS = ["row", "placement", "discovery", "duration", "pub_rate", "send_
                  "secure", "streams"]
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step."""
+def atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None:
+    """Replace `path` with `data` in one step; readable as the umask allows, or with `mode`
+    (0o600 for secrets)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are for reading
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
+        # mkstemp makes 0600, which is already right for secrets; results are for reading
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
+                       **({} if isinstance(data, bytes) else {"newline": ""})) as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import NameOID
 
+from k8sdds.results import atomic_write
+
 ORGANIZATION = "k8sdds"
 VALID_DAYS = 30
 DOMAINS = (0, 230)  # every DDS domain id
@@ -184,15 +186,4 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def _private(path: Path, data: bytes) -> None:
     """Write `data` readable by the owner only, atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_write(path, data, mode=0o600)
