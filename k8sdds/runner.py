@@ -219,12 +219,20 @@ class Runner:
                 commands[role] = cmd
             entry["argv"] = {r: list(c.argv) for r, c in commands.items()}
             driver, followers = roles[0], roles[1:]
-            for role in followers + [driver]:
-                if role == driver and followers and engine.settle:
-                    time.sleep(engine.settle)  # a server binds its port
+            for role in followers:
                 handles[role] = self.backend.start(placement[role], commands[role].argv,
                                                    commands[role].env,
                                                    rep_dir / f"{role}.log")
+            if engine.listen_port and followers and not self.backend.wait_listening(
+                    handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
+                # the client would only fail to connect: say why instead
+                codes.update(self.backend.stop(list(handles.values())))
+                raise _NotListening(f"{followers[0]} did not listen on TCP port "
+                                    f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
+                                    f"(see {followers[0]}.log)")
+            handles[driver] = self.backend.start(placement[driver], commands[driver].argv,
+                                                 commands[driver].env,
+                                                 rep_dir / f"{driver}.log")
             before, started = self.backend.usage(), time.monotonic()
             codes[driver] = self.backend.wait(handles[driver], engine.timeout(test))
             _write_usage(rep_dir, before, self.backend.usage(), time.monotonic() - started)
@@ -240,6 +248,8 @@ class Runner:
                 codes.update(self.backend.stop(draining))
         except TestbedError as exc:  # this repeat could not be deployed; the run goes on
             entry["reason"] = f"deployment failed: {exc}"
+        except _NotListening as exc:
+            entry["reason"] = str(exc)
         finally:
             self.backend.teardown()
         entry["exit_codes"] = codes
@@ -253,6 +263,13 @@ class Runner:
             entry["reason"] = _failure(roles, handles, codes, parsed)
         entry["status"] = "failed" if entry["reason"] else "done"
         return entry
+
+
+LISTEN_TIMEOUT = 10.0  # seconds a server gets to open its port
+
+
+class _NotListening(Exception):
+    """A server role never opened its port; the repeat fails with this reason."""
 
 
 def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:

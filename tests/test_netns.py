@@ -32,3 +32,26 @@ def test_kill_all_spares_and_selects_by_command_name():
         assert netns.pids(ns) == []
     finally:
         subprocess.run(["ip", "netns", "del", ns])
+
+
+def test_listening_reads_the_process_namespace():
+    ns = f"kdlis{os.getpid() % 1000}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        server = subprocess.Popen(netns.exec_argv(ns, [
+            "python3", "-c", "import socket,time; s=socket.socket(); "
+            "s.bind(('127.0.0.1', 5201)); s.listen(); time.sleep(30)"]))
+        try:
+            for _ in range(200):
+                if netns.listening(server.pid, 5201):
+                    break
+                subprocess.run(["sleep", "0.02"])
+            assert netns.listening(server.pid, 5201)
+            assert not netns.listening(server.pid, 5202)
+            assert not netns.listening(os.getpid(), 5201)  # not in this namespace
+        finally:
+            server.kill()
+            server.wait()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])

@@ -78,6 +78,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def listening(pid: int, port: int) -> bool:
+    """Whether a TCP socket listens on `port` in the network namespace of process `pid`
+    (read from /proc, so nothing is started to look)."""
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as fh:
+                next(fh, None)
+                for line in fh:
+                    fields = line.split()
+                    # local address "ADDR:PORT" in hex; state 0A is LISTEN
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except OSError:
+            return False
+    return False
+
+
 def softirq_seconds() -> float:
     """Seconds all CPUs have spent in softirq (packet processing), from /proc/stat."""
     with open("/proc/stat") as fh:

@@ -58,6 +58,10 @@ class Backend(Protocol):
               log: Path) -> Handle:
         """Start one role with its output going to `log`."""
 
+    def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
+        """Wait until the role listens on TCP `port` (False: it did not within `timeout` s,
+        or it exited)."""
+
     def wait(self, handle: Handle, timeout: float) -> int | None:
         """The role's exit status, or None if it is still running after `timeout` s."""
 

@@ -103,6 +103,14 @@ class EmulatedBackend:
         self._handles.append(handle)
         return handle
 
+    def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not netns.listening(handle.proc.pid, port):
+            if handle.proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)  # a socket appearing has no event to wait on; 10 ms polls
+        return True
+
     def wait(self, handle: Handle, timeout: float) -> int | None:
         try:
             return handle.proc.wait(timeout=max(0.0, timeout))

@@ -38,7 +38,7 @@ class Engine(Protocol):
     parser: str  # name in k8sdds.parsers.PARSERS
     parallel_streams: bool  # whether the `streams` column means anything to it
     drain: float  # seconds the other roles get to finish once the driver has exited
-    settle: float  # seconds between starting the other roles and the driver (a server binds)
+    listen_port: int | None  # TCP port the other role must listen on before the driver starts
 
     def check(self, test: Test) -> Problem:
         """Why this engine cannot run `test`, or None."""

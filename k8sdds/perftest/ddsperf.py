@@ -57,7 +57,7 @@ class Ddsperf:
     # seconds the subscribers get after the publisher exits; its publisher only exits once its
     # reliable data is acknowledged (Cyclone lingers ~0.4 s), so little is still in flight
     drain = 0.2
-    settle = 0.0  # discovery waits for the peers itself (-Q initwait)
+    listen_port = None  # discovery waits for the peers itself (-Q initwait)
     parallel_streams = False
 
     def check(self, test: Test) -> Problem:

@@ -31,7 +31,7 @@ class _Network:
     package: str  # the Debian package that provides the binary
     binary: str
     drain = 1.0  # the server gets this long after the client ends
-    settle = 0.3  # seconds between starting the server and the client (it binds a port)
+    listen_port: int | None = None  # the server's TCP port: the client starts once it listens
     transports: tuple[str, ...] = ("tcp", "udp")
     parallel_streams = False
 
@@ -84,6 +84,7 @@ class Iperf3(_Network):
 
     name = parser = binary = package = "iperf3"
     parallel_streams = True  # -P
+    listen_port = IPERF3_PORT
 
     def _check(self, test: Test) -> Problem:
         if test.latency_test:
@@ -110,6 +111,7 @@ class Qperf(_Network):
     """qperf: `tcp_bw`/`udp_bw`, or `tcp_lat`/`udp_lat` in a latency test, `-m dataLen`."""
 
     name = parser = binary = package = "qperf"
+    listen_port = QPERF_PORT
 
     def _check(self, test: Test) -> Problem:
         if test.transport == "udp" and test.data_len > 65507:
@@ -131,7 +133,6 @@ class Ping(_Network):
     name = parser = binary = "ping"
     package = "iputils-ping"
     drain = 0.0
-    settle = 0.0
     transports = ("udp", "tcp")  # ICMP either way: the transport column does not apply
 
     def _check(self, test: Test) -> Problem:
@@ -186,6 +187,7 @@ class Ab(_Network):
     binary = "ab"
     package = "apache2-utils"
     parallel_streams = True  # -c: concurrent connections
+    listen_port = AB_PORT
     transports = ("tcp",)
 
     def _check(self, test: Test) -> Problem:

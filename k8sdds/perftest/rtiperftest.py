@@ -31,7 +31,7 @@ class RtiPerftest:
     name = "rtiperftest"
     parser = "rtiperftest"
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
-    settle = 0.0  # discovery waits for the peers itself
+    listen_port = None  # discovery waits for the peers itself
 
     def __init__(self, path: str | None = None, license_file: str | None = None,
                  tls_dir: str | None = None):
