@@ -77,6 +77,43 @@ def _datapath_list(value: str, offered: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+# options `run` and `baseline` share, defined once
+OUT = typer.Option(Path("logs"), "--out", help="Where run directories go.")
+MIN_FREE = typer.Option(
+    64, "--min-free", min=0, help="MiB that must stay free where the run writes: checked "
+    "before the run and before each repeat; below it the run stops, resumable.")
+BACKEND = typer.Option("emulated", "--backend", help="Where tests run: emulated.")
+TESTBED = typer.Option(
+    "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
+    "testbed of that name is reused and left up, else one is built and removed after.")
+PROFILE = typer.Option(
+    None, "--profile", help="emulated: edge profile of every worker: "
+    "cloud, rpi3b, rpi4, rpi3b-wifi (see `k8sdds testbed profiles`).")
+CLUSTER = typer.Option(
+    None, "--cluster", help="emulated: cluster spec (YAML): nodes with name, role, arch, "
+    "profile.")
+REPORT = typer.Option(
+    False, "--report", help="Write report.html (and every plot) into the run directory at "
+    "the end, as `k8sdds report` does.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
+AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdout.")
+
+
+def _backend(backend: str, testbed: str, nodes: int, profile: str | None,
+             cluster: Path | None):
+    """The chosen backend, from the registry; returns (name, backend)."""
+    from k8sdds.deployment import BACKENDS
+
+    name = _choice(backend, list(BACKENDS), "--backend")
+    return name, BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
+
+
+def _announce(tests, backend_name: str, what: str = "") -> None:
+    err_console.print(f"{what}{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
+                      f"{backend_name}, datapaths "
+                      f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
+
+
 @app.command()
 def run(
     sch: Path | None = typer.Option(None, "--sch", "--schedule",
@@ -85,7 +122,7 @@ def run(
         None, "--resume", help="Continue the run in this run directory (after a crash, a kill "
         "or Ctrl-C): finished repeats are kept, the rest run; its own schedule and options "
         "are used."),
-    backend: str = typer.Option("emulated", "--backend", help="Where tests run: emulated."),
+    backend: str = BACKEND,
     datapath: str = typer.Option(
         "host", "--datapath",
         help="Comma-separated datapaths; the schedule runs once per datapath, into one run "
@@ -114,10 +151,8 @@ def run(
         help="Writer queue in samples (ddsperf: Cyclone's WhcHigh = this x dataLen bytes)."),
     no_print: bool = typer.Option(
         False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
-    out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
-    min_free: float = typer.Option(
-        64, "--min-free", min=0, help="MiB that must stay free where the run writes: checked "
-        "before the run and before each repeat; below it the run stops, resumable."),
+    out: Path = OUT,
+    min_free: float = MIN_FREE,
     rtiperftest: Path | None = typer.Option(
         None, "--rtiperftest", help="RTI Perftest executable (perftest_cpp), for "
         "engine=rtiperftest [$K8SDDS_RTIPERFTEST]."),
@@ -127,35 +162,25 @@ def run(
     rti_tls_dir: Path | None = typer.Option(
         None, "--rti-tls-dir", help="Certificates for Perftest over TLS or DTLS, in Perftest's "
         "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]."),
-    testbed: str = typer.Option(
-        "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
-        "testbed of that name is reused and left up, else one is built and removed after."),
+    testbed: str = TESTBED,
     nodes: int = typer.Option(
         4, "--nodes", min=2, max=64,
         help="emulated: nodes when the run builds the testbed: node0 is the control plane, "
              "the others are workers, where pods run."),
-    profile: str | None = typer.Option(
-        None, "--profile", help="emulated: edge profile of every worker: "
-        "cloud, rpi3b, rpi4, rpi3b-wifi (see `k8sdds testbed profiles`)."),
-    cluster: Path | None = typer.Option(
-        None, "--cluster", help="emulated: cluster spec (YAML): nodes with name, role, arch, "
-        "profile."),
+    profile: str | None = PROFILE,
+    cluster: Path | None = CLUSTER,
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
-    with_report: bool = typer.Option(
-        False, "--report", help="Write report.html (and every plot) into the run directory at "
-        "the end, as `k8sdds report` does."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON on stdout."),
+    with_report: bool = REPORT,
+    quiet: bool = QUIET,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Run a schedule and write one run directory under --out."""
     from k8sdds import perftest
-    from k8sdds.deployment import BACKENDS
     from k8sdds.runner import RunOptions
 
     perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license, rti_tls_dir)
 
-    name = _choice(backend, list(BACKENDS), "--backend")
-    chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
+    name, chosen = _backend(backend, testbed, nodes, profile, cluster)
     if resume is not None:
         _resume(chosen, resume, quiet, as_json, plot, with_report, min_free)
         return
@@ -173,9 +198,7 @@ def run(
     tests = schedule.expand(tests, names, sch, from_i, to_i)
     _check_available(chosen, [t.datapath for t in tests])
     if not quiet and not as_json:
-        err_console.print(f"{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
-                          f"{name}, datapaths "
-                          f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
+        _announce(tests, name)
     options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv),
                          min_free_mb=min_free)
     _execute(chosen, tests, options, None, quiet, as_json, plot, with_report)
@@ -198,30 +221,27 @@ def baseline(
         5, "--duration", min=1, max=86_400,
         help="Seconds per test (ddsperf tests: at least 3, its first second is discovery)."),
     repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Repeats per test."),
-    out: Path = typer.Option(Path("logs"), "--out", help="Where the run directory goes."),
-    min_free: float = typer.Option(64, "--min-free", min=0,
-                                   help="MiB that must stay free under --out."),
-    backend: str = typer.Option("emulated", "--backend", help="Where tests run: emulated."),
-    testbed: str = typer.Option("k8sdds", "--testbed", help="emulated: testbed name."),
-    nodes: int = typer.Option(4, "--nodes", min=3, max=64,
-                              help="emulated: nodes when the run builds the testbed."),
-    profile: str | None = typer.Option(None, "--profile",
-                                       help="emulated: edge profile of every worker."),
-    cluster: Path | None = typer.Option(None, "--cluster", help="emulated: cluster spec."),
-    with_report: bool = typer.Option(False, "--report", help="Write report.html at the end."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    out: Path = OUT,
+    min_free: float = MIN_FREE,
+    backend: str = BACKEND,
+    testbed: str = TESTBED,
+    nodes: int = typer.Option(
+        4, "--nodes", min=3, max=64, help="emulated: nodes when the run builds the testbed "
+        "(at least a control plane and two workers, for the cross-node paths)."),
+    profile: str | None = PROFILE,
+    cluster: Path | None = CLUSTER,
+    with_report: bool = REPORT,
+    quiet: bool = QUIET,
+    as_json: bool = AS_JSON,
 ) -> None:
     """Measure the network itself (ping, iperf3, qperf, ab) over the path matrix, beside
     ddsperf on the same paths; one ordinary run directory."""
     import tempfile
 
     from k8sdds import baseline as matrix
-    from k8sdds.deployment import BACKENDS
     from k8sdds.runner import RunOptions
 
-    name = _choice(backend, list(BACKENDS), "--backend")
-    chosen = BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
+    name, chosen = _backend(backend, testbed, nodes, profile, cluster)
     names = _datapath_list(datapath, list(chosen.datapaths()))
     wanted = list(schedule.PATHS) if paths.strip().lower() == "all" else [
         _choice(p, list(schedule.PATHS), "--paths") for p in paths.split(",") if p.strip()]
@@ -229,10 +249,10 @@ def baseline(
               for e in engines_.split(",") if e.strip()]
     if not picked and not dds:
         raise typer.BadParameter("give at least one engine, or --dds", param_hint="--engines")
-    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), dds, duration)
-    if text.count("\n") < 2:
+    if not any(matrix.paths_of(dp, wanted) for dp in names):
         raise UserError(f"no test: none of the paths {', '.join(wanted)} exists on "
                         f"{', '.join(names)} (a host-network datapath has only node-node)")
+    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), dds, duration)
     with tempfile.TemporaryDirectory(prefix="k8sdds-baseline-") as tmp:
         sch = Path(tmp) / "baseline.csv"
         sch.write_text(text)
@@ -240,8 +260,7 @@ def baseline(
         tests = schedule.expand(tests, names, sch)
         _check_available(chosen, [t.datapath for t in tests])
         if not quiet and not as_json:
-            err_console.print(f"baseline: {len(tests)} tests ({sum(t.repeats for t in tests)} "
-                              f"repeats) on {name}, datapaths {', '.join(names)}")
+            _announce(tests, name, "baseline: ")
         options = RunOptions(schedule=sch, out=out, command_line=tuple(sys.argv),
                              min_free_mb=min_free)
         _execute(chosen, tests, options, None, quiet, as_json, False, with_report)
