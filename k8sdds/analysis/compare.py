@@ -13,6 +13,7 @@ import pandas as pd
 from k8sdds.analysis.load import (
     MEASURING,
     PARAMS,
+    ROUND_TRIPS,
     intervals,
     load,
     pooled_quantile,
@@ -41,7 +42,7 @@ def parse_bound(text: str) -> Bound:
 
 def _roles(metric: str) -> str | tuple[str, ...]:
     if metric.startswith("latency_us_"):
-        return ("pub", "client")  # the ping side (or a network client) measures round trips
+        return ROUND_TRIPS
     if metric in ("throughput_mbps", "samples_per_s", "lost", "received"):
         return MEASURING
     return ""

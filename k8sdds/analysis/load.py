@@ -72,6 +72,7 @@ def summaries(df: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 MEASURING = ("sub", "client")  # roles whose summaries are the measurement: subscribers, and
 # the client of a network engine (its output holds both ends)
+ROUND_TRIPS = ("pub", "client")  # roles that measure round trips (ddsperf's ping side)
 
 
 def repeat_values(df: pd.DataFrame, metric: str, roles: str | tuple[str, ...] = MEASURING

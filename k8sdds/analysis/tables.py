@@ -6,9 +6,16 @@ from __future__ import annotations
 import pandas as pd
 
 from k8sdds import datapaths
-from k8sdds.analysis.load import PARAMS, Runs, intervals, pooled_quantile, repeat_values
+from k8sdds.analysis.load import (
+    MEASURING,
+    PARAMS,
+    ROUND_TRIPS,
+    Runs,
+    intervals,
+    pooled_quantile,
+    repeat_values,
+)
 from k8sdds.analysis.stats import summarize
-from k8sdds.analysis.stats import summarize as _summarize
 
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 MIN_SAMPLES = 10  # a percentile q needs at least MIN_SAMPLES / (1 - q) samples to be shown
@@ -165,8 +172,7 @@ def _means(runs: Runs) -> dict[str, pd.Series]:
     """Per baseline column: the mean over repeats, by (datapath, path)."""
     out = {}
     for label, (engine, transport, latency, metric) in BASELINES.items():
-        rv = repeat_values(runs.results, metric, ("pub", "client") if latency else
-                           ("sub", "client"))
+        rv = repeat_values(runs.results, metric, ROUND_TRIPS if latency else MEASURING)
         rv = rv[(rv["engine"] == engine) & (rv["latency_test"] == latency)]
         if transport:
             rv = rv[rv["transport"] == transport]
@@ -174,15 +180,15 @@ def _means(runs: Runs) -> dict[str, pd.Series]:
             rv = base(rv, keep=("datapath", "path", "placement", "engine", "latency_test"))
         if rv.empty:
             continue
-        out[label] = rv.groupby(["datapath", "path"])["value"].apply(
-            lambda v: _summarize(v.tolist()).mean)
+        out[label] = rv.groupby(["datapath", "path"])["value"].mean()
     return out
 
 
 def matrix(runs: Runs) -> pd.DataFrame:
     """The path matrix: per datapath and path, each network measurement (and ddsperf's)."""
     means = _means(runs)
-    if not any(label in means for label in list(BASELINES)[:7]):
+    if not any(label in means for label, (engine, *_) in BASELINES.items()
+               if engine != "ddsperf"):  # no network engine: no matrix
         return pd.DataFrame()
     table = pd.DataFrame(means)
     table.index.names = ["datapath", "path"]
