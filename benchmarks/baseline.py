@@ -10,11 +10,10 @@ Usage: .venv/bin/python benchmarks/baseline.py [--duration 5] [--repeats 1]
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from common import k8sdds  # benchmarks/common.py
 
 from k8sdds.analysis import load, tables
 
@@ -27,15 +26,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([sys.executable, "-m", "k8sdds", "baseline", "--datapath",
-                               ",".join(DATAPATHS), "--duration", f"{args.duration:g}",
-                               "--repeats", str(args.repeats), "--out", tmp, "--json",
-                               "--testbed", "kdbase"], capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"k8sdds baseline failed: {proc.stderr}")
-        out = json.loads(proc.stdout)
-        for failure in out["failed"]:
-            print("failed:", failure, file=sys.stderr)
+        out = k8sdds("baseline", "--datapath", ",".join(DATAPATHS), "--duration",
+                     f"{args.duration:g}", "--repeats", str(args.repeats), "--out", tmp,
+                     "--testbed", "kdbase")
         runs = load.load([Path(out["run_dir"])])
         matrix = tables.matrix(runs)
         eff = tables.efficiency(runs)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from common import k8sdds  # benchmarks/common.py
 
 from k8sdds import datapaths
 from k8sdds.cluster import capabilities, netns
@@ -60,15 +61,8 @@ def ddsperf(names: list[str], seconds: float) -> pd.DataFrame:
         sch = Path(tmp) / "dp.csv"
         sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
                        "1024,false,1,false,0,false\n64,false,1,false,0,true\n")
-        proc = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                               "--datapath", ",".join(names), "--duration", f"{seconds:g}",
-                               "--out", tmp, "--testbed", TESTBED, "--json", "--no-plot"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"k8sdds run failed: {proc.stderr}")
-        out = json.loads(proc.stdout)
-        if out["failed"]:
-            print("failed repeats:", out["failed"], file=sys.stderr)
+        out = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(names), "--duration",
+                     f"{seconds:g}", "--out", tmp, "--testbed", TESTBED, "--no-plot")
         df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
     return df[df.kind == "summary"]
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from common import k8sdds  # benchmarks/common.py
 
 from k8sdds.cluster import netns
 from k8sdds.cluster.emulated import Testbed
@@ -35,11 +36,7 @@ TESTBED = "kdbench"
 
 
 def cli(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "run", *args, "--json",
-                           "--no-plot", "--testbed", TESTBED], capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"k8sdds run failed: {proc.stderr}")
-    return json.loads(proc.stdout)
+    return k8sdds("run", *args, "--no-plot", "--testbed", TESTBED)
 
 
 def summary(run_dir: str, metric: str) -> pd.DataFrame:

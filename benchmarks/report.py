@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from common import k8sdds  # benchmarks/common.py
 
 ROOT = Path(__file__).resolve().parent.parent
 LABELS = ["host", "flannel-hostgw", "kube-router", "flannel-vxlan", "calico-vxlan", "weave",
@@ -26,14 +27,9 @@ LABELS = ["host", "flannel-hostgw", "kube-router", "flannel-vxlan", "calico-vxla
 
 
 def source_run(tmp: Path, duration: float) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--sch",
-                           str(ROOT / "schedules" / "k8sdds.csv"), "--datapath", "host",
-                           "--repeats", "3", "--duration", f"{duration:g}", "--out", str(tmp),
-                           "--json", "--no-plot", "--testbed", "kdrep"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"k8sdds run failed: {proc.stderr}")
-    return Path(json.loads(proc.stdout)["run_dir"])
+    return Path(k8sdds("run", "--sch", str(ROOT / "schedules" / "k8sdds.csv"), "--datapath",
+                       "host", "--repeats", "3", "--duration", f"{duration:g}", "--out",
+                       str(tmp), "--no-plot", "--testbed", "kdrep")["run_dir"])
 
 
 def main() -> None:

@@ -14,11 +14,10 @@ Usage: .venv/bin/python benchmarks/security.py [--duration 5] [--repeats 3]
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from common import k8sdds  # benchmarks/common.py
 
 from k8sdds.analysis import load, tables
 
@@ -41,15 +40,9 @@ def main() -> None:
                        "transport,secure\n" +
                        "".join(f"{dp},1024,false,1,false,0,{tr},{sec}\n"
                                for dp, tr, sec in ROWS))
-        proc = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                               "--duration", f"{args.duration:g}", "--repeats",
-                               str(args.repeats), "--out", tmp, "--json", "--no-plot",
-                               "--testbed", "kdsec"], capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit(f"k8sdds run failed: {proc.stderr}")
-        out = json.loads(proc.stdout)
-        for failure in out["failed"]:
-            print("failed:", failure, file=sys.stderr)
+        out = k8sdds("run", "--sch", str(sch), "--duration", f"{args.duration:g}",
+                     "--repeats", str(args.repeats), "--out", tmp, "--no-plot", "--testbed",
+                     "kdsec")
         runs = load.load([Path(out["run_dir"])])
         thr = tables.throughput(runs)
         sec = tables.security(thr, tables.latency(runs))
