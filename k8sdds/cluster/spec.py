@@ -52,6 +52,14 @@ class SpecError(UserError):
     """The cluster spec is not valid."""
 
 
+def _only(mapping: dict, allowed: tuple[str, ...], where: str, what: str) -> None:
+    """Refuse keys outside `allowed`, naming them and what is allowed."""
+    unknown = sorted(set(mapping) - set(allowed), key=str)
+    if unknown:
+        raise SpecError(f"{where}: unknown {what}(s) {', '.join(map(str, unknown))}; "
+                        f"allowed: {', '.join(allowed)}")
+
+
 def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") -> ClusterSpec:
     """node0 is the control plane; node1..node<count-1> are workers with `profile`."""
     if not 2 <= count <= MAX_NODES:
@@ -85,10 +93,7 @@ def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> 
         raise SpecError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping with `nodes:` (or `workers:`)")
-    unknown = set(data) - {"name", "nodes", "workers", "profile"}
-    if unknown:
-        raise SpecError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; allowed: "
-                        "name, nodes, workers, profile")
+    _only(data, ("name", "nodes", "workers", "profile"), str(path), "key")
     name = str(data.get("name", name))
     if not NAME.match(name) or len(name) > 12:
         raise SpecError(f"{path}: name {name!r}: lower-case letters, digits and '-', at most "
@@ -108,10 +113,7 @@ def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> 
         where = f"{path}, node {i + 1}"
         if not isinstance(entry, dict):
             raise SpecError(f"{where}: expected a mapping with name, role, arch, profile")
-        extra = set(entry) - {"name", "role", "arch", "profile"}
-        if extra:
-            raise SpecError(f"{where}: unknown field(s) {', '.join(sorted(extra))}; allowed: "
-                            "name, role, arch, profile")
+        _only(entry, ("name", "role", "arch", "profile"), where, "field")
         node = NodeSpec(name=str(entry.get("name", f"node{i}")),
                         role=str(entry.get("role", "worker")),
                         arch=str(entry.get("arch", "amd64")),
