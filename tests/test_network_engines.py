@@ -201,3 +201,14 @@ def test_ab_command_lines_and_nginx_config():
     assert "listen 8080;" in conf and "daemon off;" in conf and "root /tmp/x;" in conf
     assert conf.startswith("user ")
     assert ENGINES["ab"].check(replace(BASE, transport="udp"))[0] == "transport"
+
+
+@pytest.mark.parametrize("engine, transport, refused", [
+    ("iperf3", "udp", True), ("iperf3", "tcp", False), ("qperf", "udp", True),
+    ("qperf", "tcp", False), ("ping", "tcp", True),
+])
+def test_datagram_size_bound(engine, transport, refused):
+    test = replace(BASE, engine=engine, transport=transport, data_len=70_000,
+                   latency_test=engine == "ping")
+    problem = ENGINES[engine].check(test)
+    assert (problem is not None and problem[0] == "data_len") == refused

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version
 from k8sdds.schedule import Test
 
+MAX_DATAGRAM = 65507  # UDP and ICMP payload in one IPv4 datagram
 AB_PORT = 8080
 AB_MAX_RATE = 100_000  # requests/s ab is sized for
 IPERF3_PORT = 5201
@@ -50,10 +51,17 @@ class _Network:
         if test.transport not in self.transports:
             return ("transport", test.transport,
                     f"{self.name} measures {', '.join(self.transports)}")
+        if test.data_len > MAX_DATAGRAM and self.datagrams(test):
+            return ("data_len", test.data_len,
+                    f"an IP datagram holds at most {MAX_DATAGRAM} bytes of payload")
         return self._check(test)
 
     def _check(self, test: Test) -> Problem:
         return None
+
+    def datagrams(self, test: Test) -> bool:
+        """Whether each message is one IP datagram (so its size is bounded)."""
+        return test.transport == "udp"
 
     def roles(self, test: Test) -> Sequence[str]:
         return list(ROLES)
@@ -90,8 +98,6 @@ class Iperf3(_Network):
         if test.latency_test:
             return ("latency_test", test.latency_test,
                     "iperf3 measures throughput; use engine=ping or qperf for latency")
-        if test.transport == "udp" and test.data_len > 65507:
-            return ("data_len", test.data_len, "a UDP datagram holds at most 65507 bytes")
         if test.data_len > 128 * 1024 * 1024:
             return ("data_len", test.data_len, "iperf3 writes at most 128 MiB at a time")
         return None
@@ -112,11 +118,6 @@ class Qperf(_Network):
 
     name = parser = binary = package = "qperf"
     listen_port = QPERF_PORT
-
-    def _check(self, test: Test) -> Problem:
-        if test.transport == "udp" and test.data_len > 65507:
-            return ("data_len", test.data_len, "a UDP datagram holds at most 65507 bytes")
-        return None
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
         if ctx.role == "server":
@@ -139,11 +140,12 @@ class Ping(_Network):
         if not test.latency_test:
             return ("latency_test", test.latency_test,
                     "ping measures latency; set latencyTest=true (or use iperf3)")
-        if test.data_len > 65507:
-            return ("data_len", test.data_len, "ping sends at most 65507 bytes")
         if test.pub_rate > 1000:
             return ("pub_rate", test.pub_rate, "ping sends at most 1000 echoes a second")
         return None
+
+    def datagrams(self, test: Test) -> bool:
+        return True  # ICMP, whatever the transport column says
 
     def timeout(self, test: Test) -> float:
         return test.duration + 5
