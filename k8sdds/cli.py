@@ -82,7 +82,30 @@ OUT = typer.Option(Path("logs"), "--out", help="Where run directories go.")
 MIN_FREE = typer.Option(
     64, "--min-free", min=0, help="MiB that must stay free where the run writes: checked "
     "before the run and before each repeat; below it the run stops, resumable.")
-BACKEND = typer.Option("emulated", "--backend", help="Where tests run: emulated.")
+BACKEND = typer.Option(
+    "emulated", "--backend", help="Where tests run: emulated (namespaces on this machine) or "
+    "kubernetes (pods on the cluster of --kubeconfig).")
+KUBECONFIG = typer.Option(
+    None, "--kubeconfig", help="kubernetes: kubeconfig file [$KUBECONFIG, ~/.kube/config].")
+CONTEXT = typer.Option(None, "--context", help="kubernetes: kubeconfig context [current].")
+NAMESPACE = typer.Option(
+    None, "--namespace", help="kubernetes: namespace to run in (made if absent) [a new "
+    "k8sdds-XXXXXX per run]; everything the run makes there is removed at the end.")
+IMAGE = typer.Option(
+    None, "--image", help="kubernetes: engine image (ddsperf, iperf3, qperf, ping; see "
+    "docker/Dockerfile) [ghcr.io/k8sdds/engines:0.1].")
+PUB_NODE = typer.Option(
+    None, "--pub-node", help="kubernetes: node of the publisher (the first role) [the first "
+    "Ready worker by name].")
+SUB_NODES = typer.Option(
+    None, "--sub-nodes", help="kubernetes: comma-separated nodes the subscribers are spread "
+    "over [the other Ready workers].")
+ARCH = typer.Option(
+    None, "--arch", help="kubernetes: only workers of this architecture (kubernetes.io/arch: "
+    "amd64, arm64, arm), for hybrid clusters.")
+POD_TIMEOUT = typer.Option(
+    120.0, "--pod-timeout", min=1, help="kubernetes: seconds a pod gets to be running "
+    "(scheduled, image pulled) before its repeat fails with the pod's reason.")
 TESTBED = typer.Option(
     "k8sdds", "--testbed", help="emulated: testbed name (namespace prefix); an existing "
     "testbed of that name is reused and left up, else one is built and removed after.")
@@ -99,13 +122,17 @@ QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdout.")
 
 
-def _backend(backend: str, testbed: str, nodes: int, profile: str | None,
-             cluster: Path | None):
-    """The chosen backend, from the registry; returns (name, backend)."""
+def _backend(backend: str, **options):
+    """The chosen backend, from the registry, given every backend option (each uses its
+    own); returns (name, backend)."""
     from k8sdds.deployment import BACKENDS
 
     name = _choice(backend, list(BACKENDS), "--backend")
-    return name, BACKENDS[name](testbed=testbed, nodes=nodes, profile=profile, cluster=cluster)
+    if options.get("sub_nodes") is not None:
+        options["sub_nodes"] = [n.strip() for n in options["sub_nodes"].split(",")
+                                if n.strip()]
+    options = {k: v for k, v in options.items() if v is not None}
+    return name, BACKENDS[name](**options)
 
 
 def _announce(tests, backend_name: str, what: str = "") -> None:
@@ -123,10 +150,11 @@ def run(
         "or Ctrl-C): finished repeats are kept, the rest run; its own schedule and options "
         "are used."),
     backend: str = BACKEND,
-    datapath: str = typer.Option(
-        "host", "--datapath",
+    datapath: str | None = typer.Option(
+        None, "--datapath",
         help="Comma-separated datapaths; the schedule runs once per datapath, into one run "
-             "directory: " + ", ".join(datapaths.DATAPATHS)),
+             "directory [emulated: host; kubernetes: the cluster's own]: "
+             + ", ".join(datapaths.DATAPATHS)),
     duration: float | None = typer.Option(
         None, "--duration", help="Seconds each test runs (rows without a duration). [10]"),
     repeats: int | None = typer.Option(
@@ -169,6 +197,14 @@ def run(
              "the others are workers, where pods run."),
     profile: str | None = PROFILE,
     cluster: Path | None = CLUSTER,
+    kubeconfig: Path | None = KUBECONFIG,
+    context: str | None = CONTEXT,
+    namespace: str | None = NAMESPACE,
+    image: str | None = IMAGE,
+    pub_node: str | None = PUB_NODE,
+    sub_nodes: str | None = SUB_NODES,
+    arch: str | None = ARCH,
+    pod_timeout: float = POD_TIMEOUT,
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
     with_report: bool = REPORT,
     quiet: bool = QUIET,
@@ -180,14 +216,17 @@ def run(
 
     perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license, rti_tls_dir)
 
-    name, chosen = _backend(backend, testbed, nodes, profile, cluster)
+    name, chosen = _backend(backend, testbed=testbed, nodes=nodes, profile=profile,
+                            cluster=cluster, kubeconfig=kubeconfig, context=context,
+                            namespace=namespace, image=image, pub_node=pub_node,
+                            sub_nodes=sub_nodes, arch=arch, pod_timeout=pod_timeout)
     if resume is not None:
         _resume(chosen, resume, quiet, as_json, plot, with_report, min_free)
         return
     if sch is None:
         raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
                                  param_hint="--sch")
-    names = _datapath_list(datapath, list(chosen.datapaths()))
+    names = _datapath_list(datapath or chosen.datapaths()[0], list(chosen.datapaths()))
     defaults = schedule.Defaults(
         latency_test=True if latency_test else None,
         transport=_choice(transport, list(schedule.TRANSPORTS), "--transport"),
@@ -206,9 +245,10 @@ def run(
 
 @app.command()
 def baseline(
-    datapath: str = typer.Option(
-        "host,flannel-hostgw,flannel-vxlan", "--datapath",
-        help="Comma-separated datapaths; the matrix runs on each."),
+    datapath: str | None = typer.Option(
+        None, "--datapath",
+        help="Comma-separated datapaths; the matrix runs on each [emulated: host, "
+             "flannel-hostgw, flannel-vxlan; kubernetes: host and the cluster's own]."),
     paths: str = typer.Option(
         "all", "--paths", help="all, or comma-separated: " + ", ".join(schedule.PATHS) +
         " (a host-network datapath has only node-node)."),
@@ -230,6 +270,14 @@ def baseline(
         "(at least a control plane and two workers, for the cross-node paths)."),
     profile: str | None = PROFILE,
     cluster: Path | None = CLUSTER,
+    kubeconfig: Path | None = KUBECONFIG,
+    context: str | None = CONTEXT,
+    namespace: str | None = NAMESPACE,
+    image: str | None = IMAGE,
+    pub_node: str | None = PUB_NODE,
+    sub_nodes: str | None = SUB_NODES,
+    arch: str | None = ARCH,
+    pod_timeout: float = POD_TIMEOUT,
     with_report: bool = REPORT,
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,
@@ -241,8 +289,14 @@ def baseline(
     from k8sdds import baseline as matrix
     from k8sdds.runner import RunOptions
 
-    name, chosen = _backend(backend, testbed, nodes, profile, cluster)
-    names = _datapath_list(datapath, list(chosen.datapaths()))
+    name, chosen = _backend(backend, testbed=testbed, nodes=nodes, profile=profile,
+                            cluster=cluster, kubeconfig=kubeconfig, context=context,
+                            namespace=namespace, image=image, pub_node=pub_node,
+                            sub_nodes=sub_nodes, arch=arch, pod_timeout=pod_timeout)
+    offered = list(chosen.datapaths())
+    usual = ["host", "flannel-hostgw", "flannel-vxlan"]
+    names = _datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)
+                                                else offered), offered)
     wanted = list(schedule.PATHS) if paths.strip().lower() == "all" else [
         _choice(p, list(schedule.PATHS), "--paths") for p in paths.split(",") if p.strip()]
     picked = [_choice(e, list(matrix.ENGINES), "--engines")
@@ -348,6 +402,28 @@ def _plot(run_dir: Path) -> bool:
     if not (Path(run_dir) / "results.csv").exists():
         return False
     return plots.throughput(load.load([run_dir]), Path(run_dir)) is not None
+
+
+@app.command()
+def cleanup(
+    namespace: str | None = typer.Option(
+        None, "--namespace", help="Remove what k8sdds made in this namespace (and the "
+        "namespace, if k8sdds made it) [every namespace k8sdds made]."),
+    kubeconfig: Path | None = KUBECONFIG,
+    context: str | None = CONTEXT,
+) -> None:
+    """kubernetes: remove what a killed run left behind (pods, ConfigMaps, Secrets, RBAC,
+    namespaces labelled app.kubernetes.io/managed-by=k8sdds)."""
+    from k8sdds.deployment import kubernetes as kube
+
+    api = kube.connect(kubeconfig, context)
+    spaces = [namespace] if namespace else kube.managed_namespaces(api)
+    gone = []
+    for ns in spaces:
+        gone += kube.remove(api, ns)
+    for item in gone:
+        out_console.print(f"deleted {item}")
+    out_console.print(f"{len(gone)} objects deleted in {len(spaces)} namespace(s)")
 
 
 import_app = typer.Typer(no_args_is_help=True, help="Import data from other tools.")

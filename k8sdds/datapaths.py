@@ -48,6 +48,12 @@ DATAPATHS: dict[str, Datapath] = {
                  encryption="WireGuard (ChaCha20-Poly1305)", unencrypted="flannel-vxlan"),
         Datapath("calico-ipip", "Calico IP-in-IP: tunl0, routes via remote nodes onlink",
                  "IP-in-IP", 1480, False, kernel_links=("ipip",)),
+        # found on real clusters (kubernetes backend), not emulated
+        Datapath("calico", "Calico BGP: pod CIDRs routed between nodes, no encapsulation",
+                 "none (routed)", 1500, False),
+        Datapath("cilium", "Cilium: eBPF datapath, VXLAN tunnel by default", "VXLAN (eBPF)",
+                 1450, False),
+        Datapath("unknown", "a CNI k8sdds does not recognise", "unknown", 1450, False),
     )
 }
 

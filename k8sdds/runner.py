@@ -200,29 +200,31 @@ class Runner:
         handles: dict[str, Handle] = {}
         codes: dict[str, int | None] = {}
         try:
-            placement = self.backend.deploy(test, roles)
+            placement = self.backend.deploy(test, roles, rep)
             entry["placement"] = {r: p.node for r, p in placement.items()}
             endpoints = {r: placement[r].address for r in roles}
             discovery = discovery_of(test)
             entry["discovery"] = discovery
             commands = {}
-            secrets_dir = str((run.path / SECRETS).resolve())
-            engine.secrets(test, roles, secrets_dir)
+            secrets_dir = (run.path / SECRETS).resolve()
+            engine.secrets(test, roles, str(secrets_dir))
+            config_seen, secrets_seen = self.backend.role_dirs(rep_dir.resolve(), secrets_dir)
             for role in roles:
                 ctx = RoleContext(role=role, address=placement[role].address,
                                   interface=placement[role].interface, endpoints=endpoints,
-                                  discovery=discovery, config_dir=str(rep_dir.resolve()),
-                                  secrets_dir=secrets_dir)
+                                  discovery=discovery, config_dir=config_seen,
+                                  secrets_dir=secrets_seen)
                 cmd = engine.command(test, ctx)
                 for name, content in cmd.files.items():
                     (rep_dir / name).write_text(content)
                 commands[role] = cmd
             entry["argv"] = {r: list(c.argv) for r, c in commands.items()}
             driver, followers = roles[0], roles[1:]
-            for role in followers:
-                handles[role] = self.backend.start(placement[role], commands[role].argv,
-                                                   commands[role].env,
-                                                   rep_dir / f"{role}.log")
+            for i, role in enumerate(followers):
+                handles[role] = self.backend.start(
+                    placement[role], commands[role], rep_dir / f"{role}.log",
+                    listen=engine.listen_port if i == 0 else None)
+            self.backend.ready(list(handles.values()))
             if engine.listen_port and followers and not self.backend.wait_listening(
                     handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
                 # the client would only fail to connect: say why instead
@@ -230,9 +232,9 @@ class Runner:
                 raise _NotListening(f"{followers[0]} did not listen on TCP port "
                                     f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
                                     f"(see {followers[0]}.log)")
-            handles[driver] = self.backend.start(placement[driver], commands[driver].argv,
-                                                 commands[driver].env,
+            handles[driver] = self.backend.start(placement[driver], commands[driver],
                                                  rep_dir / f"{driver}.log")
+            self.backend.ready([handles[driver]])
             before, started = self.backend.usage(), time.monotonic()
             codes[driver] = self.backend.wait(handles[driver], engine.timeout(test))
             _write_usage(rep_dir, before, self.backend.usage(), time.monotonic() - started)

@@ -14,6 +14,7 @@ import pytest
 from k8sdds.cluster import capabilities, netns
 from k8sdds.deployment.base import Placement
 from k8sdds.deployment.emulated import EmulatedBackend
+from k8sdds.perftest.base import Command
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
@@ -68,7 +69,7 @@ def test_cpu_quota_holds_every_process_of_the_node(rpi3b, tmp_path):
     node = tb.node("node1")
     placement = Placement("pub", node.name, node.address, "eth0", node.ns, node.name)
     busy = [sys.executable, "-c", "while True: pass"]
-    handle = rpi3b.start(placement, busy, {}, tmp_path / "busy.log")
+    handle = rpi3b.start(placement, Command(tuple(busy)), tmp_path / "busy.log")
     try:
         time.sleep(0.3)
         with open(f"/proc/{handle.proc.pid}/cgroup") as fh:

@@ -6,8 +6,10 @@ from collections.abc import Callable
 
 from k8sdds.deployment.base import Backend, Handle, Placement
 from k8sdds.deployment.emulated import EmulatedBackend
+from k8sdds.deployment.kubernetes import KubernetesBackend
 
-# name -> factory; each factory takes the keyword options of `k8sdds run` it understands
-BACKENDS: dict[str, Callable[..., Backend]] = {"emulated": EmulatedBackend}
+# name -> factory; each takes the keyword options of `k8sdds run` and uses those it knows
+BACKENDS: dict[str, Callable[..., Backend]] = {"emulated": EmulatedBackend,
+                                               "kubernetes": KubernetesBackend}
 
 __all__ = ["BACKENDS", "Backend", "Handle", "Placement"]

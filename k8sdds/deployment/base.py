@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from k8sdds.perftest.base import Command
 from k8sdds.schedule import Limits, Test
 
 
@@ -28,9 +29,10 @@ class Handle:
     """A started role: its process and its log."""
 
     role: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen | None  # a local process (emulated), or None (a pod: see `ref`)
     log: Path
     stopped: bool = False  # True once we stopped it ourselves
+    ref: str = ""  # the backend's name for it where there is no local process (a pod)
 
 
 class Backend(Protocol):
@@ -51,12 +53,22 @@ class Backend(Protocol):
     def use_datapath(self, name: str) -> None:
         """Configure datapath `name` for the tests that follow."""
 
-    def deploy(self, test: Test, roles: Sequence[str]) -> Mapping[str, Placement]:
-        """Create what the roles need and say where each runs."""
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
+               ) -> Mapping[str, Placement]:
+        """Create what the roles need for repeat `repeat` and say where each runs."""
 
-    def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
-              log: Path) -> Handle:
-        """Start one role with its output going to `log`."""
+    def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
+        """Where the roles see the repeat's configuration files and the run's secrets (the
+        paths engines write into commands); the runner writes both on this machine."""
+
+    def start(self, placement: Placement, command: Command, log: Path,
+              listen: int | None = None) -> Handle:
+        """Start one role (argv, environment, files) with its output going to `log`;
+        `listen`: the TCP port the role will serve on, if any."""
+
+    def ready(self, handles: Sequence[Handle]) -> None:
+        """Return once the roles are running; raise TestbedError with the reason when one
+        cannot start (image, node, crash) or is not running within the backend's bound."""
 
     def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
         """Wait until the role listens on TCP `port` (False: it did not within `timeout` s,

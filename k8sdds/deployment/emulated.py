@@ -16,6 +16,7 @@ from k8sdds.cluster.profiles import PROFILES
 from k8sdds.cluster.wiring import WIRING
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.placement import place, sides
+from k8sdds.perftest.base import Command
 from k8sdds.schedule import Limits, Test
 
 TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as its cost
@@ -25,7 +26,7 @@ class EmulatedBackend:
     name = "emulated"
 
     def __init__(self, testbed: str = "k8sdds", nodes: int = 4, profile: str | None = None,
-                 cluster: Path | None = None):
+                 cluster: Path | None = None, **_other_backends):
         existing = Testbed.existing(testbed)
         if existing and existing.is_up():
             # a testbed that is already up is used as it is (its own nodes and profiles)
@@ -49,6 +50,10 @@ class EmulatedBackend:
         return list(WIRING)
 
     def unavailable(self, datapath: str) -> str | None:
+        if datapath not in WIRING:
+            return (f"the emulated cluster does not wire {datapath} (it offers "
+                    f"{', '.join(WIRING)}); run it with --backend kubernetes on a cluster "
+                    "that has it")
         return capabilities.datapath_unavailable(datapaths.get(datapath))
 
     def up(self) -> None:
@@ -72,7 +77,8 @@ class EmulatedBackend:
         self.testbed.use_datapath(name)
         self._datapath = name
 
-    def deploy(self, test: Test, roles: Sequence[str]) -> Mapping[str, Placement]:
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
+               ) -> Mapping[str, Placement]:
         dp = datapaths.get(test.datapath)
         nodes = place(roles, [n.name for n in self.testbed.workers()], test.placement)
         first_side, other_side = sides(test.effective_path)
@@ -89,19 +95,27 @@ class EmulatedBackend:
                                       f"{node.name}-{role}")
         return out
 
-    def start(self, placement: Placement, argv: Sequence[str], env: Mapping[str, str],
-              log: Path) -> Handle:
+    def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
+        return str(config_dir), str(secrets_dir)  # the namespaces share this file system
+
+    def start(self, placement: Placement, command: Command, log: Path,
+              listen: int | None = None) -> Handle:
         group = self._cgroups.get(placement.node)
         with open(log, "wb") as out:
-            proc = subprocess.Popen(netns.exec_argv(placement.where, argv, placement.hostname),
+            proc = subprocess.Popen(netns.exec_argv(placement.where, command.argv,
+                                                    placement.hostname),
                                     stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                                    stdin=subprocess.DEVNULL,
+                                    env={**os.environ, **command.env},
                                     start_new_session=True,
                                     # the node's CPU quota holds every process of the node
                                     preexec_fn=(lambda: cgroups.join(group)) if group else None)
         handle = Handle(placement.role, proc, log)
         self._handles.append(handle)
         return handle
+
+    def ready(self, handles: Sequence[Handle]) -> None:
+        """A process runs as soon as it is started."""
 
     def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -21,7 +21,7 @@ class SecurityFiles:
 
 @dataclass(frozen=True)
 class CycloneConfig:
-    interface: str
+    interface: str  # "": Cyclone picks the interface itself
     allow_multicast: str  # "true", "spdp" (discovery only) or "false"
     transport: str = "udp"  # "udp" or "tcp"
     tcp_port: int | None = None
@@ -39,7 +39,10 @@ def render(cfg: CycloneConfig) -> str:
     domain = ET.SubElement(root, "Domain", id="any")
     general = ET.SubElement(domain, "General")
     ifaces = ET.SubElement(general, "Interfaces")
-    ET.SubElement(ifaces, "NetworkInterface", name=cfg.interface)
+    if cfg.interface:
+        ET.SubElement(ifaces, "NetworkInterface", name=cfg.interface)
+    else:  # where the interface's name is not known (a node's own network on Kubernetes)
+        ET.SubElement(ifaces, "NetworkInterface", autodetermine="true")
     ET.SubElement(general, "AllowMulticast").text = cfg.allow_multicast
     ET.SubElement(general, "Transport").text = cfg.transport
     if cfg.transport == "tcp" and cfg.tcp_port is not None:

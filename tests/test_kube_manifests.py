@@ -1,0 +1,146 @@
+"""The kubernetes backend's pure parts: manifests, CNI detection, readings of pod status."""
+
+from __future__ import annotations
+
+import json
+
+from k8sdds.deployment import cni, kubernetes as kube, manifests as m
+
+
+def _params(**over) -> m.PodParams:
+    base = dict(name="t1-r1-pub-abc123", namespace="k8sdds-abc123", run_id="abc123",
+                repeat="t1-r1-abc123", role="pub", node="pi4-a", image="img:1",
+                argv=("ddsperf", "-D", "10", "pub"), env={"CYCLONEDDS_URI": "file:///x"})
+    base.update(over)
+    return m.PodParams(**base)
+
+
+def test_pod_is_pinned_labelled_and_unprivileged():
+    pod = m.pod(_params())
+    spec, meta = pod["spec"], pod["metadata"]
+    assert spec["nodeName"] == "pi4-a"
+    assert spec["restartPolicy"] == "Never"
+    assert meta["labels"][m.RUN_LABEL] == "abc123"
+    assert meta["labels"][m.REPEAT_LABEL] == "t1-r1-abc123"
+    assert meta["labels"]["app.kubernetes.io/managed-by"] == "k8sdds"
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["serviceAccountName"] == m.ENGINE
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    [c] = spec["containers"]
+    assert c["name"] == "pub"  # the role: `kubectl logs POD -c pub`
+    assert c["command"] == ["ddsperf", "-D", "10", "pub"]  # an argv, never a shell line
+    assert c["env"] == [{"name": "CYCLONEDDS_URI", "value": "file:///x"}]
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    assert "hostNetwork" not in spec
+    assert spec["hostname"] == "t1-r1-pub-abc123" and spec["subdomain"] == m.SUBDOMAIN
+    assert "readinessProbe" not in c
+    # no config, no credentials: only the scratch directory
+    assert [v["name"] for v in spec["volumes"]] == ["scratch"]
+
+
+def test_pod_options_host_network_arch_config_credentials_listen():
+    pod = m.pod(_params(host_network=True, arch="arm64", config_map="cm", credentials=True,
+                        listen=5201))
+    spec = pod["spec"]
+    assert spec["hostNetwork"] is True
+    assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"}
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["config"]["configMap"]["name"] == "cm"
+    assert vols["credentials"]["secret"] == {"secretName": m.CREDENTIALS, "defaultMode": 0o440}
+    mounts = {v["name"]: v for v in spec["containers"][0]["volumeMounts"]}
+    assert mounts["config"] == {"name": "config", "mountPath": m.CONFIG_MOUNT,
+                                "readOnly": True}
+    assert mounts["credentials"]["mountPath"] == m.SECRETS_MOUNT
+    assert spec["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 5201}
+
+
+def test_runner_role_is_namespaced_and_minimal():
+    role = m.role("ns1", "abc123")
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "ns1"
+    assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert resources == {"pods", "pods/log", "configmaps", "secrets", "events"}
+    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+    assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
+    binding = m.role_binding("ns1", "abc123")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": m.RUNNER,
+                                    "namespace": "ns1"}]
+    assert binding["roleRef"]["name"] == m.RUNNER
+
+
+def test_secret_leaves_out_the_ca_key_and_encodes():
+    assert m.secret_files(["ca.key", "ca.pem", "pub.key", "pub.pem"]) == [
+        "ca.pem", "pub.key", "pub.pem"]
+    s = m.secret("s", "ns", "r", {"pub.key": b"\x00key"})
+    assert s["data"] == {"pub.key": "AGtleQ=="}
+
+
+def test_headless_service_names_pods_before_they_are_ready():
+    svc = m.headless_service("ns", "abc")
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert m.dns_name("t1-r1-pub-abc") == "t1-r1-pub-abc.k8sdds"
+
+
+def _ds(name: str, ns: str = "kube-system", image: str = "", env: dict | None = None):
+    return {"metadata": {"name": name, "namespace": ns},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "c", "image": image or name,
+                 "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}]}}}}
+
+
+def _flannel_cm(kind: str) -> dict:
+    return {("kube-flannel", "kube-flannel-cfg"):
+            {"data": {"net-conf.json": json.dumps({"Network": "10.244.0.0/16",
+                                                   "Backend": {"Type": kind}})}}}
+
+
+def test_cni_detection_of_each_plugin():
+    proxy = _ds("kube-proxy", image="registry.k8s.io/kube-proxy:v1.34.3")
+    flannel = _ds("kube-flannel-ds", "kube-flannel", "ghcr.io/flannel-io/flannel:v0.26.7")
+    assert cni.detect([proxy, flannel], _flannel_cm("vxlan")).datapath == "flannel-vxlan"
+    assert cni.detect([flannel], _flannel_cm("host-gw")).datapath == "flannel-hostgw"
+    assert cni.detect([flannel], _flannel_cm("wireguard")).datapath == "flannel-wireguard"
+    assert cni.detect([flannel], {}).datapath == "flannel-vxlan"  # flannel's default
+    assert cni.detect([flannel], {}).daemonset == "kube-flannel/kube-flannel-ds"
+    assert cni.detect([_ds("kube-router")], {}).datapath == "kube-router"
+    weave = _ds("weave-net", image="weaveworks/weave-kube:2.8.1")
+    assert cni.detect([weave], {}).datapath == "weave"
+    secret_env = _ds("weave-net", image="weaveworks/weave-kube:2.8.1")
+    secret_env["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "WEAVE_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "weave-passwd",
+                                                                  "key": "weave-passwd"}}}]
+    assert cni.detect([secret_env], {}).datapath == "weave-encrypted"
+    assert cni.detect([_ds("calico-node", env={"CALICO_IPV4POOL_IPIP": "Always"})],
+                      {}).datapath == "calico-ipip"
+    assert cni.detect([_ds("calico-node", env={"CALICO_IPV4POOL_VXLAN": "Always"})],
+                      {}).datapath == "calico-vxlan"
+    assert cni.detect([_ds("calico-node")], {}).datapath == "calico"
+    assert cni.detect([_ds("cilium")], {}).datapath == "cilium"
+    found = cni.detect([proxy], {})
+    assert found.datapath == "unknown" and "no known CNI" in found.cni
+
+
+def test_pod_readings():
+    pulling = {"status": {"phase": "Pending", "containerStatuses": [
+        {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}]}}
+    assert kube._fatal(pulling) == "ImagePullBackOff: not found"
+    creating = {"status": {"phase": "Pending", "containerStatuses": [
+        {"state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    assert kube._fatal(creating) is None
+    unschedulable = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available"}]}}
+    assert kube._fatal(unschedulable) == "Unschedulable: 0/3 nodes are available"
+    rejected = {"status": {"phase": "Failed", "reason": "OutOfcpu", "message": "no cpu"}}
+    assert kube._fatal(rejected) == "OutOfcpu: no cpu"
+    done = {"status": {"phase": "Failed", "containerStatuses": [
+        {"state": {"terminated": {"exitCode": 3}}}]}}
+    assert kube._exit_code(done) == 3 and kube._finished(done)
+    assert kube._cores("250m") == 0.25 and kube._cores("1500000000n") == 1.5
+    assert kube._cores("2") == 2.0
