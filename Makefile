@@ -8,10 +8,11 @@ BIN    := $(VENV)/bin
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go \
                 wireguard-tools nftables iperf3 qperf apache2-utils nginx-light
 
-# and what only the tests need: a real browser for the report test, openssl to check signatures
-TEST_APT_PACKAGES := chromium openssl
+# and what only the tests need: a real browser for the report test, openssl to check signatures,
+# etcd for the real kube-apiserver the kubernetes backend is tested against
+TEST_APT_PACKAGES := chromium openssl etcd-server
 
-.PHONY: demo test install system-deps test-deps lint clean
+.PHONY: demo test install system-deps test-deps k8s-test-binaries lint clean
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
 demo: install
@@ -25,8 +26,14 @@ test: install test-deps
 ## install: Debian packages (as root) and the Python package in .venv
 install: system-deps $(BIN)/k8sdds
 
-test-deps:
+test-deps: k8s-test-binaries
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
+
+## k8s-test-binaries: kube-apiserver and kwok for the kubernetes backend's tests (Go; cached)
+k8s-test-binaries:
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
+	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries; \
+	else echo "no Go toolchain: the kubernetes backend's tests will be skipped"; fi
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

@@ -161,6 +161,18 @@ def kwok_config(logs: dict[str, Path]) -> list[dict]:
     return docs
 
 
+def cri_log(source: Path, directory: Path) -> Path:
+    """`source` as the container runtime writes a log (CRI format: time, stream, tag, line),
+    which is what a kubelet, and kwok, read and serve without the prefix."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / source.name
+    if not out.exists():
+        lines = source.read_text().splitlines()
+        out.write_text("".join(f"2026-11-21T12:00:00.{i:09d}Z stdout F {line}\n"
+                               for i, line in enumerate(lines)))
+    return out
+
+
 def _cert(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")])
@@ -224,6 +236,8 @@ class ControlPlane:
             "--kubelet-preferred-address-types=InternalIP",
             "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
             "--enable-priority-and-fairness=false",
+            # etcd 3.4 lacks progress notifications: no streaming list (kwok would retry)
+            "--feature-gates=WatchList=false",
             f"--cert-dir={d / 'certs'}"])
         self.server = f"https://127.0.0.1:{api_port}"
         self.kubeconfig = d / "kubeconfig"
@@ -234,7 +248,8 @@ class ControlPlane:
             "users": [{"name": "admin", "user": {"token": TOKEN}}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}]}))
         self._wait_api()
-        (d / "kwok.yaml").write_text(yaml.safe_dump_all(kwok_config(self.logs)))
+        (d / "kwok.yaml").write_text(yaml.safe_dump_all(kwok_config(
+            {role: cri_log(path, d / "cri") for role, path in self.logs.items()})))
         self._spawn("kwok", [str(BIN / "kwok"), f"--kubeconfig={self.kubeconfig}",
                              f"--config={d / 'kwok.yaml'}", "--manage-all-nodes=true",
                              "--node-ip=127.0.0.1", f"--node-port={kubelet_port}",
@@ -307,7 +322,7 @@ class ControlPlane:
             p.terminate()
         for p in reversed(self.procs):
             try:
-                p.wait(timeout=10)
+                p.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
@@ -328,6 +343,8 @@ def node(name: str, arch: str, control_plane: bool = False,
                          "annotations": {"kwok.x-k8s.io/node": "fake"}},
             "spec": spec,
             "status": {"nodeInfo": {"architecture": arch, "kernelVersion": kernel,
+                                    "bootID": "", "machineID": "", "systemUUID": "",
+                                    "kubeProxyVersion": "",
                                     "kubeletVersion": "v1.34.3", "operatingSystem": "linux",
                                     "osImage": "Debian GNU/Linux 12 (bookworm)",
                                     "containerRuntimeVersion": "containerd://1.7.24"},

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from k8sdds.deployment import cni, kubernetes as kube, manifests as m
+from k8sdds.deployment import cni
+from k8sdds.deployment import kubernetes as kube
+from k8sdds.deployment import manifests as m
 
 
 def _params(**over) -> m.PodParams:

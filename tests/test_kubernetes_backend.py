@@ -1,0 +1,342 @@
+"""The kubernetes backend against a real kube-apiserver (with etcd), kwok playing the kubelets
+of a hybrid edge cluster: an amd64 control plane and arm workers (tests/kube_support.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from k8sdds import schedule
+from k8sdds.deployment import manifests as m
+from k8sdds.deployment.kubernetes import KubernetesBackend
+from k8sdds.perftest.base import Command
+from k8sdds.runner import NoProgress, Runner, RunOptions
+
+from . import kube_support as ks
+
+pytestmark = pytest.mark.kube
+
+REASON = ks.missing()
+if REASON and (os.environ.get("CI") == "true" or os.environ.get("K8SDDS_REQUIRE_E2E") == "1"):
+    pytest.fail(f"kubernetes tests required but cannot run: {REASON}", pytrace=False)
+if REASON:
+    pytest.skip(REASON, allow_module_level=True)
+
+HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
+SCHEDULE = HEAD + "1024,false,1,false,0,2\n1024,false,2,false,0,2\n"
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory):
+    plane = ks.ControlPlane(tmp_path_factory.mktemp("k8s")).start()
+    try:
+        plane.add_nodes(ks.EDGE)
+        _install_flannel(plane, "host-gw")
+        yield plane
+    finally:
+        plane.stop()
+
+
+def _install_flannel(plane, backend: str) -> None:
+    """Flannel as its manifest installs it: namespace, ConfigMap, DaemonSet (no pods run:
+    no controller-manager here; detection only reads the objects)."""
+    from kubernetes import client
+
+    api = plane.api()
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    core.create_namespace({"metadata": {"name": "kube-flannel"}})
+    core.create_namespaced_config_map("kube-flannel", {
+        "metadata": {"name": "kube-flannel-cfg"},
+        "data": {"net-conf.json": json.dumps({"Network": "10.244.0.0/16",
+                                              "Backend": {"Type": backend}})}})
+    for ns, name, image in (("kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.34.3"),
+                            ("kube-flannel", "kube-flannel-ds",
+                             "ghcr.io/flannel-io/flannel:v0.26.7")):
+        apps.create_namespaced_daemon_set(ns, {
+            "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}})
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+
+
+def _cli(cp, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k8sdds", *args, "--backend", "kubernetes",
+                           "--kubeconfig", str(cp.kubeconfig)],
+                          capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+def _managed(cp) -> dict[str, list[str]]:
+    """Every object k8sdds labelled, anywhere, by kind (pods, ConfigMaps, Secrets, Services,
+    ServiceAccounts, Roles, RoleBindings), and its namespaces that are not terminating."""
+    from kubernetes import client
+
+    api = cp.api()
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    sel = m.MANAGED_SELECTOR
+    out = {
+        "pods": [p.metadata.name for p in core.list_pod_for_all_namespaces(
+            label_selector=sel).items],
+        "configmaps": [c.metadata.name for c in core.list_config_map_for_all_namespaces(
+            label_selector=sel).items],
+        "secrets": [c.metadata.name for c in core.list_secret_for_all_namespaces(
+            label_selector=sel).items],
+        "services": [c.metadata.name for c in core.list_service_for_all_namespaces(
+            label_selector=sel).items],
+        "serviceaccounts": [c.metadata.name for c in
+                            core.list_service_account_for_all_namespaces(
+                                label_selector=sel).items],
+        "roles": [c.metadata.name for c in rbac.list_role_for_all_namespaces(
+            label_selector=sel).items],
+        "rolebindings": [c.metadata.name for c in rbac.list_role_binding_for_all_namespaces(
+            label_selector=sel).items],
+        # no controller-manager finalizes namespaces here: a deleted one stays Terminating
+        "namespaces": [n.metadata.name for n in core.list_namespace(label_selector=sel).items
+                       if n.metadata.deletion_timestamp is None],
+    }
+    return {k: v for k, v in out.items() if v}
+
+
+def _tests(text: str, tmp_path: Path, **over) -> list[schedule.Test]:
+    sch = tmp_path / "schedule.csv"
+    sch.write_text(text)
+    tests = schedule.expand(schedule.load(sch), ["flannel-hostgw"], sch)
+    return [replace(t, **over) for t in tests]
+
+
+def test_cni_detection_reads_the_daemonsets(cp):
+    backend = KubernetesBackend(kubeconfig=cp.kubeconfig)
+    found = backend.detected()
+    assert found.datapath == "flannel-hostgw"
+    assert found.daemonset == "kube-flannel/kube-flannel-ds"
+    assert "host-gw" in found.cni
+    assert list(backend.datapaths()) == ["flannel-hostgw", "host"]
+    assert "flannel-hostgw" in backend.unavailable("weave")
+
+
+def test_pods_are_placed_pinned_and_unprivileged(cp, tmp_path):
+    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG, arch="arm64",
+                                pod_timeout=30)
+    [test] = _tests(HEAD + "1024,false,2,false,0,5\n", tmp_path)
+    backend.up()
+    try:
+        from kubernetes import client
+
+        admin = client.CoreV1Api(cp.api())
+        backend.use_datapath("flannel-hostgw")
+        roles = ["pub", "sub0", "sub1"]
+        placed = backend.deploy(test, roles, 1)
+        # arm64 workers only (pi3-a is arm): the publisher on the first, the subscribers on
+        # the other
+        assert {r: p.node for r, p in placed.items()} == {"pub": "pi4-a", "sub0": "pi4-b",
+                                                          "sub1": "pi4-b"}
+        handles = [backend.start(placed[r], Command(("ddsperf", "sub"), {"A": "1"},
+                                                    {f"{r}.xml": "<x/>"}), tmp_path / f"{r}.log")
+                   for r in roles]
+        backend.ready(handles)
+        for role in roles:
+            pod = admin.read_namespaced_pod(placed[role].where, backend.namespace)
+            assert pod.status.phase == "Running"
+            assert pod.spec.node_name == placed[role].node
+            assert pod.spec.host_network in (None, False)
+            assert pod.spec.security_context.run_as_non_root is True
+            assert pod.spec.automount_service_account_token is False
+            c = pod.spec.containers[0]
+            assert c.command == ["ddsperf", "sub"] and c.name == role
+            assert c.security_context.capabilities.drop == ["ALL"]
+            assert c.security_context.read_only_root_filesystem is True
+            cm = admin.read_namespaced_config_map(f"{placed[role].where}-config",
+                                                  backend.namespace)
+            assert cm.data == {f"{role}.xml": "<x/>"}
+        # least privilege: inside its namespace k8sdds acts as the runner ServiceAccount
+        authz = client.AuthorizationV1Api(backend._ns_client)
+
+        def allowed(ns: str, verb: str, resource: str) -> bool:
+            review = authz.create_self_subject_access_review({"spec": {"resourceAttributes": {
+                "namespace": ns, "verb": verb, "resource": resource}}})
+            return review.status.allowed
+
+        assert allowed(backend.namespace, "create", "pods")
+        assert not allowed("kube-system", "list", "secrets")
+        assert not allowed(backend.namespace, "create", "roles")
+        assert not allowed(backend.namespace, "create", "pods/exec")
+        backend.teardown()
+        assert not admin.list_namespaced_pod(backend.namespace,
+                                             label_selector=m.MANAGED_SELECTOR).items
+        # the host datapath: the pods use their node's network
+        backend.use_datapath("host")
+        placed = backend.deploy(test, roles, 2)
+        assert all(p.interface == "" for p in placed.values())
+        h = backend.start(placed["pub"], Command(("ddsperf", "pub")), tmp_path / "p.log")
+        backend.ready([h])
+        assert admin.read_namespaced_pod(placed["pub"].where,
+                                         backend.namespace).spec.host_network is True
+    finally:
+        backend.down()
+    assert _managed(cp) == {}
+
+
+def test_run_collects_logs_through_the_api_and_parses_them(cp, tmp_path):
+    sch = tmp_path / "s.csv"
+    sch.write_text(SCHEDULE)
+    done = _cli(cp, "run", "--sch", str(sch), "--repeats", "2", "--image", ks.IMAGE_OK,
+                "--out", str(tmp_path / "out"), "--no-plot", "--json", "--report")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["repeats"] == 4 and outcome["failed"] == []
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["backend"] == "kubernetes"
+    cluster = manifest["cluster"]
+    assert cluster["datapath"] == "flannel-hostgw" and "host-gw" in cluster["cni"]
+    nodes = {n["name"]: n for n in cluster["nodes"]}
+    assert nodes["master"]["role"] == "control-plane" and nodes["master"]["arch"] == "amd64"
+    assert nodes["pi3-a"]["arch"] == "arm" and nodes["pi3-a"]["kernel"] == "6.1.0-rpi7-rpi-v7"
+    assert nodes["pi4-a"]["kubelet"] == "v1.34.3"
+    assert any("metrics-server" in line for line in cluster["not_applied"])
+    assert manifest["datapaths"] == ["flannel-hostgw"]
+    # the publisher on the first worker, subscribers spread over the others (never master)
+    assert manifest["repeats"]["test-2/rep-1"]["placement"] == {
+        "pub": "pi3-a", "sub0": "pi4-a", "sub1": "pi4-b"}
+    # each role's log came from the API server (kwok serves the real ddsperf logs)
+    for role in ("pub", "sub0", "sub1"):
+        log = run / "test-2" / "rep-1" / f"{role}.log"
+        src = ks.LOGS[role]
+        assert log.read_bytes() == src.read_bytes()
+    import pandas as pd
+
+    df = pd.read_csv(run / "results.csv")
+    subs = df[(df.role.str.startswith("sub")) & (df.metric == "throughput_mbps")
+              & (df.kind == "summary")]
+    assert len(subs) == 6  # (1 + 2 subscribers) x 2 repeats, one summary row each
+    assert (subs.value > 0).all() and set(subs.backend) == {"kubernetes"}
+    assert (run / "report.html").exists()
+    # the configuration each pod got is kept beside its log
+    cfg = (run / "test-1" / "rep-1" / "pub.cyclonedds.xml").read_text()
+    assert "t1-r1-sub0-" in cfg  # peers by the pods' DNS names
+    assert _managed(cp) == {}
+
+
+def test_a_missing_node_name_is_refused_before_anything_is_made(cp, tmp_path):
+    sch = tmp_path / "s.csv"
+    sch.write_text(SCHEDULE)
+    done = _cli(cp, "run", "--sch", str(sch), "--pub-node", "pi5-x", "--out",
+                str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert "--pub-node: node 'pi5-x' does not exist" in done.stderr
+    assert "pi4-a" in done.stderr and "Traceback" not in done.stderr
+    assert _managed(cp) == {}
+
+
+def test_pod_failures_end_their_repeat_with_the_reason_and_the_run_goes_on(cp, tmp_path):
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEAD + "1024,false,1,false,0,2\n")
+    t0 = time.monotonic()
+    done = _cli(cp, "run", "--sch", str(sch), "--repeats", "2", "--image", ks.IMAGE_MISSING,
+                "--pod-timeout", "20", "--out", str(tmp_path / "pull"), "--json")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["repeats"] == 2 and len(outcome["failed"]) == 2  # both ran, both failed
+    assert all("ErrImagePull" in f and "not found" in f for f in outcome["failed"])
+    assert time.monotonic() - t0 < 40  # well within the pod timeout: the reason is fatal
+    done = _cli(cp, "run", "--sch", str(sch), "--image", ks.IMAGE_CRASH,
+                "--out", str(tmp_path / "crash"), "--json")
+    outcome = json.loads(done.stdout)
+    assert len(outcome["failed"]) == 1
+    assert "exited with status 3" in outcome["failed"][0]
+    assert _managed(cp) == {}
+
+
+class _NodeGoes(NoProgress):
+    """Deletes a node as the first repeat is announced: it vanishes mid-run."""
+
+    def __init__(self, cp, node: str):
+        self.cp, self.node, self.done = cp, node, False
+
+    def step(self, description: str) -> None:
+        from kubernetes import client
+
+        if not self.done:
+            client.CoreV1Api(self.cp.api()).delete_node(self.node)
+            self.done = True
+
+
+def test_a_node_that_vanishes_fails_its_repeats_and_the_run_goes_on(cp, tmp_path):
+    cp.add_nodes([ks.node("pi4-temp", "arm64")])
+    sch = tmp_path / "s.csv"
+    sch.write_text(SCHEDULE)
+    tests = _tests(SCHEDULE, tmp_path, repeats=1)
+    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_OK,
+                                sub_nodes=["pi4-temp"], pod_timeout=20)
+    outcome = Runner(backend, RunOptions(schedule=sch, out=tmp_path / "out"),
+                     _NodeGoes(cp, "pi4-temp")).run(tests)
+    assert outcome.repeats == 2 and len(outcome.failed) == 2
+    assert all("node pi4-temp does not exist" in f for f in outcome.failed)
+    assert _managed(cp) == {}
+
+
+def _wait_pods_running(cp, count: int, timeout: float = 60) -> None:
+    from kubernetes import client
+
+    core = client.CoreV1Api(cp.api())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = core.list_pod_for_all_namespaces(label_selector=m.MANAGED_SELECTOR).items
+        if sum(p.status.phase == "Running" for p in pods) >= count:
+            return
+        time.sleep(0.2)  # polling the API from the test: what it waits on is another process
+    raise AssertionError("the run's pods did not come up")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_run_leaves_no_object_behind(cp, tmp_path, signum):
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEAD + "1024,false,2,false,0,30\n")
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
+                             "--image", ks.IMAGE_HANG, "--out", str(tmp_path / "out"),
+                             "--quiet"], env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_pods_running(cp, 3)
+        assert _managed(cp)["pods"]
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert _managed(cp) == {}
+
+
+def test_cleanup_removes_what_a_killed_run_left(cp, tmp_path):
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEAD + "1024,false,1,false,0,30\n")
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
+                             "--image", ks.IMAGE_HANG, "--out", str(tmp_path / "out"),
+                             "--quiet"], env=_env())
+    try:
+        _wait_pods_running(cp, 2)
+    finally:
+        proc.kill()  # SIGKILL: no handler runs
+        proc.wait()
+    left = _managed(cp)
+    assert left["pods"] and left["namespaces"] and left["roles"]
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "cleanup", "--kubeconfig",
+                           str(cp.kubeconfig)], capture_output=True, text=True, env=_env(),
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"deleted Namespace/{left['namespaces'][0]}" in done.stdout
+    assert _managed(cp) == {}
