@@ -41,6 +41,14 @@ LOGS = {"pub": FIXTURES / "ddsperf" / "throughput-pub-hostgw-1k.log",
         **{f"sub{i}": FIXTURES / "ddsperf" / "throughput-sub-hostgw-1k.log" for i in range(8)}}
 
 
+def _die_with_parent() -> None:
+    """The control plane goes when the test process goes, however it goes (Linux)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def missing() -> str | None:
     """Why the control plane cannot run here, or None."""
     for name in ("kube-apiserver", "kwok"):
@@ -262,7 +270,7 @@ class ControlPlane:
         log = open(self.directory / f"{name}.log", "wb")
         self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                            env={**os.environ, **(env or {})},
-                                           start_new_session=True))
+                                           start_new_session=True, preexec_fn=_die_with_parent))
 
     def _wait_api(self, timeout: float = 90) -> None:
         import ssl

@@ -340,3 +340,44 @@ def test_cleanup_removes_what_a_killed_run_left(cp, tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"deleted Namespace/{left['namespaces'][0]}" in done.stdout
     assert _managed(cp) == {}
+
+
+def test_tls_and_dds_security_credentials_travel_as_a_secret(cp, tmp_path):
+    from kubernetes import client
+
+    core = client.CoreV1Api(cp.api())
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEAD + "1024,false,1,false,0,30\n")
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
+                             "--image", ks.IMAGE_HANG, "--transport", "tls", "--secure",
+                             "--out", str(tmp_path / "out"), "--quiet"], env=_env(),
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_pods_running(cp, 2)
+        [secret] = core.list_secret_for_all_namespaces(label_selector=m.MANAGED_SELECTOR).items
+        assert secret.metadata.name == m.CREDENTIALS
+        keys = set(secret.data)
+        assert {"ca.pem", "pub.key", "pub.keystore.pem", "sub0.key", "governance.p7s",
+                "pub.permissions.p7s"} <= keys
+        assert "ca.key" not in keys  # the CA's key never leaves the run directory
+        ns = secret.metadata.namespace
+        for pod in core.list_namespaced_pod(ns, label_selector=m.MANAGED_SELECTOR).items:
+            vols = {v.name: v for v in pod.spec.volumes}
+            assert vols["credentials"].secret.secret_name == m.CREDENTIALS
+            mount = {v.name: v for v in pod.spec.containers[0].volume_mounts}["credentials"]
+            assert mount.mount_path == m.SECRETS_MOUNT and mount.read_only
+            cm = core.read_namespaced_config_map(f"{pod.metadata.name}-config", ns)
+            [xml] = cm.data.values()
+            role = pod.spec.containers[0].name
+            assert f"{m.SECRETS_MOUNT}/{role}.keystore.pem" in xml  # TLS keystore
+            assert f"file:{m.SECRETS_MOUNT}/{role}.permissions.p7s" in xml  # DDS Security
+            assert "PRIVATE KEY" not in xml
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert _managed(cp) == {}
+    [run] = (tmp_path / "out").iterdir()
+    assert oct((run / "credentials" / "ca.key").stat().st_mode & 0o777) == "0o600"
