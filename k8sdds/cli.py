@@ -250,8 +250,9 @@ def baseline(
         help="Comma-separated datapaths; the matrix runs on each [emulated: host, "
              "flannel-hostgw, flannel-vxlan; kubernetes: host and the cluster's own]."),
     paths: str = typer.Option(
-        "all", "--paths", help="all, or comma-separated: " + ", ".join(schedule.PATHS) +
-        " (a host-network datapath has only node-node)."),
+        "all", "--paths", help="all (what the backend offers), or comma-separated: "
+        + ", ".join(schedule.PATHS) + " (a host-network datapath has only node-node; "
+        "pod-service and external-nodeport, through a Service, on kubernetes only)."),
     engines_: str = typer.Option(
         "ping,iperf3,qperf,ab", "--engines", help="Comma-separated: ping, iperf3, qperf, ab."),
     dds: bool = typer.Option(
@@ -297,7 +298,7 @@ def baseline(
     usual = ["host", "flannel-hostgw", "flannel-vxlan"]
     names = _datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)
                                                 else offered), offered)
-    wanted = list(schedule.PATHS) if paths.strip().lower() == "all" else [
+    wanted = list(chosen.limits().paths) if paths.strip().lower() == "all" else [
         _choice(p, list(schedule.PATHS), "--paths") for p in paths.split(",") if p.strip()]
     picked = [_choice(e, list(matrix.ENGINES), "--engines")
               for e in engines_.split(",") if e.strip()]
