@@ -128,6 +128,13 @@ def _backend(backend: str, **options):
     from k8sdds.deployment import BACKENDS
 
     name = _choice(backend, list(BACKENDS), "--backend")
+    for other, factory in BACKENDS.items():
+        for option in getattr(factory, "options", ()):
+            if (other != name and options.get(option) is not None
+                    and option not in getattr(BACKENDS[name], "options", ())
+                    and option not in ("testbed", "nodes", "pod_timeout")):  # have defaults
+                flag = "--" + option.replace("_", "-")
+                raise UserError(f"{flag} is an option of --backend {other}, not {name}")
     if options.get("sub_nodes") is not None:
         options["sub_nodes"] = [n.strip() for n in options["sub_nodes"].split(",")
                                 if n.strip()]

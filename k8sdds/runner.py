@@ -90,7 +90,8 @@ class Runner:
         """Run `tests` into a new run directory, or continue the run in `resume`: its
         finished repeats are kept, the rows of the repeat in flight are dropped and it runs
         again."""
-        check_engines(tests)
+        if self.backend.local_engines:
+            check_engines(tests)
         writable(self.options.out if resume is None else resume.path, self.options.min_free_mb)
         started = time.monotonic()
         self.backend.up()

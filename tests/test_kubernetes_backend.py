@@ -67,14 +67,14 @@ def _install_flannel(plane, backend: str) -> None:
                                   "spec": {"containers": [{"name": "c", "image": image}]}}}})
 
 
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+def _env(**extra: str) -> dict:
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), **extra}
 
 
-def _cli(cp, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+def _cli(cp, *args: str, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "k8sdds", *args, "--backend", "kubernetes",
                            "--kubeconfig", str(cp.kubeconfig)],
-                          capture_output=True, text=True, env=_env(), timeout=timeout)
+                          capture_output=True, text=True, env=_env(**env), timeout=timeout)
 
 
 def _managed(cp) -> dict[str, list[str]]:
@@ -191,8 +191,10 @@ def test_pods_are_placed_pinned_and_unprivileged(cp, tmp_path):
 def test_run_collects_logs_through_the_api_and_parses_them(cp, tmp_path):
     sch = tmp_path / "s.csv"
     sch.write_text(SCHEDULE)
+    # no ddsperf on this machine's PATH: on kubernetes the engines run in the image
     done = _cli(cp, "run", "--sch", str(sch), "--repeats", "2", "--image", ks.IMAGE_OK,
-                "--out", str(tmp_path / "out"), "--no-plot", "--json", "--report")
+                "--out", str(tmp_path / "out"), "--no-plot", "--json", "--report",
+                PATH="/nonexistent")
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["repeats"] == 4 and outcome["failed"] == []

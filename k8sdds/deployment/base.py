@@ -38,6 +38,7 @@ class Handle:
 
 class Backend(Protocol):
     name: str
+    local_engines: bool  # the engines run on this machine (else in the backend's image)
 
     def limits(self) -> Limits:
         """What this backend can place, for schedule validation."""

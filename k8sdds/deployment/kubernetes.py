@@ -77,6 +77,9 @@ def managed_namespaces(api_client) -> list[str]:
 
 class KubernetesBackend:
     name = "kubernetes"
+    local_engines = False  # they run in the engine image, not on this machine
+    options = ("kubeconfig", "context", "namespace", "image", "pub_node", "sub_nodes", "arch",
+               "pod_timeout")  # of `k8sdds run`, its own
 
     def __init__(self, kubeconfig: Path | None = None, context: str | None = None,
                  namespace: str | None = None, image: str = DEFAULT_IMAGE,
