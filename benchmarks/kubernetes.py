@@ -132,7 +132,7 @@ def main() -> None:
         try:
             cp.add_nodes(ks.EDGE)
             starts = [startup(cp, Path(tmp)) for _ in range(3)]
-            print(f"start-up, `k8sdds run` to the first pod created (3 workers), 3 runs: "
+            print("start-up, `k8sdds run` to the first pod created (3 workers), 3 runs: "
                   + ", ".join(f"{s:.2f} s" for s in starts))
             cp.add_nodes([ks.node(f"edge-{i:03d}", "arm64")
                           for i in range(args.nodes - 3)])

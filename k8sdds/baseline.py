@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from k8sdds import datapaths
-from k8sdds.schedule import PATHS
+from k8sdds.schedule import PATHS, SERVICE_PATHS
 
 ENGINES = ("ping", "iperf3", "qperf", "ab")
 HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
@@ -59,12 +59,25 @@ def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Seque
         for path in paths_of(dp, paths):
             for engine in chosen:
                 for p in PROBES[engine]:
+                    if path in SERVICE_PATHS and not _through_service(p):
+                        continue
                     seconds = max(duration, DDS_MIN_DURATION) if engine == "ddsperf" \
                         else duration
                     writer.writerow([p.engine, dp, path, p.transport, _b(p.latency),
                                      p.data_len, "false", 1, "false", 0, p.streams,
                                      f"{seconds:g}"])
     return out.getvalue()
+
+
+def _through_service(p) -> bool:
+    """Whether a Service can carry this probe (its engine dials known ports)."""
+    from k8sdds import perftest
+    from k8sdds.schedule import Test
+
+    test = Test(data_len=p.data_len, multicast=False, num_subscribers=1, best_effort=False,
+                batch_size=0, row=0, line=0, engine=p.engine, transport=p.transport,
+                latency_test=p.latency)
+    return bool(perftest.ENGINES[p.engine].service_ports(test))
 
 
 def _b(value: bool) -> str:

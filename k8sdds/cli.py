@@ -128,6 +128,13 @@ def _backend(backend: str, **options):
     from k8sdds.deployment import BACKENDS
 
     name = _choice(backend, list(BACKENDS), "--backend")
+    for other, factory in BACKENDS.items():
+        for option in getattr(factory, "options", ()):
+            if (other != name and options.get(option) is not None
+                    and option not in getattr(BACKENDS[name], "options", ())
+                    and option not in ("testbed", "nodes", "pod_timeout")):  # have defaults
+                flag = "--" + option.replace("_", "-")
+                raise UserError(f"{flag} is an option of --backend {other}, not {name}")
     if options.get("sub_nodes") is not None:
         options["sub_nodes"] = [n.strip() for n in options["sub_nodes"].split(",")
                                 if n.strip()]
@@ -250,8 +257,9 @@ def baseline(
         help="Comma-separated datapaths; the matrix runs on each [emulated: host, "
              "flannel-hostgw, flannel-vxlan; kubernetes: host and the cluster's own]."),
     paths: str = typer.Option(
-        "all", "--paths", help="all, or comma-separated: " + ", ".join(schedule.PATHS) +
-        " (a host-network datapath has only node-node)."),
+        "all", "--paths", help="all (what the backend offers), or comma-separated: "
+        + ", ".join(schedule.PATHS) + " (a host-network datapath has only node-node; "
+        "pod-service and external-nodeport, through a Service, on kubernetes only)."),
     engines_: str = typer.Option(
         "ping,iperf3,qperf,ab", "--engines", help="Comma-separated: ping, iperf3, qperf, ab."),
     dds: bool = typer.Option(
@@ -297,7 +305,7 @@ def baseline(
     usual = ["host", "flannel-hostgw", "flannel-vxlan"]
     names = _datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)
                                                 else offered), offered)
-    wanted = list(schedule.PATHS) if paths.strip().lower() == "all" else [
+    wanted = list(chosen.limits().paths) if paths.strip().lower() == "all" else [
         _choice(p, list(schedule.PATHS), "--paths") for p in paths.split(",") if p.strip()]
     picked = [_choice(e, list(matrix.ENGINES), "--engines")
               for e in engines_.split(",") if e.strip()]

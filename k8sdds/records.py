@@ -41,10 +41,13 @@ def datapath_usage(text: str) -> Parsed:
         return Parsed()  # damaged: the measurement stands without it
     if wall <= 0:
         return Parsed()
-    names = {"datapath_cpu_s": "datapath_cpu_pct", "softirq_s": "softirq_pct"}
-    return Parsed(values=tuple(Value(metric, max(0.0, float(usage[key])) / wall * 100, "%")
-                               for key, metric in names.items()
-                               if isinstance(usage.get(key), (int, float))))
+    names = {"datapath_cpu_s": "datapath_cpu_pct", "softirq_s": "softirq_pct",
+             "node_cpu_s": "node_cpu_pct"}
+    values = [Value(metric, max(0.0, float(usage[key])) / wall * 100, "%")
+              for key, metric in names.items() if isinstance(usage.get(key), (int, float))]
+    if isinstance(usage.get("datapath_memory_mb"), (int, float)):
+        values.append(Value("datapath_memory_mb", float(usage["datapath_memory_mb"]), "MiB"))
+    return Parsed(values=tuple(values))
 
 
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],

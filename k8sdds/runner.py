@@ -90,7 +90,8 @@ class Runner:
         """Run `tests` into a new run directory, or continue the run in `resume`: its
         finished repeats are kept, the rows of the repeat in flight are dropped and it runs
         again."""
-        check_engines(tests)
+        if self.backend.local_engines:
+            check_engines(tests)
         writable(self.options.out if resume is None else resume.path, self.options.min_free_mb)
         started = time.monotonic()
         self.backend.up()
@@ -209,11 +210,12 @@ class Runner:
             secrets_dir = (run.path / SECRETS).resolve()
             engine.secrets(test, roles, str(secrets_dir))
             config_seen, secrets_seen = self.backend.role_dirs(rep_dir.resolve(), secrets_dir)
+            ports = {k: v for p in placement.values() for k, v in p.ports.items()}
             for role in roles:
                 ctx = RoleContext(role=role, address=placement[role].address,
                                   interface=placement[role].interface, endpoints=endpoints,
                                   discovery=discovery, config_dir=config_seen,
-                                  secrets_dir=secrets_seen)
+                                  secrets_dir=secrets_seen, ports=ports)
                 cmd = engine.command(test, ctx)
                 for name, content in cmd.files.items():
                     (rep_dir / name).write_text(content)
@@ -274,10 +276,15 @@ class _NotListening(Exception):
     """A server role never opened its port; the repeat fails with this reason."""
 
 
+GAUGE = "_mb"  # usage keys that are levels (memory), recorded as read at the end, not summed
+
+
 def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:
     """What the datapath itself consumed while the driver ran (records.USAGE)."""
     usage = {"wall_s": round(wall, 3)}
-    usage.update({k: round(after[k] - before[k], 3) for k in before if k in after})
+    usage.update({k: round(after[k] - before[k], 3) for k in before
+                  if k in after and not k.endswith(GAUGE)})
+    usage.update({k: round(v, 3) for k, v in after.items() if k.endswith(GAUGE)})
     atomic_write(rep_dir / records.USAGE, json.dumps(usage) + "\n")
 
 

@@ -22,7 +22,10 @@ REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
 TRANSPORTS = ("udp", "tcp", "tls", "dtls")
 PLACEMENTS = ("cross-node", "same-node")
 # the network path between the driver (publisher, client) and the other roles
-PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "pod-node")
+# pod-service and external-nodeport go through a Service (kube-proxy): kubernetes only
+PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "pod-node",
+         "pod-service", "external-nodeport")
+SERVICE_PATHS = ("pod-service", "external-nodeport")
 DISCOVERIES = ("multicast", "peers")
 
 
@@ -94,6 +97,7 @@ class Limits:
 
     max_subscribers: int = 64
     engines: Sequence[str] = field(default_factory=lambda: ("ddsperf",))
+    paths: Sequence[str] = tuple(p for p in PATHS if p not in SERVICE_PATHS)
 
 
 class _Bad(ValueError):
@@ -318,6 +322,14 @@ def check(test: Test, limits: Limits) -> tuple[str, Any, str] | None:
         return ("batch_size", test.batch_size,
                 "no engine allows batching in a latency test (latencyTest=true); set "
                 "batchSize=0")
+    if test.path and test.path not in limits.paths:
+        return ("path", test.path,
+                f"this backend offers the paths {', '.join(limits.paths)}; pod-service and "
+                "external-nodeport go through a Service: --backend kubernetes")
+    if test.path in SERVICE_PATHS and not engine.service_ports(test):
+        return ("path", test.path,
+                f"{test.engine} cannot go through a Service (it needs known ports a Service "
+                "can forward); use iperf3 or ab on this path")
     if test.streams != 1 and not engine.parallel_streams:
         return ("streams", test.streams,
                 f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")

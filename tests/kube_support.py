@@ -38,7 +38,9 @@ IMAGE_MISSING = "k8sdds-test/engines:missing"  # ErrImagePull, never runs
 
 # what kwok serves as each container's log: real ddsperf output
 LOGS = {"pub": FIXTURES / "ddsperf" / "throughput-pub-hostgw-1k.log",
-        **{f"sub{i}": FIXTURES / "ddsperf" / "throughput-sub-hostgw-1k.log" for i in range(8)}}
+        **{f"sub{i}": FIXTURES / "ddsperf" / "throughput-sub-hostgw-1k.log" for i in range(8)},
+        "client": FIXTURES / "network" / "iperf3-tcp-client.json",
+        "server": FIXTURES / "network" / "iperf3-tcp-server.json"}
 
 
 def _die_with_parent() -> None:

@@ -89,3 +89,17 @@ def test_legacy_perftest_py_reports_bad_schedule(tmp_path):
 def test_parse_of_a_missing_run_dir(tmp_path):
     proc = _run("parse", "nowhere", cwd=tmp_path)
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
+
+
+def test_an_option_of_another_backend_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n1024,false,1,false,0\n")
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                           "--kubeconfig", str(tmp_path / "k"), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "--kubeconfig is an option of --backend kubernetes, not emulated" in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -66,7 +66,7 @@ def test_runner_role_is_namespaced_and_minimal():
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "ns1"
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
     resources = {r for rule in role["rules"] for r in rule["resources"]}
-    assert resources == {"pods", "pods/log", "configmaps", "secrets", "events"}
+    assert resources == {"pods", "pods/log", "configmaps", "secrets", "services", "events"}
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
     assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
     binding = m.role_binding("ns1", "abc123")
@@ -146,3 +146,36 @@ def test_pod_readings():
     assert kube._exit_code(done) == 3 and kube._finished(done)
     assert kube._cores("250m") == 0.25 and kube._cores("1500000000n") == 1.5
     assert kube._cores("2") == 2.0
+
+
+def test_metrics_server_readings_sum_the_cni_pods_and_nodes():
+    # the shapes of metrics.k8s.io/v1beta1 NodeMetricsList and PodMetricsList
+    nodes = {"kind": "NodeMetricsList", "items": [
+        {"metadata": {"name": "pi4-a"}, "usage": {"cpu": "250000000n", "memory": "512Mi"}},
+        {"metadata": {"name": "pi4-b"}, "usage": {"cpu": "750m", "memory": "1Gi"}}]}
+    pods = {"kind": "PodMetricsList", "items": [
+        {"metadata": {"name": "kube-flannel-ds-x7k2p"},
+         "containers": [{"name": "kube-flannel", "usage": {"cpu": "10m", "memory": "20Mi"}}]},
+        {"metadata": {"name": "kube-flannel-ds-9qz4m"},
+         "containers": [{"name": "kube-flannel", "usage": {"cpu": "30m",
+                                                           "memory": "12288Ki"}}]},
+        {"metadata": {"name": "coredns-abc"},
+         "containers": [{"name": "coredns", "usage": {"cpu": "500m", "memory": "100Mi"}}]}]}
+    cni_cores, node_cores, cni_mb = kube.metrics_totals(nodes, pods, "kube-flannel-ds")
+    assert abs(cni_cores - 0.04) < 1e-9 and node_cores == 1.0 and cni_mb == 32.0
+    assert kube.metrics_totals(nodes, pods, "")[0] == 0  # no CNI found: nothing counted
+
+
+def test_usage_gauges_are_kept_and_counters_differenced(tmp_path):
+    from k8sdds import records, runner
+
+    runner._write_usage(tmp_path, {"datapath_cpu_s": 10.0, "node_cpu_s": 100.0,
+                                   "datapath_memory_mb": 30.0},
+                        {"datapath_cpu_s": 10.5, "node_cpu_s": 102.0,
+                         "datapath_memory_mb": 31.5}, 5.0)
+    usage = json.loads((tmp_path / records.USAGE).read_text())
+    assert usage == {"wall_s": 5.0, "datapath_cpu_s": 0.5, "node_cpu_s": 2.0,
+                     "datapath_memory_mb": 31.5}
+    values = {v.metric: v.value for v in records.datapath_usage(json.dumps(usage)).values}
+    assert values == {"datapath_cpu_pct": 10.0, "node_cpu_pct": 40.0,
+                      "datapath_memory_mb": 31.5}

@@ -67,14 +67,14 @@ def _install_flannel(plane, backend: str) -> None:
                                   "spec": {"containers": [{"name": "c", "image": image}]}}}})
 
 
-def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+def _env(**extra: str) -> dict:
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent), **extra}
 
 
-def _cli(cp, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+def _cli(cp, *args: str, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "k8sdds", *args, "--backend", "kubernetes",
                            "--kubeconfig", str(cp.kubeconfig)],
-                          capture_output=True, text=True, env=_env(), timeout=timeout)
+                          capture_output=True, text=True, env=_env(**env), timeout=timeout)
 
 
 def _managed(cp) -> dict[str, list[str]]:
@@ -111,7 +111,8 @@ def _managed(cp) -> dict[str, list[str]]:
 def _tests(text: str, tmp_path: Path, **over) -> list[schedule.Test]:
     sch = tmp_path / "schedule.csv"
     sch.write_text(text)
-    tests = schedule.expand(schedule.load(sch), ["flannel-hostgw"], sch)
+    tests = schedule.expand(schedule.load(sch, limits=schedule.Limits(paths=schedule.PATHS)),
+                            ["flannel-hostgw"], sch)
     return [replace(t, **over) for t in tests]
 
 
@@ -190,8 +191,10 @@ def test_pods_are_placed_pinned_and_unprivileged(cp, tmp_path):
 def test_run_collects_logs_through_the_api_and_parses_them(cp, tmp_path):
     sch = tmp_path / "s.csv"
     sch.write_text(SCHEDULE)
+    # no ddsperf on this machine's PATH: on kubernetes the engines run in the image
     done = _cli(cp, "run", "--sch", str(sch), "--repeats", "2", "--image", ks.IMAGE_OK,
-                "--out", str(tmp_path / "out"), "--no-plot", "--json", "--report")
+                "--out", str(tmp_path / "out"), "--no-plot", "--json", "--report",
+                PATH="/nonexistent")
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["repeats"] == 4 and outcome["failed"] == []
@@ -381,3 +384,73 @@ def test_tls_and_dds_security_credentials_travel_as_a_secret(cp, tmp_path):
     assert _managed(cp) == {}
     [run] = (tmp_path / "out").iterdir()
     assert oct((run / "credentials" / "ca.key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_baseline_matrix_with_service_paths(cp, tmp_path):
+    """`k8sdds baseline` on kubernetes: every path, pod-service through a ClusterIP and
+    external-nodeport through a NodePort of the server's node (kwok serves a real iperf3
+    capture as every client's log)."""
+    done = _cli(cp, "baseline", "--engines", "iperf3", "--no-dds", "--duration", "1",
+                "--image", ks.IMAGE_OK, "--out", str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["failed"] == []
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    tests = {t["number"]: t for t in manifest["tests"]}
+    seen = {}
+    for key, entry in manifest["repeats"].items():
+        t = tests[int(key.split("/")[0].split("-")[1])]
+        seen[(t["datapath"], t["path"], t["transport"])] = entry["argv"]["client"]
+    assert {(dp, p) for dp, p, _ in seen} == {
+        ("flannel-hostgw", p) for p in schedule.PATHS} | {("host", "node-node")}
+    argv = seen[("flannel-hostgw", "pod-service", "tcp")]
+    server = argv[argv.index("-c") + 1]
+    assert server.startswith("10.96.") and argv[argv.index("-p") + 1] == "5201"  # ClusterIP
+    for transport in ("tcp", "udp"):
+        argv = seen[("flannel-hostgw", "external-nodeport", transport)]
+        assert argv[argv.index("-c") + 1] == "127.0.0.1"  # the server node's InternalIP
+        assert 30000 <= int(argv[argv.index("-p") + 1]) <= 32767  # its NodePort
+    import pandas as pd
+
+    df = pd.read_csv(run / "results.csv")
+    assert set(df.path) == set(schedule.PATHS)
+    assert (df[df.metric == "throughput_mbps"].value > 0).all()
+    assert _managed(cp) == {}
+
+
+def test_a_nodeport_forwards_tcp_and_udp_on_one_port(cp, tmp_path):
+    from kubernetes import client
+
+    core = client.CoreV1Api(cp.api())
+    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG)
+    [test] = _tests("engine,path,transport,latencyTest," + HEAD.replace("duration\n", "")
+                    + "duration\niperf3,external-nodeport,udp,false,1400,false,1,false,0,5\n",
+                    tmp_path)
+    backend.up()
+    try:
+        placed = backend.deploy(test, ["client", "server"], 1)
+        [svc] = core.list_namespaced_service(
+            backend.namespace, label_selector=f"{m.REPEAT_LABEL}={backend._repeat}").items
+        assert svc.spec.type == "NodePort"
+        assert svc.spec.selector == {m.REPEAT_LABEL: backend._repeat, m.ROLE_LABEL: "server"}
+        ports = {(p.protocol, p.port, p.target_port, p.node_port) for p in svc.spec.ports}
+        [(_, _, _, node_port)] = {p for p in ports if p[0] == "TCP"}
+        assert ports == {("TCP", 5201, 5201, node_port), ("UDP", 5201, 5201, node_port)}
+        assert placed["server"].ports == {5201: node_port}
+        assert placed["client"].interface == ""  # outside the pod network: its node's
+    finally:
+        backend.down()
+    assert _managed(cp) == {}
+
+
+def test_service_paths_are_refused_on_the_emulated_backend(tmp_path):
+    sch = tmp_path / "s.csv"
+    sch.write_text("engine,path,transport,latencyTest," + HEAD.replace("duration\n", "")
+                   + "duration\niperf3,pod-service,tcp,false,1400,false,1,false,0,5\n")
+    with pytest.raises(schedule.ScheduleError, match="pod-service.*--backend kubernetes"):
+        schedule.load(sch)
+    sch.write_text("engine,path,latencyTest," + HEAD.replace("duration\n", "")
+                   + "duration\nping,pod-service,true,64,false,1,false,0,5\n")
+    with pytest.raises(schedule.ScheduleError, match="ping cannot go through a Service"):
+        schedule.load(sch, limits=schedule.Limits(paths=schedule.PATHS))

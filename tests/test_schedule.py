@@ -247,7 +247,7 @@ def test_a_schedule_mixes_engines(write_schedule):
 
 def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     from k8sdds import baseline
-    text = baseline.schedule(["host", "flannel-vxlan"], list(schedule.PATHS),
+    text = baseline.schedule(["host", "flannel-vxlan"], list(schedule.Limits().paths),
                              ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
     path = tmp_path / "m.csv"
     path.write_text(text)
@@ -257,6 +257,16 @@ def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     assert {t.effective_path for t in tests if t.datapath == "host"} == {"node-node"}
     assert {t.duration for t in tests if t.engine == "ddsperf"} == {3}
     assert {t.duration for t in tests if t.engine != "ddsperf"} == {2}
+    # on kubernetes, the two paths through a Service carry only what a Service forwards
+    text = baseline.schedule(["flannel-vxlan"], list(schedule.PATHS),
+                             ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
+    path.write_text(text)
+    tests = load(path, limits=schedule.Limits(paths=schedule.PATHS))
+    through = [t for t in tests if t.path in schedule.SERVICE_PATHS]
+    assert {t.engine for t in through} == {"iperf3", "ab"}
+    assert len(through) == 2 * 3  # iperf3 TCP, UDP and ab, on each of the two
+    with pytest.raises(ScheduleError, match="pod-service"):
+        load(path)  # the emulated backend's limits: no Service paths
 
 
 def test_lone_carriage_returns_split_rows(write_schedule):

@@ -223,9 +223,10 @@ def efficiency(runs: Runs) -> pd.DataFrame:
 
 
 def resources(runs: Runs) -> pd.DataFrame:
-    """What each datapath itself costs in CPU during throughput tests: its own processes
-    (wireguard-go) and the kernel's softirq time, in % of one core, mean over repeats, beside
-    the throughput that cost bought."""
+    """What each datapath itself costs during throughput tests: its own processes
+    (wireguard-go, or the CNI's pods on Kubernetes) and the kernel's softirq time, in % of one
+    core, the nodes' CPU and the CNI pods' memory (Kubernetes with metrics-server), mean over
+    repeats, beside the throughput that cost bought."""
     s = runs.summaries
     s = s[(s["role"] == "datapath") & ~s["latency_test"]]
     if s.empty:
@@ -237,4 +238,6 @@ def resources(runs: Runs) -> pd.DataFrame:
     out = cost.join(thr, how="left").reset_index()
     return out.rename(columns={"datapath_cpu_pct": "datapath processes (% core)",
                                "softirq_pct": "softirq (% core)",
+                               "node_cpu_pct": "nodes (% core)",
+                               "datapath_memory_mb": "CNI pods memory (MiB)",
                                "throughput_mbps": "Mb/s"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -22,6 +22,7 @@ class Placement:
     interface: str  # the interface DDS must use there
     where: str  # backend-specific location (a namespace, a pod name, a host)
     hostname: str = ""  # what the role's processes see as their host name
+    ports: Mapping[int, int] = field(default_factory=dict)  # listening port -> port to dial
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Handle:
 
 class Backend(Protocol):
     name: str
+    local_engines: bool  # the engines run on this machine (else in the backend's image)
 
     def limits(self) -> Limits:
         """What this backend can place, for schedule validation."""
@@ -91,5 +93,7 @@ class Backend(Protocol):
 
     def usage(self) -> dict[str, float]:
         """Cumulative CPU seconds the datapath itself has used so far, by counter
-        (`datapath_cpu_s`: its own processes, such as wireguard-go; `softirq_s`: the
-        kernel's packet processing). The runner takes the difference over a repeat."""
+        (`datapath_cpu_s`: its own processes, such as wireguard-go, or the CNI's pods;
+        `softirq_s`: the kernel's packet processing; `node_cpu_s`: the nodes'). The runner
+        takes the difference over a repeat; keys ending in `_mb` are levels
+        (`datapath_memory_mb`: the CNI pods' memory), kept as read at the end."""

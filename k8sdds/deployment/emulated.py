@@ -24,6 +24,8 @@ TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as
 
 class EmulatedBackend:
     name = "emulated"
+    local_engines = True
+    options = ("testbed", "nodes", "profile", "cluster")  # of `k8sdds run`, its own
 
     def __init__(self, testbed: str = "k8sdds", nodes: int = 4, profile: str | None = None,
                  cluster: Path | None = None, **_other_backends):

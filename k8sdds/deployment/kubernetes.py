@@ -14,6 +14,7 @@ import hashlib
 import secrets as random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from k8sdds import datapaths
@@ -24,7 +25,7 @@ from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
-from k8sdds.schedule import Limits, Test
+from k8sdds.schedule import PATHS, SERVICE_PATHS, Limits, Test
 
 DEFAULT_IMAGE = "ghcr.io/k8sdds/engines:0.1"
 MAX_PODS_PER_NODE = 110  # the kubelet's default
@@ -76,6 +77,9 @@ def managed_namespaces(api_client) -> list[str]:
 
 class KubernetesBackend:
     name = "kubernetes"
+    local_engines = False  # they run in the engine image, not on this machine
+    options = ("kubeconfig", "context", "namespace", "image", "pub_node", "sub_nodes", "arch",
+               "pod_timeout")  # of `k8sdds run`, its own
 
     def __init__(self, kubeconfig: Path | None = None, context: str | None = None,
                  namespace: str | None = None, image: str = DEFAULT_IMAGE,
@@ -99,6 +103,7 @@ class KubernetesBackend:
         self._handles: list[Handle] = []
         self._repeat_labels: set[str] = set()
         self._collected: set[str] = set()  # pods whose log is in the run directory
+        self._services: list[str] = []  # the current repeat's Services
         self._repeat = ""  # the current repeat's label value
         self._host_roles: set[str] = set()
         self._secrets_dir: Path | None = None
@@ -182,7 +187,8 @@ class KubernetesBackend:
         return self._detected
 
     def limits(self) -> Limits:
-        return Limits(max_subscribers=max(1, len(self.workers())) * MAX_PODS_PER_NODE)
+        return Limits(max_subscribers=max(1, len(self.workers())) * MAX_PODS_PER_NODE,
+                      paths=PATHS)
 
     def datapaths(self) -> Sequence[str]:
         """The cluster's own datapath (the default), and `host`: the nodes' own network."""
@@ -275,7 +281,42 @@ class KubernetesBackend:
             out[role] = Placement(role, on[role], m.dns_name(pod), "" if host else "eth0",
                                   pod, pod)
         self._host_roles = {r for r in roles if out[r].interface == ""}
+        if test.effective_path in SERVICE_PATHS:
+            server = roles[1]  # the first role the driver talks to
+            out[server] = self._behind_service(test, out[server], names)
         return out
+
+    def _behind_service(self, test: Test, server: Placement, nodes: dict) -> Placement:
+        """A Service in front of `server`: its ClusterIP (pod-service), or its node's address
+        and the NodePort (external-nodeport) become the address the driver dials."""
+        from k8sdds import perftest
+
+        node_port = test.effective_path == "external-nodeport"
+        ports = list(perftest.ENGINES[test.engine].service_ports(test))
+        name = f"{server.where}-svc"
+        core = self._core()
+        # one NodePort for every protocol of a port (iperf3 -u: TCP control, UDP data): the
+        # first is allocated, the others are asked for with its number
+        body = m.service(name, self.namespace, self.run_id, self._repeat, server.role,
+                         ports[:1] if node_port else ports, node_port)
+        svc = self._call(f"create Service {name}", core.create_namespaced_service,
+                         self.namespace, body)
+        self._services.append(name)
+        if not node_port:
+            return replace(server, address=svc.spec.cluster_ip)
+        allocated = svc.spec.ports[0].node_port
+        extra = [{"op": "add", "path": "/spec/ports/-",
+                  "value": {"name": f"{proto.lower()}-{port}", "port": port,
+                            "targetPort": port, "protocol": proto, "nodePort": allocated}}
+                 for port, proto in ports[1:]]
+        if extra:
+            self._call(f"add ports to Service {name}", core.patch_namespaced_service, name,
+                       self.namespace, extra)
+        address = nodes[server.node]["address"]
+        if not address:
+            raise TestbedError(f"node {server.node} has no InternalIP for its NodePort")
+        return replace(server, address=address,
+                       ports={port: allocated for port, _ in ports})
 
     def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
         self._secrets_dir = secrets_dir
@@ -370,6 +411,10 @@ class KubernetesBackend:
         for label in sorted(self._repeat_labels):
             self._delete_repeat(label)
         self._repeat_labels.clear()
+        core = self._core()
+        for name in self._services:
+            self._delete(core.delete_namespaced_service, "Service", name)
+        self._services = []
 
     def down(self) -> None:
         """Everything the run created goes: pods, ConfigMaps, the Secret, RBAC, the
@@ -387,15 +432,16 @@ class KubernetesBackend:
 
     def usage(self) -> dict[str, float]:
         """CPU seconds of the CNI's pods and of the nodes, integrated from metrics-server's
-        rates (said once, in the manifest, when metrics-server is absent)."""
+        rates, and the CNI pods' memory now (said once, in the manifest, when
+        metrics-server is absent)."""
         metrics = self._read_metrics()
         if metrics is None:
             return {}
-        cni_cores, node_cores = metrics
+        cni_cores, node_cores, cni_mb = metrics
         return {"datapath_cpu_s": self._cni_cpu.add(cni_cores),
-                "node_cpu_s": self._node_cpu.add(node_cores)}
+                "node_cpu_s": self._node_cpu.add(node_cores), "datapath_memory_mb": cni_mb}
 
-    def _read_metrics(self) -> tuple[float, float] | None:
+    def _read_metrics(self) -> tuple[float, float, float] | None:
         if self._metrics is False:
             return None
         client, _, _ = _client()
@@ -416,12 +462,7 @@ class KubernetesBackend:
             self._metrics = False
             return None
         self._metrics = True
-        prefix = self.detected().daemonset.split("/")[-1]
-        cni_cores = sum(_cores(c["usage"]["cpu"]) for p in pods.get("items", [])
-                        if p["metadata"]["name"].startswith(prefix)
-                        for c in p.get("containers", []))
-        node_cores = sum(_cores(n["usage"]["cpu"]) for n in nodes.get("items", []))
-        return cni_cores, node_cores
+        return metrics_totals(nodes, pods, self.detected().daemonset.split("/")[-1])
 
     def describe(self) -> dict:
         found = self.detected()
@@ -539,6 +580,16 @@ class KubernetesBackend:
             return  # never started, or gone: the parser records the missing log
         atomic_write(handle.log, data)
         self._collected.add(handle.ref)
+
+    def _delete(self, deleter: Callable, kind: str, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            deleter(name, self.namespace, _request_timeout=30)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise TestbedError(f"delete {kind} {name}: {exc.status} {exc.reason}"
+                                   ) from None
 
     def _delete_pod(self, name: str, grace: float) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -732,6 +783,26 @@ def _node_list(nodes: list[dict]) -> str:
 def _mentions(command: Command, text: str) -> bool:
     return any(text in part for part in (*command.argv, *command.env.values(),
                                          *command.files.values()))
+
+
+def metrics_totals(nodes: dict, pods: dict, prefix: str) -> tuple[float, float, float]:
+    """metrics-server's NodeMetricsList and PodMetricsList -> (CPU cores of the pods whose
+    name starts with `prefix`: the CNI's DaemonSet, CPU cores of every node, MiB of memory of
+    those pods)."""
+    cni = [c["usage"] for p in pods.get("items", []) if prefix
+           and p["metadata"]["name"].startswith(prefix) for c in p.get("containers", [])]
+    return (sum(_cores(u["cpu"]) for u in cni),
+            sum(_cores(n["usage"]["cpu"]) for n in nodes.get("items", [])),
+            sum(_bytes(u["memory"]) for u in cni) / 2**20)
+
+
+def _bytes(quantity: str) -> float:
+    """A memory quantity ("123456Ki", "12Mi", "1000") in bytes."""
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "k": 1e3, "M": 1e6, "G": 1e9}
+    for unit, factor in units.items():
+        if quantity.endswith(unit):
+            return float(quantity[:-len(unit)]) * factor
+    return float(quantity)
 
 
 def _cores(quantity: str) -> float:

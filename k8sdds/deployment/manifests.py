@@ -30,6 +30,8 @@ RUNNER_RULES = (
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["configmaps", "secrets"],
      "verbs": ["create", "get", "update", "delete", "deletecollection"]},
+    {"apiGroups": [""], "resources": ["services"],
+     "verbs": ["create", "get", "list", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
 )
 
@@ -80,6 +82,19 @@ def headless_service(ns: str, run_id: str) -> dict:
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(SUBDOMAIN, run_id, ns),
             "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
                      "selector": {RUN_LABEL: run_id}}}
+
+
+def service(name: str, ns: str, run_id: str, repeat: str, role: str,
+            ports: Sequence[tuple[int, str]], node_port: bool) -> dict:
+    """The Service in front of one role's pod, for the pod-service (ClusterIP) and
+    external-nodeport (NodePort) paths: traffic goes through kube-proxy as a client's would."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": _meta(name, run_id, ns, **{REPEAT_LABEL: repeat}),
+            "spec": {"type": "NodePort" if node_port else "ClusterIP",
+                     "selector": {REPEAT_LABEL: repeat, ROLE_LABEL: role},
+                     "ports": [{"name": f"{proto.lower()}-{port}", "port": port,
+                                "targetPort": port, "protocol": proto}
+                               for port, proto in ports]}}
 
 
 def config_map(name: str, ns: str, run_id: str, files: Mapping[str, str], **extra: str) -> dict:

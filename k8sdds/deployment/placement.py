@@ -22,7 +22,10 @@ def place(roles: Sequence[str], nodes: Sequence[str], placement: str) -> dict[st
 
 SIDES = {"node-node": ("node", "node"), "pod-pod-same-node": ("pod", "pod"),
          "pod-pod-cross-node": ("pod", "pod"), "node-pod": ("node", "pod"),
-         "pod-node": ("pod", "node")}
+         "pod-node": ("pod", "node"),
+         # through a Service: a pod on another node dials its ClusterIP; a client outside the
+         # pod network (the publisher's node) dials the server node's NodePort
+         "pod-service": ("pod", "pod"), "external-nodeport": ("node", "pod")}
 
 
 def sides(path: str) -> tuple[str, str]:

@@ -24,6 +24,8 @@ class RoleContext:
     discovery: str  # "multicast" or "peers"
     config_dir: str  # absolute path where the engine's files are written
     secrets_dir: str = ""  # the run's private directory (0700) for keys and certificates
+    # listening port -> the port a client must dial instead (a NodePort); empty: the same
+    ports: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class Engine(Protocol):
 
     def roles(self, test: Test) -> Sequence[str]:
         """All roles of the test; the first is the driver, whose exit ends the repeat."""
+
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        """The (port, protocol) pairs a Service must forward to the server for `test`; empty
+        when the engine cannot go through one."""
 
     def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
         """Make the keys and certificates `test` needs in the run's private `directory`

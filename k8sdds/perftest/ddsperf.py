@@ -85,6 +85,9 @@ class Ddsperf:
                     "a latency test sends one ping after each pong; set pubRate=0")
         return None
 
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        return ()  # DDS discovers peers and picks ports itself: no Service forwards that
+
     def roles(self, test: Test) -> Sequence[str]:
         return pubsub_roles(test)
 

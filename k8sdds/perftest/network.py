@@ -66,6 +66,15 @@ class _Network:
     def roles(self, test: Test) -> Sequence[str]:
         return list(ROLES)
 
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        """The server's port, by the test's transport (a Service forwards ports only)."""
+        return ()
+
+    @staticmethod
+    def server_port(ctx: RoleContext, port: int) -> int:
+        """The port to dial for the server's `port` (a NodePort, on that path)."""
+        return ctx.ports.get(port, port)
+
     def timeout(self, test: Test) -> float:
         return test.duration + 20
 
@@ -102,10 +111,16 @@ class Iperf3(_Network):
             return ("data_len", test.data_len, "iperf3 writes at most 128 MiB at a time")
         return None
 
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        # iperf3 -u: the control connection is TCP, the datagrams UDP, on one port number
+        return [(IPERF3_PORT, "TCP")] + ([(IPERF3_PORT, "UDP")] if test.transport == "udp"
+                                          else [])
+
     def command(self, test: Test, ctx: RoleContext) -> Command:
         if ctx.role == "server":
             return Command(("iperf3", "-s", "-1", "-J", "-p", str(IPERF3_PORT)))
-        argv = ["iperf3", "-c", self.server_address(ctx), "-p", str(IPERF3_PORT), "-J",
+        argv = ["iperf3", "-c", self.server_address(ctx), "-p",
+                str(self.server_port(ctx, IPERF3_PORT)), "-J",
                 "-t", f"{test.duration:g}", "-l", str(test.data_len), "-P", str(test.streams),
                 "--connect-timeout", "5000"]
         if test.transport == "udp":
@@ -208,6 +223,9 @@ class Ab(_Network):
                         f"(apt-get install {package}), or run `make install`")
         return None
 
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        return [(AB_PORT, "TCP")]
+
     def command(self, test: Test, ctx: RoleContext) -> Command:
         if ctx.role == "server":
             conf = f"{ctx.role}.nginx.conf"
@@ -221,7 +239,8 @@ class Ab(_Network):
         requests = int(min(AB_MAX_RATE * test.duration, 10_000_000))
         return Command(("ab", "-k", "-c", str(test.streams), "-t", f"{test.duration:g}", "-n",
                         str(requests), "-s", "10",
-                        f"http://{self.server_address(ctx)}:{AB_PORT}/payload"))
+                        f"http://{self.server_address(ctx)}:{self.server_port(ctx, AB_PORT)}"
+                        "/payload"))
 
 
 def _user() -> str:

@@ -82,6 +82,9 @@ class RtiPerftest:
                         "layout: cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem)")
         return None
 
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        return ()  # DDS discovers peers and picks ports itself: no Service forwards that
+
     def roles(self, test: Test) -> Sequence[str]:
         return pubsub_roles(test)
 
