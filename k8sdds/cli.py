@@ -194,6 +194,13 @@ def run(
     rti_license: Path | None = typer.Option(
         None, "--rti-license", help="RTI license file, given to Perftest as "
         "RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]."),
+    rtiperftest_image: str | None = typer.Option(
+        None, "--rtiperftest-image", help="kubernetes: an image holding RTI Perftest (and "
+        "rticlouddiscoveryservice, for discovery=cds), for engine=rtiperftest; --rtiperftest "
+        "then names perftest_cpp inside it [perftest_cpp on its PATH]."),
+    rti_cds: str | None = typer.Option(
+        None, "--rti-cds", help="RTI Cloud Discovery Service executable, for discovery=cds "
+        "[$K8SDDS_RTI_CDS, else rticlouddiscoveryservice on the PATH]."),
     rti_tls_dir: Path | None = typer.Option(
         None, "--rti-tls-dir", help="Certificates for Perftest over TLS or DTLS, in Perftest's "
         "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]."),
@@ -221,12 +228,14 @@ def run(
     from k8sdds import perftest
     from k8sdds.runner import RunOptions
 
-    perftest.ENGINES["rtiperftest"].configure(rtiperftest, rti_license, rti_tls_dir)
-
     name, chosen = _backend(backend, testbed=testbed, nodes=nodes, profile=profile,
                             cluster=cluster, kubeconfig=kubeconfig, context=context,
                             namespace=namespace, image=image, pub_node=pub_node,
-                            sub_nodes=sub_nodes, arch=arch, pod_timeout=pod_timeout)
+                            sub_nodes=sub_nodes, arch=arch, pod_timeout=pod_timeout,
+                            rtiperftest_image=rtiperftest_image)
+    perftest.ENGINES["rtiperftest"].configure(
+        str(rtiperftest) if rtiperftest else None, rti_license, rti_tls_dir,
+        image=rtiperftest_image, cds=rti_cds)
     if resume is not None:
         _resume(chosen, resume, quiet, as_json, plot, with_report, min_free)
         return

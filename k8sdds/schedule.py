@@ -26,7 +26,8 @@ PLACEMENTS = ("cross-node", "same-node")
 PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "pod-node",
          "pod-service", "external-nodeport")
 SERVICE_PATHS = ("pod-service", "external-nodeport")
-DISCOVERIES = ("multicast", "peers")
+# cds: an RTI Cloud Discovery Service the run deploys as one more role (rtiperftest)
+DISCOVERIES = ("multicast", "peers", "cds")
 
 
 @dataclass(frozen=True)
@@ -330,6 +331,10 @@ def check(test: Test, limits: Limits) -> tuple[str, Any, str] | None:
         return ("path", test.path,
                 f"{test.engine} cannot go through a Service (it needs known ports a Service "
                 "can forward); use iperf3 or ab on this path")
+    if test.discovery == "cds" and "cds" not in engine.roles(test):
+        return ("discovery", test.discovery,
+                f"{test.engine} has no discovery service; cds (RTI Cloud Discovery Service) is "
+                "for engine=rtiperftest")
     if test.streams != 1 and not engine.parallel_streams:
         return ("streams", test.streams,
                 f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")

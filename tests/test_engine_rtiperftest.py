@@ -42,7 +42,8 @@ def engine(tmp_path) -> RtiPerftest:
 
 def _argv(engine, test, role, discovery="peers"):
     ctx = RoleContext(role=role, address=ENDPOINTS[role], interface="eth0",
-                      endpoints=ENDPOINTS, discovery=discovery, config_dir="/tmp")
+                      endpoints=ENDPOINTS, discovery=discovery, config_dir="/tmp",
+                      secrets_dir="/run/creds")
     cmd = engine.command(test, ctx)
     assert cmd.argv[0] == engine.path
     return list(cmd.argv[1:]), cmd.env
@@ -53,7 +54,8 @@ def test_publisher_and_subscriber_argv(engine):
     assert pub == ["-pub", "-numSubscribers", "2", "-executionTime", "30", "-dataLen", "1024",
                    "-cpu", "-nic", "eth0", "-transport", "UDPv4",
                    "-peer", "10.244.2.10", "-peer", "10.244.3.10"]
-    assert env == {"RTI_LICENSE_FILE": engine.license}
+    # the license is read from the run's private directory (a Secret on kubernetes)
+    assert env == {"RTI_LICENSE_FILE": "/run/creds/rti_license.dat"}
     sub, _ = _argv(engine, BASE, "sub1")
     assert sub == ["-sub", "-sidMultiSubTest", "1", "-numPublishers", "1", "-dataLen", "1024",
                    "-cpu", "-nic", "eth0", "-transport", "UDPv4",
@@ -165,4 +167,59 @@ def test_run_through_the_emulated_backend_with_a_stand_in(tmp_path):
     calls = [json.loads(line) for line in (tmp_path / "argv-sub.json").read_text().splitlines()]
     subs = [c for c in calls if "-sub" in c["argv"]]  # the others: the manifest's -version
     assert sorted(s["argv"][2] for s in subs) == ["0", "1"]  # -sidMultiSubTest j
-    assert all(s["license"] == str(lic) for s in subs)
+    run_lic = Path(outcome["run_dir"]) / "credentials" / "rti_license.dat"
+    assert all(s["license"] == str(run_lic) for s in subs)
+    assert run_lic.read_text() == "x" and run_lic.stat().st_mode & 0o777 == 0o600
+
+
+def test_license_is_copied_privately_and_kept_in_step(engine, tmp_path):
+    folder = tmp_path / "credentials"
+    engine.secrets(BASE, ["pub", "sub0"], str(folder))
+    copy = folder / "rti_license.dat"
+    assert copy.read_text() == "license" and copy.stat().st_mode & 0o777 == 0o600
+    Path(engine.license).write_text("renewed")
+    engine.secrets(BASE, ["pub", "sub0"], str(folder))
+    assert copy.read_text() == "renewed"
+    RtiPerftest(engine.path).secrets(BASE, ["pub"], str(tmp_path / "none"))
+    assert not (tmp_path / "none").exists()  # no license, nothing written
+
+
+def test_cloud_discovery_service_is_one_more_role(engine):
+    test = replace(BASE, discovery="cds")
+    assert list(engine.roles(test)) == ["pub", "cds", "sub0", "sub1"]
+    endpoints = {**ENDPOINTS, "cds": "t1-r1-cds.k8sdds"}
+    ctx = RoleContext(role="cds", address="x", interface="eth0", endpoints=endpoints,
+                      discovery="cds", config_dir="/tmp", secrets_dir="/s")
+    cmd = engine.command(test, ctx)
+    assert cmd.argv == ("rticlouddiscoveryservice", "-transport", "7400")
+    assert cmd.env == {"RTI_LICENSE_FILE": "/s/rti_license.dat"}
+    ctx = replace(ctx, role="sub1")
+    cmd = engine.command(test, ctx)
+    assert "-peer" not in cmd.argv  # CDS, not peers, tells them of each other
+    assert cmd.env["NDDS_DISCOVERY_PEERS"] == "rtps@udpv4://t1-r1-cds.k8sdds:7400"
+    assert cmd.argv[1:5] == ("-sub", "-sidMultiSubTest", "1", "-numPublishers")
+
+
+def test_cds_is_refused_where_it_cannot_work(engine, write_schedule, monkeypatch):
+    from k8sdds import perftest
+
+    monkeypatch.setitem(perftest.ENGINES, "rtiperftest", engine)
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,discovery,transport\n"
+    path = write_schedule(head + "1024,false,1,false,0,rtiperftest,cds,tcp\n")
+    with pytest.raises(ScheduleError, match="relays UDPv4"):
+        schedule.load(path)
+    path = write_schedule(head + "1024,false,1,false,0,ddsperf,cds,udp\n")
+    with pytest.raises(ScheduleError, match="ddsperf has no discovery service"):
+        schedule.load(path)
+    path = write_schedule(head + "1024,false,1,false,0,rtiperftest,cds,udp\n")
+    assert schedule.load(path)[0].discovery == "cds"
+
+
+def test_an_image_stands_in_for_a_local_perftest(tmp_path):
+    engine = RtiPerftest()
+    engine.configure("/opt/rti/bin/perftest_cpp", None, image="registry/perftest:7.3")
+    assert engine.unavailable() is None  # nothing needed on this machine
+    assert engine.version() == "image registry/perftest:7.3"
+    ctx = RoleContext(role="pub", address="a", interface="eth0", endpoints=ENDPOINTS,
+                      discovery="peers", config_dir="/tmp")
+    assert engine.command(BASE, ctx).argv[0] == "/opt/rti/bin/perftest_cpp"  # in the image

@@ -454,3 +454,49 @@ def test_service_paths_are_refused_on_the_emulated_backend(tmp_path):
                    + "duration\nping,pod-service,true,64,false,1,false,0,5\n")
     with pytest.raises(schedule.ScheduleError, match="ping cannot go through a Service"):
         schedule.load(sch, limits=schedule.Limits(paths=schedule.PATHS))
+
+
+def test_rti_perftest_runs_from_its_image_with_cds_and_the_license_as_a_secret(cp, tmp_path):
+    """RTI Perftest cannot be had here: what is checked is k8sdds' side on a real API server
+    (its image, the Cloud Discovery Service role, NDDS_DISCOVERY_PEERS, the license)."""
+    import base64
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(cp.api())
+    lic = tmp_path / "rti_license.dat"
+    lic.write_text("RTI LICENSE")
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEAD.rstrip("\n") + ",engine,discovery\n"
+                   "1024,false,2,false,0,30,rtiperftest,cds\n")
+    # the engine image does not exist: every pod must come from --rtiperftest-image; and no
+    # perftest_cpp on this machine's PATH
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
+                             "--image", ks.IMAGE_MISSING, "--rtiperftest-image", ks.IMAGE_HANG,
+                             "--rti-license", str(lic), "--out", str(tmp_path / "out"),
+                             "--quiet"], env=_env(PATH="/nonexistent"),
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_pods_running(cp, 4)
+        pods = {p.spec.containers[0].name: p for p in core.list_pod_for_all_namespaces(
+            label_selector=m.MANAGED_SELECTOR).items}
+        assert set(pods) == {"pub", "cds", "sub0", "sub1"}
+        assert {p.spec.containers[0].image for p in pods.values()} == {ks.IMAGE_HANG}
+        assert pods["cds"].spec.containers[0].command == ["rticlouddiscoveryservice",
+                                                          "-transport", "7400"]
+        cds_name = pods["cds"].metadata.name
+        for role in ("pub", "sub0", "sub1"):
+            env = {e.name: e.value for e in pods[role].spec.containers[0].env}
+            assert env["NDDS_DISCOVERY_PEERS"] == f"rtps@udpv4://{cds_name}.k8sdds:7400"
+            assert env["RTI_LICENSE_FILE"] == f"{m.SECRETS_MOUNT}/rti_license.dat"
+            assert "-peer" not in pods[role].spec.containers[0].command
+        ns = pods["pub"].metadata.namespace
+        secret = core.read_namespaced_secret(m.CREDENTIALS, ns)
+        assert base64.b64decode(secret.data["rti_license.dat"]) == b"RTI LICENSE"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert _managed(cp) == {}

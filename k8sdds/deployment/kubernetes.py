@@ -79,12 +79,13 @@ class KubernetesBackend:
     name = "kubernetes"
     local_engines = False  # they run in the engine image, not on this machine
     options = ("kubeconfig", "context", "namespace", "image", "pub_node", "sub_nodes", "arch",
-               "pod_timeout")  # of `k8sdds run`, its own
+               "pod_timeout", "rtiperftest_image")  # of `k8sdds run`, its own
 
     def __init__(self, kubeconfig: Path | None = None, context: str | None = None,
                  namespace: str | None = None, image: str = DEFAULT_IMAGE,
                  pub_node: str | None = None, sub_nodes: Sequence[str] = (),
-                 arch: str | None = None, pod_timeout: float = 120.0, **_other_backends):
+                 arch: str | None = None, pod_timeout: float = 120.0,
+                 rtiperftest_image: str | None = None, **_other_backends):
         self._admin = connect(kubeconfig, context)
         self.server = self._admin.configuration.host
         self.context = context
@@ -92,6 +93,9 @@ class KubernetesBackend:
         self.namespace = namespace or f"k8sdds-{self.run_id}"
         self._given_namespace = namespace is not None
         self.image = image
+        # engine -> the image its pods run, where it is not the engine image
+        self.images = {"rtiperftest": rtiperftest_image} if rtiperftest_image else {}
+        self._image = image  # the current repeat's
         self.pub_node, self.sub_nodes, self.arch = pub_node, list(sub_nodes), arch
         self.pod_timeout = pod_timeout
         self._ns_client = None  # the runner ServiceAccount's client, once up
@@ -274,6 +278,7 @@ class KubernetesBackend:
         first, other = sides(test.effective_path)
         # pod names carry the run's id: a given namespace may hold another run's pods
         self._repeat = f"t{test.number}-r{repeat}-{self.run_id}"
+        self._image = self.images.get(test.engine, self.image)
         out = {}
         for role in roles:
             pod = f"t{test.number}-r{repeat}-{role}-{self.run_id}"
@@ -338,7 +343,7 @@ class KubernetesBackend:
                                                     **{m.REPEAT_LABEL: self._repeat}))
         params = m.PodParams(
             name=pod, namespace=self.namespace, run_id=self.run_id, repeat=self._repeat,
-            role=placement.role, node=placement.node, image=self.image,
+            role=placement.role, node=placement.node, image=self._image,
             argv=tuple(command.argv), env=dict(command.env), config_map=config_map,
             credentials=needs_credentials, host_network=placement.role in self._host_roles,
             arch=self.arch, listen=listen)
@@ -468,7 +473,8 @@ class KubernetesBackend:
         found = self.detected()
         self.usage()  # says now whether metrics-server is there
         return {"server": self.server, "context": self.context, "namespace": self.namespace,
-                "run_id": self.run_id, "image": self.image, "cni": found.cni,
+                "run_id": self.run_id, "image": self.image, "images": dict(self.images),
+                "cni": found.cni,
                 "datapath": found.datapath, "cni_daemonset": found.daemonset,
                 "nodes": self.nodes(), "not_applied": list(self._not_applied)}
 

@@ -23,6 +23,8 @@ SECURE_TRANSPORTS = ("tls", "dtls")
 # Perftest's own layout of certificates (its resource/secure folder)
 CERTS = {"ca": "cacert.pem", "pub": ("pub.pem", "pubkey.pem"), "sub": ("sub.pem", "subkey.pem")}
 TCP_PORT = 7400  # Perftest's TCP server bind port
+CDS_PORT = 7400  # where the RTI Cloud Discovery Service listens (UDPv4)
+LICENSE = "rti_license.dat"  # the license's name in the run's private directory
 HOW = ("give the path of perftest_cpp with --rtiperftest PATH (and the license with "
        "--rti-license FILE), or set K8SDDS_RTIPERFTEST")
 
@@ -34,20 +36,29 @@ class RtiPerftest:
     listen_port = None  # discovery waits for the peers itself
 
     def __init__(self, path: str | None = None, license_file: str | None = None,
-                 tls_dir: str | None = None):
+                 tls_dir: str | None = None, image: str | None = None):
         self.path = path or os.environ.get("K8SDDS_RTIPERFTEST")
         self.license = license_file or os.environ.get("K8SDDS_RTI_LICENSE")
         self.tls_dir = tls_dir or os.environ.get("K8SDDS_RTI_TLS_DIR")
+        self.image = image  # an image holding Perftest (kubernetes): nothing needed here
+        self.cds = os.environ.get("K8SDDS_RTI_CDS") or "rticlouddiscoveryservice"
 
     def configure(self, path: str | None, license_file: str | None,
-                  tls_dir: str | None = None) -> None:
-        """Where Perftest, its license and TLS certificates are (from the command line)."""
+                  tls_dir: str | None = None, image: str | None = None,
+                  cds: str | None = None) -> None:
+        """Where Perftest, its license, TLS certificates, an image holding Perftest, and the
+        Cloud Discovery Service are (from the command line). With an image, `path` and `cds`
+        are paths inside it."""
+        if image:
+            self.image = image
         if path:
-            self.path = str(Path(path).resolve())
+            self.path = path if self.image else str(Path(path).resolve())
         if license_file:
             self.license = str(Path(license_file).resolve())
         if tls_dir:
             self.tls_dir = str(Path(tls_dir).resolve())
+        if cds:
+            self.cds = cds
 
     def _certs(self, role: str) -> list[str]:
         """The certificate authority, certificate and key files of a role (pub or sub)."""
@@ -56,6 +67,10 @@ class RtiPerftest:
         return [os.path.join(self.tls_dir, f) for f in (CERTS["ca"], cert, key)]
 
     def unavailable(self) -> str | None:
+        if self.license and not os.path.isfile(self.license):
+            return f"RTI license {self.license}: no such file"
+        if self.image:
+            return None  # Perftest is in the image; its pods say if it is not
         if not self.path:
             return f"RTI Perftest is not available: {HOW}"
         if not (os.path.isfile(self.path) and os.access(self.path, os.X_OK)):
@@ -73,6 +88,9 @@ class RtiPerftest:
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
         if test.transport != "udp" and test.multicast:
             return ("multicast", test.multicast, "multicast needs transport=udp")
+        if test.discovery == "cds" and test.transport != "udp":
+            return ("discovery", test.discovery,
+                    "RTI Cloud Discovery Service relays UDPv4 announcements; set transport=udp")
         if test.transport in SECURE_TRANSPORTS and self.tls_dir:
             missing = [f for role in ("pub", "sub") for f in self._certs(role)
                        if not os.path.isfile(f)]
@@ -86,15 +104,33 @@ class RtiPerftest:
         return ()  # DDS discovers peers and picks ports itself: no Service forwards that
 
     def roles(self, test: Test) -> Sequence[str]:
-        return pubsub_roles(test)
+        """pub, sub0..; with discovery=cds, the Cloud Discovery Service right after pub, so it
+        starts before the subscribers."""
+        roles = pubsub_roles(test)
+        return roles[:1] + ["cds"] + roles[1:] if test.discovery == "cds" else roles
 
     def timeout(self, test: Test) -> float:
         return test.duration + 60  # discovery, 50 initialisation pings, the final exchange
 
     def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
-        """Perftest brings its own certificates (--rti-tls-dir); nothing to make."""
+        """The license, copied into the run's private directory (0600): from there it reaches
+        the roles wherever they run (a Secret on kubernetes). Perftest brings its own
+        certificates (--rti-tls-dir)."""
+        if not self.license:
+            return
+        folder = Path(directory)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = folder / LICENSE
+        data = Path(self.license).read_bytes()
+        if not target.exists() or target.read_bytes() != data:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
+        env = {"RTI_LICENSE_FILE": f"{ctx.secrets_dir}/{LICENSE}"} if self.license else {}
+        if ctx.role == "cds":
+            return Command(argv=(self.cds, "-transport", str(CDS_PORT)), env=env)
         publisher = ctx.role == "pub"
         argv = [self.path or "perftest_cpp"]
         if publisher:
@@ -130,10 +166,13 @@ class RtiPerftest:
             for role, address in ctx.endpoints.items():
                 if role != ctx.role:
                     argv += ["-peer", address + port]
-        env = {"RTI_LICENSE_FILE": self.license} if self.license else {}
+        elif ctx.discovery == "cds":  # as K8sDDS: every participant announces itself to CDS
+            env["NDDS_DISCOVERY_PEERS"] = f"rtps@udpv4://{ctx.endpoints['cds']}:{CDS_PORT}"
         return Command(argv=tuple(argv), env=env)
 
     def version(self) -> str:
+        if self.image:
+            return f"image {self.image}"
         if self.unavailable():
             return "unavailable"
         try:
