@@ -45,8 +45,9 @@ def datapath_usage(text: str) -> Parsed:
              "node_cpu_s": "node_cpu_pct"}
     values = [Value(metric, max(0.0, float(usage[key])) / wall * 100, "%")
               for key, metric in names.items() if isinstance(usage.get(key), (int, float))]
-    if isinstance(usage.get("datapath_memory_mb"), (int, float)):
-        values.append(Value("datapath_memory_mb", float(usage["datapath_memory_mb"]), "MiB"))
+    for key, unit in (("datapath_memory_mb", "MiB"), ("node_load1", "load")):
+        if isinstance(usage.get(key), (int, float)):
+            values.append(Value(key, float(usage[key]), unit))
     return Parsed(values=tuple(values))
 
 

@@ -276,15 +276,16 @@ class _NotListening(Exception):
     """A server role never opened its port; the repeat fails with this reason."""
 
 
-GAUGE = "_mb"  # usage keys that are levels (memory), recorded as read at the end, not summed
+# usage keys that are levels (memory, load), recorded as read at the end, not differenced
+GAUGES = ("_mb", "_load1")
 
 
 def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:
     """What the datapath itself consumed while the driver ran (records.USAGE)."""
     usage = {"wall_s": round(wall, 3)}
     usage.update({k: round(after[k] - before[k], 3) for k in before
-                  if k in after and not k.endswith(GAUGE)})
-    usage.update({k: round(v, 3) for k, v in after.items() if k.endswith(GAUGE)})
+                  if k in after and not k.endswith(GAUGES)})
+    usage.update({k: round(v, 3) for k, v in after.items() if k.endswith(GAUGES)})
     atomic_write(rep_dir / records.USAGE, json.dumps(usage) + "\n")
 
 

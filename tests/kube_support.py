@@ -162,6 +162,10 @@ def kwok_config(logs: dict[str, Path]) -> list[dict]:
                .replace("PHASE", "Failed"), delay_ms=300),
         _stage("k8sdds-delete", [{"key": ".metadata.deletionTimestamp",
                                   "operator": "Exists"}], "", delete=True),
+        # exec runs the asked command on this machine, as a kubelet would in the container
+        {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec",
+         "metadata": {"name": "k8sdds-exec"},
+         "spec": {"execs": [{"local": {"workDir": "/tmp"}}]}},
         {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
          "metadata": {"name": "k8sdds-logs"},
          "spec": {"logs": [{"containers": [role], "logsFile": str(path)}

@@ -66,7 +66,8 @@ def test_runner_role_is_namespaced_and_minimal():
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "ns1"
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
     resources = {r for rule in role["rules"] for r in rule["resources"]}
-    assert resources == {"pods", "pods/log", "configmaps", "secrets", "services", "events"}
+    assert resources == {"pods", "pods/log", "pods/exec", "configmaps", "secrets", "services",
+                         "events"}
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
     assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
     binding = m.role_binding("ns1", "abc123")

@@ -171,7 +171,9 @@ def test_pods_are_placed_pinned_and_unprivileged(cp, tmp_path):
         assert allowed(backend.namespace, "create", "pods")
         assert not allowed("kube-system", "list", "secrets")
         assert not allowed(backend.namespace, "create", "roles")
-        assert not allowed(backend.namespace, "create", "pods/exec")
+        assert allowed(backend.namespace, "create", "pods/exec")  # its own pods only
+        assert not allowed("kube-system", "create", "pods/exec")
+        assert not allowed("kube-system", "get", "pods")
         backend.teardown()
         assert not admin.list_namespaced_pod(backend.namespace,
                                              label_selector=m.MANAGED_SELECTOR).items
@@ -225,6 +227,12 @@ def test_run_collects_logs_through_the_api_and_parses_them(cp, tmp_path):
     assert len(subs) == 6  # (1 + 2 subscribers) x 2 repeats, one summary row each
     assert (subs.value > 0).all() and set(subs.backend) == {"kubernetes"}
     assert (run / "report.html").exists()
+    # the nodes' load average, read by exec in the repeat's own pods (kwok runs the command
+    # here, so it is this machine's)
+    usage = json.loads((run / "test-1" / "rep-1" / "usage.json").read_text())
+    assert abs(usage["node_load1"] - os.getloadavg()[0]) < 3
+    load = df[(df.role == "datapath") & (df.metric == "node_load1")]
+    assert len(load) == 4 and (load.value >= 0).all()
     # the configuration each pod got is kept beside its log
     cfg = (run / "test-1" / "rep-1" / "pub.cyclonedds.xml").read_text()
     assert "t1-r1-sub0-" in cfg  # peers by the pods' DNS names

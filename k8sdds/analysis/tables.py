@@ -240,4 +240,5 @@ def resources(runs: Runs) -> pd.DataFrame:
                                "softirq_pct": "softirq (% core)",
                                "node_cpu_pct": "nodes (% core)",
                                "datapath_memory_mb": "CNI pods memory (MiB)",
+                               "node_load1": "node load (1 min)",
                                "throughput_mbps": "Mb/s"})

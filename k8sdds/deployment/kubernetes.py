@@ -108,6 +108,8 @@ class KubernetesBackend:
         self._repeat_labels: set[str] = set()
         self._collected: set[str] = set()  # pods whose log is in the run directory
         self._services: list[str] = []  # the current repeat's Services
+        self._nodes_of: dict[str, str] = {}  # pod -> node, of the current repeat
+        self._load: float | None = None  # the last node load read in this repeat
         self._repeat = ""  # the current repeat's label value
         self._host_roles: set[str] = set()
         self._secrets_dir: Path | None = None
@@ -352,6 +354,7 @@ class KubernetesBackend:
         self._repeat_labels.add(self._repeat)
         handle = Handle(placement.role, None, log, ref=pod)
         self._handles.append(handle)
+        self._nodes_of[pod] = placement.node
         return handle
 
     def _ship_credentials(self, core) -> None:
@@ -413,6 +416,7 @@ class KubernetesBackend:
         for handle in self._handles:
             self._collect(handle)
         self._handles = []
+        self._nodes_of, self._load = {}, None
         for label in sorted(self._repeat_labels):
             self._delete_repeat(label)
         self._repeat_labels.clear()
@@ -438,13 +442,41 @@ class KubernetesBackend:
     def usage(self) -> dict[str, float]:
         """CPU seconds of the CNI's pods and of the nodes, integrated from metrics-server's
         rates, and the CNI pods' memory now (said once, in the manifest, when
-        metrics-server is absent)."""
+        metrics-server is absent); the 1-minute load average of the nodes the repeat runs
+        on, read in its own pods (kept from the last reading while one still ran)."""
+        out: dict[str, float] = {}
+        load = self._node_load()
+        if load is not None:
+            self._load = load
+        if self._load is not None and self._handles:
+            out["node_load1"] = self._load
         metrics = self._read_metrics()
         if metrics is None:
-            return {}
+            return out
         cni_cores, node_cores, cni_mb = metrics
-        return {"datapath_cpu_s": self._cni_cpu.add(cni_cores),
+        return {**out, "datapath_cpu_s": self._cni_cpu.add(cni_cores),
                 "node_cpu_s": self._node_cpu.add(node_cores), "datapath_memory_mb": cni_mb}
+
+    def _node_load(self) -> float | None:
+        """Mean 1-minute load average over the repeat's nodes: `cat /proc/loadavg` by exec
+        in one running pod per node (the file is the node's: procfs does not namespace it)."""
+        from kubernetes.stream import stream
+
+        per_node: dict[str, Handle] = {}
+        for handle in self._handles:
+            per_node.setdefault(self._nodes_of.get(handle.ref, ""), handle)
+        core = self._core()
+        loads = []
+        for handle in per_node.values():
+            try:
+                out = stream(core.connect_get_namespaced_pod_exec, handle.ref, self.namespace,
+                             container=handle.role, command=["cat", "/proc/loadavg"],
+                             stderr=True, stdin=False, stdout=True, tty=False,
+                             _request_timeout=10)
+                loads.append(float(str(out).split()[0]))
+            except Exception:  # noqa: BLE001 - finished, not running yet, no `cat`: skip it
+                continue
+        return sum(loads) / len(loads) if loads else None
 
     def _read_metrics(self) -> tuple[float, float, float] | None:
         if self._metrics is False:
