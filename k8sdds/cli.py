@@ -122,6 +122,16 @@ QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdout.")
 
 
+# the options of `run` and `baseline` that go to the backends (each takes its own)
+BACKEND_OPTIONS = ("testbed", "nodes", "profile", "cluster", "kubeconfig", "context",
+                   "namespace", "image", "pub_node", "sub_nodes", "arch", "pod_timeout")
+
+
+def _options(values: dict) -> dict:
+    """The backend options among a command's parameters."""
+    return {k: values[k] for k in BACKEND_OPTIONS}
+
+
 def _backend(backend: str, **options):
     """The chosen backend, from the registry, given every backend option (each uses its
     own); returns (name, backend)."""
@@ -228,10 +238,7 @@ def run(
     from k8sdds import perftest
     from k8sdds.runner import RunOptions
 
-    name, chosen = _backend(backend, testbed=testbed, nodes=nodes, profile=profile,
-                            cluster=cluster, kubeconfig=kubeconfig, context=context,
-                            namespace=namespace, image=image, pub_node=pub_node,
-                            sub_nodes=sub_nodes, arch=arch, pod_timeout=pod_timeout,
+    name, chosen = _backend(backend, **_options(locals()),
                             rtiperftest_image=rtiperftest_image)
     perftest.ENGINES["rtiperftest"].configure(
         str(rtiperftest) if rtiperftest else None, rti_license, rti_tls_dir,
@@ -306,10 +313,7 @@ def baseline(
     from k8sdds import baseline as matrix
     from k8sdds.runner import RunOptions
 
-    name, chosen = _backend(backend, testbed=testbed, nodes=nodes, profile=profile,
-                            cluster=cluster, kubeconfig=kubeconfig, context=context,
-                            namespace=namespace, image=image, pub_node=pub_node,
-                            sub_nodes=sub_nodes, arch=arch, pod_timeout=pod_timeout)
+    name, chosen = _backend(backend, **_options(locals()))
     offered = list(chosen.datapaths())
     usual = ["host", "flannel-hostgw", "flannel-vxlan"]
     names = _datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)

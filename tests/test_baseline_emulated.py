@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from k8sdds.analysis import load, tables
-from k8sdds.schedule import PATHS
+from k8sdds.schedule import Limits
+
+PATHS = Limits().paths  # what the emulated backend offers (no Service paths)
 
 from .emulated_support import cli, namespaces, requires_namespaces
 

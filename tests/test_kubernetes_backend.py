@@ -77,6 +77,14 @@ def _cli(cp, *args: str, timeout: float = 180, **env: str) -> subprocess.Complet
                           capture_output=True, text=True, env=_env(**env), timeout=timeout)
 
 
+def _start(cp, sch: Path, out: Path, *args: str, **env: str) -> subprocess.Popen:
+    """`k8sdds run` on the test cluster, in the background (stderr kept for the assertions)."""
+    return subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
+                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
+                             "--out", str(out), "--quiet", *args], env=_env(**env),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def _managed(cp) -> dict[str, list[str]]:
     """Every object k8sdds labelled, anywhere, by kind (pods, ConfigMaps, Secrets, Services,
     ServiceAccounts, Roles, RoleBindings), and its namespaces that are not terminating."""
@@ -314,11 +322,7 @@ def _wait_pods_running(cp, count: int, timeout: float = 60) -> None:
 def test_a_signal_mid_run_leaves_no_object_behind(cp, tmp_path, signum):
     sch = tmp_path / "s.csv"
     sch.write_text(HEAD + "1024,false,2,false,0,30\n")
-    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
-                             "--image", ks.IMAGE_HANG, "--out", str(tmp_path / "out"),
-                             "--quiet"], env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start(cp, sch, tmp_path / "out", "--image", ks.IMAGE_HANG)
     try:
         _wait_pods_running(cp, 3)
         assert _managed(cp)["pods"]
@@ -334,10 +338,7 @@ def test_a_signal_mid_run_leaves_no_object_behind(cp, tmp_path, signum):
 def test_cleanup_removes_what_a_killed_run_left(cp, tmp_path):
     sch = tmp_path / "s.csv"
     sch.write_text(HEAD + "1024,false,1,false,0,30\n")
-    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
-                             "--image", ks.IMAGE_HANG, "--out", str(tmp_path / "out"),
-                             "--quiet"], env=_env())
+    proc = _start(cp, sch, tmp_path / "out", "--image", ks.IMAGE_HANG)
     try:
         _wait_pods_running(cp, 2)
     finally:
@@ -359,11 +360,8 @@ def test_tls_and_dds_security_credentials_travel_as_a_secret(cp, tmp_path):
     core = client.CoreV1Api(cp.api())
     sch = tmp_path / "s.csv"
     sch.write_text(HEAD + "1024,false,1,false,0,30\n")
-    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
-                             "--image", ks.IMAGE_HANG, "--transport", "tls", "--secure",
-                             "--out", str(tmp_path / "out"), "--quiet"], env=_env(),
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start(cp, sch, tmp_path / "out", "--image", ks.IMAGE_HANG, "--transport", "tls",
+                  "--secure")
     try:
         _wait_pods_running(cp, 2)
         [secret] = core.list_secret_for_all_namespaces(label_selector=m.MANAGED_SELECTOR).items
@@ -479,12 +477,9 @@ def test_rti_perftest_runs_from_its_image_with_cds_and_the_license_as_a_secret(c
                    "1024,false,2,false,0,30,rtiperftest,cds\n")
     # the engine image does not exist: every pod must come from --rtiperftest-image; and no
     # perftest_cpp on this machine's PATH
-    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                             "--backend", "kubernetes", "--kubeconfig", str(cp.kubeconfig),
-                             "--image", ks.IMAGE_MISSING, "--rtiperftest-image", ks.IMAGE_HANG,
-                             "--rti-license", str(lic), "--out", str(tmp_path / "out"),
-                             "--quiet"], env=_env(PATH="/nonexistent"),
-                            stderr=subprocess.PIPE, text=True)
+    proc = _start(cp, sch, tmp_path / "out", "--image", ks.IMAGE_MISSING,
+                  "--rtiperftest-image", ks.IMAGE_HANG, "--rti-license", str(lic),
+                  PATH="/nonexistent")
     try:
         _wait_pods_running(cp, 4)
         pods = {p.spec.containers[0].name: p for p in core.list_pod_for_all_namespaces(

@@ -31,4 +31,5 @@ def test_sides_of_every_path():
     assert {p: sides(p) for p in PATHS} == {
         "node-node": ("node", "node"), "pod-pod-same-node": ("pod", "pod"),
         "pod-pod-cross-node": ("pod", "pod"), "node-pod": ("node", "pod"),
-        "pod-node": ("pod", "node")}
+        "pod-node": ("pod", "node"), "pod-service": ("pod", "pod"),
+        "external-nodeport": ("node", "pod")}
