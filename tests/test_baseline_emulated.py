@@ -12,9 +12,9 @@ import pytest
 from k8sdds.analysis import load, tables
 from k8sdds.schedule import Limits
 
-PATHS = Limits().paths  # what the emulated backend offers (no Service paths)
-
 from .emulated_support import cli, namespaces, requires_namespaces
+
+PATHS = Limits().paths  # what the emulated backend offers (no Service paths)
 
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
 
