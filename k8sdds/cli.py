@@ -351,7 +351,8 @@ def _execute(backend, tests, options, resume, quiet: bool, as_json: bool, plot: 
         outcome = runner.run(tests, resume=resume)
     except KeyboardInterrupt:
         hint = f"; continue with `k8sdds run --resume {runner.run_dir}`" if runner.run_dir else ""
-        err_console.print(f"interrupted: processes and testbed objects removed{hint}")
+        err_console.print(f"interrupted: the processes, pods and objects the run made are "
+                          f"removed{hint}")
         raise typer.Exit(130) from None
     plotted = plot and _plot(outcome.run_dir)
     report_path = None
