@@ -503,3 +503,37 @@ def test_rti_perftest_runs_from_its_image_with_cds_and_the_license_as_a_secret(c
         proc.kill()
     assert proc.returncode == 130, err
     assert _managed(cp) == {}
+
+
+def test_a_given_namespace_is_used_and_kept(cp, tmp_path):
+    """--namespace: the user's own namespace is used, never deleted; what a SIGKILLed run
+    left there blocks the next run with the remedy, and `cleanup` removes it."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(cp.api())
+    core.create_namespace({"metadata": {"name": "edge-bench"}})
+    sch = tmp_path / "s.csv"
+    sch.write_text(HEAD + "1024,false,1,false,0,30\n")
+    proc = _start(cp, sch, tmp_path / "out", "--image", ks.IMAGE_HANG, "--namespace",
+                  "edge-bench")
+    try:
+        _wait_pods_running(cp, 2)
+    finally:
+        proc.kill()
+        proc.wait()
+    done = _cli(cp, "run", "--sch", str(sch), "--namespace", "edge-bench", "--image",
+                ks.IMAGE_OK, "--out", str(tmp_path / "out"))
+    assert done.returncode == 1
+    assert "already exists" in done.stderr and "k8sdds cleanup --namespace edge-bench" in \
+        done.stderr.replace("\n", " ")
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "cleanup", "--namespace",
+                           "edge-bench", "--kubeconfig", str(cp.kubeconfig)],
+                          capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 0 and "Namespace/" not in done.stdout  # not ours to delete
+    sch.write_text(HEAD + "1024,false,1,false,0,2\n")
+    done = _cli(cp, "run", "--sch", str(sch), "--namespace", "edge-bench", "--image",
+                ks.IMAGE_OK, "--out", str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["failed"] == []
+    assert core.read_namespace("edge-bench").metadata.deletion_timestamp is None
+    assert _managed(cp) == {}

@@ -137,7 +137,9 @@ class KubernetesBackend:
         try:
             return fn(*args, _request_timeout=30, **kwargs)
         except ApiException as exc:
-            raise TestbedError(f"{what}: {exc.status} {exc.reason}: {_api_message(exc)}"
+            hint = (f" (left by an earlier run? `k8sdds cleanup --namespace {self.namespace}` "
+                    "removes it)" if exc.status == 409 else "")
+            raise TestbedError(f"{what}: {exc.status} {exc.reason}: {_api_message(exc)}{hint}"
                                ) from None
         except (HTTPError, OSError) as exc:
             raise TestbedError(f"{what}: cannot reach the API server {self.server}: {exc}"
