@@ -448,6 +448,129 @@ def cleanup(
     out_console.print(f"{len(gone)} objects deleted in {len(spaces)} namespace(s)")
 
 
+cluster_app = typer.Typer(no_args_is_help=True,
+                          help="Bare hosts over SSH: preflight checks and network tuning.")
+app.add_typer(cluster_app, name="cluster")
+INVENTORY = typer.Option(..., "--inventory", "-i", help="Inventory (YAML): hosts with name, "
+                         "address, user, key, role, arch (see README).")
+KNOWN_HOSTS = typer.Option(None, "--known-hosts", help="known_hosts file host keys are "
+                           "checked against [the inventory's known_hosts, ~/.ssh/known_hosts].")
+DRY_RUN = typer.Option(False, "--dry-run", help="Print every remote command per host; "
+                       "connect to none.")
+HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs of every "
+                         "command and its output.")
+
+
+def _hosts(inventory: Path, known_hosts: Path | None):
+    from k8sdds.bringup import inventory as inv
+
+    loaded = inv.load(inventory)
+    return loaded, str(known_hosts) if known_hosts else loaded.known_hosts
+
+
+def _per_host(loaded, known: str, dry_run: bool, logs: Path, work):
+    """`work(remote)` on every host at once, each with its own connection and log."""
+    from k8sdds.bringup.remote import Remote, each_host, log_dir
+
+    folder = log_dir(logs)
+
+    def one(host):
+        with Remote(host, known, folder / f"{host.name}.log", dry_run=dry_run) as remote:
+            return work(remote)
+
+    return each_host(loaded.hosts, one), folder
+
+
+def _dry_run_listing(folder: Path, hosts) -> None:
+    for host in hosts:
+        out_console.print(f"[bold]{host.name}[/bold] ({host.user}@{host.address}:{host.port})")
+        out_console.print((folder / f"{host.name}.log").read_text().rstrip(), markup=False,
+                          highlight=False)
+
+
+@cluster_app.command("check")
+def cluster_check(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                  dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """Preflight of every host: reachable, swap off, cgroup memory/cpuset, br_netfilter,
+    ip_forward, container runtime, kubeadm and kubelet, time skew; the fix for each failure.
+    Exit status 1 when a check fails on a host."""
+    from k8sdds.bringup.checks import check_host
+    from k8sdds.bringup.remote import HostError
+
+    loaded, known = _hosts(inventory, known_hosts)
+    results, folder = _per_host(loaded, known, dry_run, log_dir, check_host)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    table = Table(title="cluster check")
+    for col in ("host", "check", "result", "found", "fix"):
+        table.add_column(col, overflow="fold")
+    failed = False
+    for host, outcome in results.items():
+        if isinstance(outcome, HostError):
+            failed = True
+            table.add_row(host, "reachable", "[red]fail[/red]", str(outcome), "")
+            continue
+        for o in outcome:
+            failed |= not o.passed
+            table.add_row(host, o.check, "pass" if o.passed else "[red]fail[/red]", o.found,
+                          o.fix)
+    out_console.print(table)
+    out_console.print(f"per-host logs: {folder}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@cluster_app.command("tune")
+def cluster_tune(
+    inventory: Path = INVENTORY,
+    revert: bool = typer.Option(False, "--revert", help="Restore the values the first tune "
+                                "replaced, and remove the drop-in."),
+    keys: str | None = typer.Option(None, "--keys", help="Comma-separated subset of the "
+                                    "sysctls [all of them, see README]."),
+    root: str = typer.Option("", "--root", help="Prefix of the files written on the hosts "
+                             "(/etc/sysctl.d/..., /etc/k8sdds/...), for tests; {host} in it "
+                             "is the host's name [none]."),
+    known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+    log_dir: Path = HOST_LOGS,
+) -> None:
+    """The K8sDDS network tuning (socket buffers, backlog, fragments) as
+    /etc/sysctl.d/90-k8sdds.conf on every host, idempotent; --revert undoes it. A host that
+    fails is reported by name; the others are done (or reverted) all the same."""
+    from k8sdds.bringup import tune as tuning
+    from k8sdds.bringup.remote import HostError
+
+    chosen = list(tuning.SETTINGS) if not keys else [k.strip() for k in keys.split(",")
+                                                      if k.strip()]
+    for key in chosen:
+        if key not in tuning.SETTINGS:
+            raise typer.BadParameter(f"{key!r} is not one of {', '.join(tuning.SETTINGS)}",
+                                     param_hint="--keys")
+    loaded, known = _hosts(inventory, known_hosts)
+    results, folder = _per_host(
+        loaded, known, dry_run, log_dir,
+        (lambda r: tuning.revert(r, root)) if revert else
+        (lambda r: tuning.tune(r, chosen, root)))
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    failed = [h for h, r in results.items() if isinstance(r, HostError)]
+    for host, changes in results.items():
+        if isinstance(changes, HostError):
+            err_console.print(f"[red]{host}: failed[/red]: {changes}")
+            continue
+        for c in changes:
+            out_console.print(f"{host}: {c.key}: {c.before} -> {c.after}")
+        if not changes:
+            out_console.print(f"{host}: nothing to {'revert' if revert else 'change'}")
+    done = len(results) - len(failed)
+    out_console.print(f"{'reverted' if revert else 'tuned'} {done}/{len(results)} hosts; "
+                      f"per-host logs: {folder}")
+    if failed:
+        err_console.print(f"not done on: {', '.join(failed)} (the others are)")
+        raise typer.Exit(1)
+
+
 import_app = typer.Typer(no_args_is_help=True, help="Import data from other tools.")
 app.add_typer(import_app, name="import")
 

@@ -1,0 +1,1 @@
+"""Bare hosts over SSH: inventory, preflight checks, tuning."""

@@ -1,0 +1,113 @@
+"""`k8sdds cluster check`: the preflight of a kubeadm node, each check a command and a pure
+judgement of its output, with the fix for a failure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from k8sdds.bringup.remote import Remote, Result
+
+MAX_SKEW_S = 2.0  # etcd and TLS certificates want clocks within a few seconds
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    argv: tuple[str, ...]
+    judge: Callable[[Result], tuple[bool, str]]  # (passed, what was found)
+    fix: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    host: str
+    check: str
+    passed: bool
+    found: str
+    fix: str
+
+
+def _swap(r: Result) -> tuple[bool, str]:
+    lines = [ln for ln in r.out.splitlines()[1:] if ln.strip()]
+    return (not lines, "off" if not lines else f"on: {', '.join(ln.split()[0] for ln in lines)}")
+
+
+def _cgroups(r: Result) -> tuple[bool, str]:
+    """/proc/cgroups: the memory and cpuset controllers must be enabled (column 4)."""
+    enabled = {f[0]: f[3] == "1" for f in (ln.split() for ln in r.out.splitlines())
+               if len(f) >= 4 and not f[0].startswith("#")}
+    missing = [c for c in ("memory", "cpuset") if not enabled.get(c)]
+    return (not missing, "memory and cpuset enabled" if not missing
+            else f"not enabled: {', '.join(missing)}")
+
+
+def _is_one(what: str) -> Callable[[Result], tuple[bool, str]]:
+    def judge(r: Result) -> tuple[bool, str]:
+        if r.code != 0:
+            return False, f"{what} absent ({r.err.strip() or 'exit ' + str(r.code)})"
+        return r.out.strip() == "1", f"{what} = {r.out.strip()}"
+    return judge
+
+
+def _version(what: str) -> Callable[[Result], tuple[bool, str]]:
+    def judge(r: Result) -> tuple[bool, str]:
+        text = (r.out.strip() or r.err.strip()).splitlines()
+        if r.code != 0 or not text:
+            return False, f"{what} not found"
+        return True, text[0][:80]
+    return judge
+
+
+CHECKS = (
+    Check("swap off", ("cat", "/proc/swaps"), _swap,
+          "swapoff -a, and remove swap from /etc/fstab (Raspberry Pi OS: "
+          "dphys-swapfile swapoff && systemctl disable dphys-swapfile)"),
+    Check("cgroup memory and cpuset", ("cat", "/proc/cgroups"), _cgroups,
+          "Raspberry Pi: append `cgroup_enable=cpuset cgroup_enable=memory cgroup_memory=1` to "
+          "the single line of /boot/firmware/cmdline.txt (/boot/cmdline.txt on older OS), "
+          "then reboot"),
+    Check("br_netfilter", ("cat", "/proc/sys/net/bridge/bridge-nf-call-iptables"),
+          _is_one("net.bridge.bridge-nf-call-iptables"),
+          "modprobe br_netfilter; echo br_netfilter > /etc/modules-load.d/k8s.conf; "
+          "sysctl -w net.bridge.bridge-nf-call-iptables=1"),
+    Check("ip_forward", ("cat", "/proc/sys/net/ipv4/ip_forward"),
+          _is_one("net.ipv4.ip_forward"),
+          "sysctl -w net.ipv4.ip_forward=1, and set it in /etc/sysctl.d/k8s.conf"),
+    Check("container runtime", ("containerd", "--version"), _version("containerd"),
+          "apt-get install containerd (and set SystemdCgroup = true in "
+          "/etc/containerd/config.toml)"),
+    Check("kubeadm", ("kubeadm", "version", "-o", "short"), _version("kubeadm"),
+          "install kubeadm, kubelet and kubectl from pkgs.k8s.io (same minor on every host)"),
+    Check("kubelet", ("kubelet", "--version"), _version("kubelet"),
+          "install kubelet from pkgs.k8s.io (same minor as kubeadm)"),
+)
+CLOCK = ("date", "+%s.%N")
+
+
+def skew(r: Result, sent: float, received: float) -> tuple[bool, str]:
+    """The host clock against this machine's, allowing for the round trip."""
+    try:
+        remote = float(r.out.strip())
+    except ValueError:
+        return False, f"unreadable date: {r.out.strip()[:40]!r}"
+    offset = remote - (sent + received) / 2
+    return abs(offset) <= MAX_SKEW_S, f"{offset:+.2f} s"
+
+
+def check_host(remote: Remote) -> list[Outcome]:
+    """Every check on one host (connected, or dry-run: the commands only logged)."""
+    name = remote.host.name
+    out = [Outcome(name, "reachable", True, "ssh ok" if not remote.dry_run else "dry run", "")]
+    for check in CHECKS:
+        result = remote.run(check.argv)
+        passed, found = check.judge(result) if not remote.dry_run else (True, "dry run")
+        out.append(Outcome(name, check.name, passed, found, "" if passed else check.fix))
+    sent = time.time()
+    result = remote.run(CLOCK)
+    passed, found = skew(result, sent, time.time()) if not remote.dry_run else (True, "dry run")
+    out.append(Outcome(name, "time skew", passed, found,
+                       "" if passed else "enable time sync: timedatectl set-ntp true "
+                       "(systemd-timesyncd or chrony)"))
+    return out

@@ -1,0 +1,183 @@
+"""Commands on bare hosts over SSH (paramiko), with their host keys verified.
+
+A remote command is an argv list; it crosses SSH as one shell line, so it is quoted with
+shlex.join and nothing else. Host keys come from known_hosts and are never accepted
+automatically: an unknown host is an error that shows its key's fingerprint and how to
+accept it. Every command and its output go into a per-host log.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shlex
+import socket
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from k8sdds.bringup.inventory import Host
+from k8sdds.errors import UserError
+
+CONNECT_TIMEOUT = 10.0
+COMMAND_TIMEOUT = 120.0
+T = TypeVar("T")
+
+
+class HostError(Exception):
+    """One host cannot be reached or verified; the others go on."""
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    code: int
+    out: str
+    err: str
+
+
+def fingerprint(key_bytes: bytes) -> str:
+    """OpenSSH's SHA256 fingerprint of a public key blob."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key_bytes).digest()).decode().rstrip("=")
+
+
+class Remote:
+    """One SSH connection to `host`, or with `dry_run` none: commands are only logged."""
+
+    def __init__(self, host: Host, known_hosts: str, log: Path | None = None,
+                 dry_run: bool = False, sudo: bool | None = None):
+        self.host = host
+        self.known_hosts = known_hosts
+        self.dry_run = dry_run
+        self.sudo = host.user != "root" if sudo is None else sudo
+        self._log = open(log, "a") if log else None
+        self._client = None
+
+    def __enter__(self) -> Remote:
+        if not self.dry_run:
+            self._connect()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._log:
+            self._log.close()
+
+    def _connect(self) -> None:
+        import paramiko
+
+        h = self.host
+        client = paramiko.SSHClient()
+        try:
+            client.load_host_keys(self.known_hosts)
+        except FileNotFoundError:
+            pass  # nothing is known: the host is unknown, said below
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(h.address, port=h.port, username=h.user, key_filename=h.key,
+                           timeout=CONNECT_TIMEOUT, banner_timeout=CONNECT_TIMEOUT,
+                           auth_timeout=CONNECT_TIMEOUT, allow_agent=h.key is None,
+                           look_for_keys=h.key is None)
+        except paramiko.BadHostKeyException as exc:
+            raise HostError(f"the host key of {h.address}:{h.port} does not match "
+                            f"{self.known_hosts}: it offers {exc.key.get_name()} "
+                            f"{fingerprint(exc.key.asbytes())}, known_hosts has "
+                            f"{fingerprint(exc.expected_key.asbytes())}; if the host was "
+                            "reinstalled, remove the old line (ssh-keygen -R) and accept the "
+                            "new key") from None
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise HostError(self._unknown()) from None
+            raise HostError(f"ssh {h.user}@{h.address}:{h.port}: {exc}") from None
+        except (OSError, TimeoutError) as exc:
+            raise HostError(f"cannot reach {h.address}:{h.port}: "
+                            f"{getattr(exc, 'strerror', None) or exc}") from None
+        self._client = client
+
+    def _unknown(self) -> str:
+        """The error for a host whose key is not known: its fingerprint and the remedy."""
+        import paramiko
+
+        h = self.host
+        try:
+            with socket.create_connection((h.address, h.port), CONNECT_TIMEOUT) as sock:
+                transport = paramiko.Transport(sock)
+                transport.start_client(timeout=CONNECT_TIMEOUT)
+                key = transport.get_remote_server_key()
+                transport.close()
+            shown = f"{key.get_name()} {fingerprint(key.asbytes())}"
+        except (OSError, paramiko.SSHException):
+            shown = "(its key could not be read)"
+        target = f"[{h.address}]:{h.port}" if h.port != 22 else h.address
+        return (f"{h.address}:{h.port} is not in {self.known_hosts}; it offers {shown}. If "
+                "that is the host's key (compare with `ssh-keygen -lf "
+                "/etc/ssh/ssh_host_*_key.pub` on it), accept it with: ssh-keyscan -p "
+                f"{h.port} {h.address} >> {self.known_hosts} (known as {target}); k8sdds never "
+                "accepts a key by itself")
+
+    def run(self, argv: Sequence[str], root: bool = False, stdin: str | None = None,
+            timeout: float = COMMAND_TIMEOUT) -> Result:
+        """Run argv on the host (as root through `sudo -n` when `root` and not root)."""
+        argv = tuple(str(a) for a in argv)
+        if root and self.sudo:
+            argv = ("sudo", "-n", "--", *argv)
+        line = shlex.join(argv)
+        self._write(f"$ {line}\n")
+        if self.dry_run:
+            return Result(argv, 0, "", "")
+        chan = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
+        chan.settimeout(timeout)
+        chan.exec_command(line)
+        if stdin is not None:
+            chan.sendall(stdin.encode())
+        chan.shutdown_write()
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        while not chan.exit_status_ready() or chan.recv_ready() or chan.recv_stderr_ready():
+            if chan.recv_ready():
+                out += chan.recv(65536)
+            elif chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536)
+            elif time.monotonic() > deadline:
+                chan.close()
+                raise HostError(f"{line}: no answer within {timeout:g} s")
+            else:
+                chan.status_event.wait(0.05)  # paramiko's own event: set on exit
+        code = chan.recv_exit_status()
+        chan.close()
+        result = Result(argv, code, out.decode(errors="replace"), err.decode(errors="replace"))
+        self._write(result.out + (result.err and f"[stderr] {result.err}") +
+                    f"[exit {code}]\n")
+        return result
+
+    def _write(self, text: str) -> None:
+        if self._log:
+            self._log.write(text)
+            self._log.flush()
+
+
+def each_host(hosts: Sequence[Host], work: Callable[[Host], T]) -> dict[str, T | HostError]:
+    """`work` on every host at once; a host's HostError is its result, not the end of the
+    others."""
+    def guarded(host: Host):
+        try:
+            return work(host)
+        except HostError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(16, len(hosts))) as pool:
+        return dict(zip((h.name for h in hosts), pool.map(guarded, hosts), strict=True))
+
+
+def log_dir(path: Path | None) -> Path:
+    """Where per-host logs go (made, or a clear error)."""
+    target = Path(path or "logs/cluster")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write host logs to {target}: {exc.strerror}") from None
+    return target

@@ -1,0 +1,123 @@
+"""Real OpenSSH servers for the bare-host commands' tests: one `sshd` (Debian's
+openssh-server) in each of a few network namespaces, with test keys and a test known_hosts.
+Each host is `10.251.<i>.2`, reached from this machine over a veth pair."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+SSHD = "/usr/sbin/sshd"
+
+
+def missing() -> str | None:
+    from .emulated_support import missing as no_namespaces
+
+    reason = no_namespaces()
+    if reason:
+        return reason
+    for tool in (SSHD, shutil.which("ssh-keygen")):
+        if not tool or not Path(tool).exists():
+            return "needs openssh-server and ssh-keygen (make test installs them)"
+    return None
+
+
+def _run(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+@dataclass
+class Hosts:
+    """`count` namespaces `<prefix>-h<i>`; sshd runs in those listed in `serving`."""
+
+    directory: Path
+    prefix: str
+    count: int = 3
+    serving: tuple[int, ...] = (1, 2)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def address(self, i: int) -> str:
+        return f"10.251.{i}.2"
+
+    def ns(self, i: int) -> str:
+        return f"{self.prefix}-h{i}"
+
+    def up(self) -> Hosts:
+        d = self.directory
+        d.mkdir(parents=True, exist_ok=True)
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id_ed25519"))
+        (d / "authorized_keys").write_text((d / "id_ed25519.pub").read_text())
+        for i in range(1, self.count + 1):
+            ns, link = self.ns(i), f"{self.prefix}v{i}"
+            _run("ip", "netns", "add", ns)
+            _run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _run("ip", "addr", "add", f"10.251.{i}.1/30", "dev", link)
+            _run("ip", "link", "set", link, "up")
+            _run("ip", "-n", ns, "addr", "add", f"{self.address(i)}/30", "dev", "eth0")
+            _run("ip", "-n", ns, "link", "set", "eth0", "up")
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+            key = d / f"host{i}_ed25519"
+            _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
+            if i in self.serving:
+                conf = d / f"sshd{i}.conf"
+                conf.write_text(
+                    f"ListenAddress {self.address(i)}\nPort 22\nHostKey {key}\n"
+                    f"PidFile {d}/sshd{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\n"
+                    "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                    "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n")
+                self.procs.append(subprocess.Popen(
+                    ["ip", "netns", "exec", ns, SSHD, "-D", "-e", "-f", str(conf)],
+                    stdout=subprocess.DEVNULL, stderr=open(d / f"sshd{i}.log", "wb")))
+        for i in self.serving:
+            self._wait_listening(i)
+        return self
+
+    def _wait_listening(self, i: int, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = _run("ip", "netns", "exec", self.ns(i), "ss", "-Htln", "sport", "= :22")
+            if out.strip():
+                return
+            time.sleep(0.05)  # sshd opening its socket: nothing to wait on but the socket
+        raise RuntimeError(f"sshd in {self.ns(i)} did not listen: see {self.directory}")
+
+    def known_hosts(self, hosts: tuple[int, ...]) -> Path:
+        path = self.directory / ("known_hosts-" + "-".join(map(str, hosts)))
+        path.write_text("".join(
+            f"{self.address(i)} " + " ".join((self.directory / f"host{i}_ed25519.pub")
+                                             .read_text().split()[:2]) + "\n" for i in hosts))
+        return path
+
+    def fingerprint(self, i: int) -> str:
+        return _run("ssh-keygen", "-lf", str(self.directory / f"host{i}_ed25519.pub")).split()[1]
+
+    def inventory(self, hosts: tuple[int, ...], known: Path) -> Path:
+        path = self.directory / ("inventory-" + "-".join(map(str, hosts)) + ".yaml")
+        path.write_text(yaml.safe_dump({
+            "known_hosts": str(known),
+            "defaults": {"user": "root", "key": str(self.directory / "id_ed25519")},
+            "hosts": [{"name": f"h{i}", "address": self.address(i),
+                       "role": "control-plane" if n == 0 else "worker",
+                       "arch": "amd64" if n == 0 else "arm"}
+                      for n, i in enumerate(hosts)]}))
+        return path
+
+    def sysctl(self, i: int, key: str) -> str:
+        return " ".join(_run("ip", "netns", "exec", self.ns(i), "sysctl", "-n", key).split())
+
+    def down(self) -> None:
+        for p in self.procs:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for i in range(1, self.count + 1):
+            subprocess.run(["ip", "netns", "del", self.ns(i)], capture_output=True)
+            subprocess.run(["ip", "link", "del", f"{self.prefix}v{i}"], capture_output=True)

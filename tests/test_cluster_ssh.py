@@ -1,0 +1,176 @@
+"""`k8sdds cluster check` and `tune` over real SSH: sshd in network namespaces, real keys,
+a real known_hosts; the inventory's validation without any host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k8sdds.bringup import inventory as inv
+
+from . import ssh_support as ss
+
+HOSTS_REASON = ss.missing()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "250",
+                               "PYTHONPATH": str(Path(__file__).parent.parent)})
+
+
+def test_inventory_validation_names_host_field_and_value(tmp_path):
+    good = {"defaults": {"user": "pi", "key": "~/.ssh/id"},
+            "hosts": [{"name": "master", "address": "10.0.0.1", "role": "control-plane"},
+                      {"name": "pi1", "address": "10.0.0.2", "arch": "arm", "port": 2222}]}
+    loaded = inv.parse(good)
+    assert [h.name for h in loaded.workers()] == ["pi1"]
+    assert loaded.control_plane().user == "pi" and loaded.hosts[1].port == 2222
+    assert loaded.hosts[0].key == str(Path("~/.ssh/id").expanduser())
+    bad = [
+        ({**good, "hosts": [{**good["hosts"][0]}, {**good["hosts"][1], "arch": "riscv"}]},
+         "host 2 (pi1), field arch: value 'riscv'; allowed: amd64, arm64, arm"),
+        ({**good, "hosts": [good["hosts"][0], {**good["hosts"][1], "address": "-oProxy=x"}]},
+         "field address"),
+        ({**good, "hosts": [good["hosts"][1]]}, "exactly one host must have role"),
+        ({**good, "hosts": [good["hosts"][0], {**good["hosts"][1], "name": "master"}]},
+         "is given twice"),
+        ({**good, "hosts": [good["hosts"][0], {**good["hosts"][1], "port": 70000}]},
+         "field port: value 70000"),
+        ({**good, "extra": 1}, "unknown field 'extra'"),
+        ({**good, "defaults": {"user": "root; rm -rf /"}}, "field user"),
+        ([], "expected a mapping"),
+    ]
+    for data, message in bad:
+        with pytest.raises(inv.InventoryError, match=None) as info:
+            inv.parse(data, "inv.yaml")
+        assert message in str(info.value) and str(info.value).startswith("inv.yaml")
+    path = tmp_path / "i.yaml"
+    path.write_text("hosts: [unclosed")
+    done = _cli("cluster", "check", "--inventory", str(path))
+    assert done.returncode == 2 and "not a readable YAML file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_dry_run_prints_every_command_and_connects_to_none(tmp_path):
+    path = tmp_path / "i.yaml"
+    path.write_text("known_hosts: /nonexistent\nhosts:\n"
+                    "  - {name: m, address: 192.0.2.1, user: root, role: control-plane}\n"
+                    "  - {name: w, address: 192.0.2.2, user: pi}\n")
+    done = _cli("cluster", "tune", "--inventory", str(path), "--dry-run",
+                "--log-dir", str(tmp_path / "logs"))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "m (root@192.0.2.1:22)" in out and "w (pi@192.0.2.2:22)" in out
+    assert "$ sysctl -n net.core.rmem_max" in out
+    assert "$ sysctl -w 'net.ipv4.tcp_rmem=4096 87380 2147483647'" in out  # shlex-quoted
+    assert "$ sudo -n -- tee /etc/sysctl.d/90-k8sdds.conf.k8sdds-" in out  # pi: sudo
+    done = _cli("cluster", "check", "--inventory", str(path), "--dry-run",
+                "--log-dir", str(tmp_path / "logs2"))
+    assert done.returncode == 0 and "$ kubeadm version -o short" in done.stdout
+
+
+requires_hosts = pytest.mark.skipif(HOSTS_REASON is not None, reason=HOSTS_REASON or "")
+if HOSTS_REASON and (os.environ.get("CI") == "true"
+                     or os.environ.get("K8SDDS_REQUIRE_E2E") == "1"):
+    pytest.fail(f"ssh tests required but cannot run: {HOSTS_REASON}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    h = ss.Hosts(tmp_path_factory.mktemp("ssh"), f"kss{os.getpid() % 1000}")
+    try:
+        yield h.up()
+    finally:
+        h.down()
+
+
+@requires_hosts
+def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
+    # ip_forward is per network namespace: on for h1, off (the default) for h2
+    subprocess.run(["ip", "netns", "exec", hosts.ns(1), "sysctl", "-w",
+                    "net.ipv4.ip_forward=1"], check=True, capture_output=True)
+    invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
+    done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir", str(tmp_path))
+    assert done.returncode == 1  # no kubeadm here: failures, each with its fix
+    rows = {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
+            for line in done.stdout.splitlines() if line.count("│") >= 6}
+    assert "pass" in rows[("h1", "reachable")] and "pass" in rows[("h2", "reachable")]
+    assert "pass" in rows[("h1", "ip_forward")]
+    assert "fail" in rows[("h2", "ip_forward")] and "sysctl -w" in rows[("h2", "ip_forward")]
+    assert "fail" in rows[("h1", "kubeadm")] and "pkgs.k8s.io" in rows[("h1", "kubeadm")]
+    assert "pass" in rows[("h2", "time skew")]
+    # every command and its output, per host
+    log = (tmp_path / "h2.log").read_text()
+    assert "$ cat /proc/sys/net/ipv4/ip_forward\n0\n[exit 0]" in log
+
+
+@requires_hosts
+def test_unknown_host_key_and_a_host_down_stop_only_themselves(hosts, tmp_path):
+    invf = hosts.inventory((1, 2, 3), hosts.known_hosts((1, 3)))  # h2 unknown, h3 no sshd
+    done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir", str(tmp_path))
+    assert done.returncode == 1
+    text = " ".join(done.stdout.split())
+    assert f"{hosts.address(2)}:22 is not in" in text
+    assert hosts.fingerprint(2) in text.replace("│ ", "").replace(" │", "")  # SHA256:...
+    assert f"ssh-keyscan -p 22 {hosts.address(2)} >>" in text
+    assert f"cannot reach {hosts.address(3)}:22" in text
+    from k8sdds.bringup.checks import CHECKS
+
+    # h1 fully checked: every check's command and the clock, in its log
+    assert (tmp_path / "h1.log").read_text().count("$ ") == len(CHECKS) + 1
+
+
+@requires_hosts
+def test_tune_is_idempotent_and_revert_restores(hosts, tmp_path):
+    keys = "net.ipv4.tcp_rmem,net.ipv4.ipfrag_high_thresh"  # per network namespace
+    root = tmp_path / "root-{host}"  # one file system per host, as real hosts have
+    invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
+    before = {i: {k: hosts.sysctl(i, k) for k in keys.split(",")} for i in (1, 2)}
+    host_before = subprocess.run(["sysctl", "-n", "net.ipv4.tcp_rmem"], capture_output=True,
+                                 text=True).stdout
+    args = ("--inventory", str(invf), "--keys", keys, "--root", str(root), "--log-dir",
+            str(tmp_path / "logs"))
+    for _ in range(2):  # twice: the second changes nothing and keeps the first record
+        done = _cli("cluster", "tune", *args)
+        assert done.returncode == 0, done.stderr
+        for i in (1, 2):
+            assert hosts.sysctl(i, "net.ipv4.tcp_rmem") == "4096 87380 2147483647"
+            assert hosts.sysctl(i, "net.ipv4.ipfrag_high_thresh") == "8388608"
+    h1 = tmp_path / "root-h1"
+    drop_in = (h1 / "etc/sysctl.d/90-k8sdds.conf").read_text()
+    assert "net.ipv4.tcp_rmem = 4096 87380 2147483647" in drop_in
+    record = (h1 / "etc/k8sdds/sysctl-previous.conf").read_text()
+    assert f"net.ipv4.tcp_rmem = {before[1]['net.ipv4.tcp_rmem']}" in record
+    assert "tuned 2/2 hosts" in done.stdout
+    done = _cli("cluster", "tune", "--revert", *args)
+    assert done.returncode == 0, done.stderr
+    for i in (1, 2):
+        assert {k: hosts.sysctl(i, k) for k in keys.split(",")} == before[i]
+    for i in (1, 2):
+        assert not (tmp_path / f"root-h{i}/etc/sysctl.d/90-k8sdds.conf").exists()
+        assert not (tmp_path / f"root-h{i}/etc/k8sdds/sysctl-previous.conf").exists()
+    # only the hosts' namespaces changed, never this machine
+    assert subprocess.run(["sysctl", "-n", "net.ipv4.tcp_rmem"], capture_output=True,
+                          text=True).stdout == host_before
+
+
+@requires_hosts
+def test_tune_with_a_host_down_says_which_and_does_the_others(hosts, tmp_path):
+    invf = hosts.inventory((1, 3), hosts.known_hosts((1, 3)))
+    root = tmp_path / "root-{host}"
+    done = _cli("cluster", "tune", "--inventory", str(invf), "--keys",
+                "net.ipv4.ipfrag_high_thresh", "--root", str(root), "--log-dir",
+                str(tmp_path / "logs"))
+    assert done.returncode == 1
+    assert "h3: failed" in done.stderr and "not done on: h3 (the others are)" in done.stderr
+    assert "tuned 1/2 hosts" in done.stdout
+    assert hosts.sysctl(1, "net.ipv4.ipfrag_high_thresh") == "8388608"
+    assert _cli("cluster", "tune", "--revert", "--inventory", str(invf), "--root", str(root),
+                "--log-dir", str(tmp_path / "logs")).returncode == 1  # h3 still down
+    assert hosts.sysctl(1, "net.ipv4.ipfrag_high_thresh") != "8388608"
