@@ -9,8 +9,9 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
                 wireguard-tools nftables iperf3 qperf apache2-utils nginx-light
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
-# etcd for the real kube-apiserver the kubernetes backend is tested against
-TEST_APT_PACKAGES := chromium openssl etcd-server
+# etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
+# bare-host commands
+TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server
 
 .PHONY: demo test install system-deps test-deps k8s-test-binaries lint clean
 

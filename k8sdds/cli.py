@@ -571,6 +571,97 @@ def cluster_tune(
         raise typer.Exit(1)
 
 
+CNI = typer.Option(..., "--cni", help="flannel-vxlan, flannel-hostgw, kube-router, weave, "
+                   "weave-encrypted, calico or cilium.")
+
+
+def _bringup_report(results: dict, what: str, folder: Path) -> None:
+    """What each host did; the hosts that failed by name (the others are done)."""
+    from k8sdds.bringup.remote import HostError
+
+    failed = [h for h, r in results.items() if isinstance(r, HostError)]
+    for host, done in results.items():
+        if isinstance(done, HostError):
+            err_console.print(f"[red]{host}: failed[/red]: {done}")
+        else:
+            out_console.print(f"{host}: {'; '.join(done)}")
+    out_console.print(f"{what}: {len(results) - len(failed)}/{len(results)} hosts; per-host "
+                      f"logs: {folder}")
+    if failed:
+        err_console.print(f"not done on: {', '.join(failed)} (the others are)")
+        raise typer.Exit(1)
+
+
+@cluster_app.command("init")
+def cluster_init(inventory: Path = INVENTORY, cni: str = CNI,
+                 known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+                 log_dir: Path = HOST_LOGS) -> None:
+    """kubeadm init on the control plane with the CNI's pod network, then the CNI (manifests
+    pinned to a release; weave-encrypted: a generated password, never printed)."""
+    from k8sdds.bringup import kubeadm
+    from k8sdds.bringup.inventory import Inventory
+
+    plan = kubeadm.CNIS[_choice(cni, list(kubeadm.CNIS), "--cni")]
+    loaded, known = _hosts(inventory, known_hosts)
+    control = Inventory((loaded.control_plane(),), loaded.known_hosts)
+    results, folder = _per_host(control, known, dry_run, log_dir,
+                                lambda r: kubeadm.init(r, plan))
+    if dry_run:
+        _dry_run_listing(folder, control.hosts)
+        return
+    _bringup_report(results, f"init with {plan.name}", folder)
+
+
+@cluster_app.command("join")
+def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                 dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """Join every worker with a fresh token from the control plane, then wait until every
+    node is Ready."""
+    from k8sdds.bringup import kubeadm
+    from k8sdds.bringup.inventory import Inventory
+    from k8sdds.bringup.remote import HostError, Remote
+    from k8sdds.bringup.remote import log_dir as host_logs
+
+    loaded, known = _hosts(inventory, known_hosts)
+    control = loaded.control_plane()
+    folder = host_logs(log_dir)
+    try:
+        with Remote(control, known, folder / f"{control.name}.log", dry_run=dry_run) as r:
+            command = kubeadm.join_command(r)
+    except HostError as exc:
+        raise UserError(f"{control.name} (control plane): {exc}; no worker was touched"
+                        ) from None
+    workers = Inventory(tuple(loaded.workers()), loaded.known_hosts)
+    results, _ = _per_host(workers, known, dry_run, log_dir,
+                           lambda r: kubeadm.join(r, command))
+    if dry_run:
+        with Remote(control, known, folder / f"{control.name}.log", dry_run=True) as r:
+            kubeadm.wait_ready(r)
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    if not any(isinstance(v, HostError) for v in results.values()):
+        try:
+            with Remote(control, known, folder / f"{control.name}.log") as r:
+                results[control.name] = kubeadm.wait_ready(r)
+        except HostError as exc:
+            results[control.name] = exc
+    _bringup_report(results, "join", folder)
+
+
+@cluster_app.command("reset")
+def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                  dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """kubeadm reset -f on every host, and the CNI state it leaves (/etc/cni/net.d, links)."""
+    from k8sdds.bringup import kubeadm
+
+    loaded, known = _hosts(inventory, known_hosts)
+    results, folder = _per_host(loaded, known, dry_run, log_dir, kubeadm.reset)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    _bringup_report(results, "reset", folder)
+
+
 import_app = typer.Typer(no_args_is_help=True, help="Import data from other tools.")
 app.add_typer(import_app, name="import")
 

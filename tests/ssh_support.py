@@ -1,6 +1,6 @@
 """Real OpenSSH servers for the bare-host commands' tests: one `sshd` (Debian's
 openssh-server) in each of a few network namespaces, with test keys and a test known_hosts.
-Each host is `10.251.<i>.2`, reached from this machine over a veth pair."""
+Each host is `10.<net>.<i>.2`, reached from this machine over a veth pair."""
 
 from __future__ import annotations
 
@@ -39,10 +39,12 @@ class Hosts:
     prefix: str
     count: int = 3
     serving: tuple[int, ...] = (1, 2)
+    standins: Path | None = None  # a directory first on the sessions' PATH
+    net: int = 251  # hosts are 10.<net>.<i>.2: two sets of hosts at once need two nets
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     def address(self, i: int) -> str:
-        return f"10.251.{i}.2"
+        return f"10.{self.net}.{i}.2"
 
     def ns(self, i: int) -> str:
         return f"{self.prefix}-h{i}"
@@ -53,11 +55,13 @@ class Hosts:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id_ed25519"))
         (d / "authorized_keys").write_text((d / "id_ed25519.pub").read_text())
+        (d / "home").mkdir(exist_ok=True)
+        path = (f"{self.standins}:" if self.standins else "") + "/usr/sbin:/usr/bin:/sbin:/bin"
         for i in range(1, self.count + 1):
             ns, link = self.ns(i), f"{self.prefix}v{i}"
             _run("ip", "netns", "add", ns)
             _run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _run("ip", "addr", "add", f"10.251.{i}.1/30", "dev", link)
+            _run("ip", "addr", "add", f"10.{self.net}.{i}.1/30", "dev", link)
             _run("ip", "link", "set", link, "up")
             _run("ip", "-n", ns, "addr", "add", f"{self.address(i)}/30", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -70,7 +74,10 @@ class Hosts:
                     f"ListenAddress {self.address(i)}\nPort 22\nHostKey {key}\n"
                     f"PidFile {d}/sshd{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\n"
                     "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-                    "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n")
+                    "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                    # a HOME of the test's: the sessions' shell reads no rc file of this
+                    # machine's root (which may start slow tools)
+                    f"SetEnv HOME={d}/home PATH={path}\n")
                 self.procs.append(subprocess.Popen(
                     ["ip", "netns", "exec", ns, SSHD, "-D", "-e", "-f", str(conf)],
                     stdout=subprocess.DEVNULL, stderr=open(d / f"sshd{i}.log", "wb")))

@@ -174,3 +174,122 @@ def test_tune_with_a_host_down_says_which_and_does_the_others(hosts, tmp_path):
     assert _cli("cluster", "tune", "--revert", "--inventory", str(invf), "--root", str(root),
                 "--log-dir", str(tmp_path / "logs")).returncode == 1  # h3 still down
     assert hosts.sysctl(1, "net.ipv4.ipfrag_high_thresh") != "8388608"
+
+
+# kubeadm and kubectl cannot run here (no container runtime, no kubelet): these stand-ins,
+# first on the PATH of the SSH sessions, record each command they get (with the host it ran
+# on, from SSH_CONNECTION) and answer as kubeadm would; `rm` is one too, so that reset
+# removes nothing of this machine
+STANDIN = """#!{python}
+import json, os, sys
+args = sys.argv[1:]
+stdin = sys.stdin.read() if "--from-file=weave-passwd=/dev/stdin" in args else None
+with open({calls!r}, "a") as fh:
+    fh.write(json.dumps({{"host": os.environ["SSH_CONNECTION"].split()[2],
+                         "argv": [os.path.basename(sys.argv[0])] + args,
+                         "stdin": stdin}}) + "\\n")
+if args[:3] == ["token", "create", "--print-join-command"]:
+    print("kubeadm join 10.251.1.2:6443 --token abcdef.0123456789abcdef "
+          "--discovery-token-ca-cert-hash sha256:" + "ab" * 32)
+"""
+
+
+@pytest.fixture(scope="module")
+def kube_hosts(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kubeadm")
+    bin_dir = d / "bin"
+    bin_dir.mkdir()
+    for name in ("kubeadm", "kubectl", "rm", "cilium"):
+        (bin_dir / name).write_text(STANDIN.format(python=sys.executable,
+                                                   calls=str(d / "calls.jsonl")))
+        (bin_dir / name).chmod(0o755)
+    h = ss.Hosts(d / "hosts", f"ksk{os.getpid() % 1000}", standins=bin_dir, net=252)
+    try:
+        yield h.up(), d / "calls.jsonl"
+    finally:
+        h.down()
+
+
+def _calls(path: Path) -> list[dict]:
+    import json
+
+    calls = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("")
+    return calls
+
+
+@requires_hosts
+def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
+    hosts, calls_file = kube_hosts
+    invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
+    args = ("--inventory", str(invf), "--log-dir", str(tmp_path))
+    done = _cli("cluster", "init", "--cni", "weave-encrypted", *args)
+    assert done.returncode == 0, done.stderr
+    calls = _calls(calls_file)
+    cp = hosts.address(1)
+    assert {c["host"] for c in calls} == {cp}  # the control plane only
+    assert calls[0]["argv"] == ["kubeadm", "init", "--pod-network-cidr=10.32.0.0/12",
+                                f"--apiserver-advertise-address={cp}", "--node-name=h1"]
+    secret, apply, patch = calls[1:]
+    assert secret["argv"][-5:] == ["create", "secret", "generic", "weave-passwd",
+                                   "--from-file=weave-passwd=/dev/stdin"]
+    password = secret["stdin"]
+    assert len(password) >= 40  # generated, 32 random bytes
+    assert apply["argv"][-3:] == ["apply", "-f", "https://github.com/weaveworks/weave/"
+                                  "releases/download/v2.8.1/weave-daemonset-k8s.yaml"]
+    assert "WEAVE_PASSWORD" in patch["argv"][-1] and "weave-passwd" in patch["argv"][-1]
+    # never printed, never logged
+    assert password not in done.stdout + done.stderr
+    assert all(password not in f.read_text() for f in tmp_path.iterdir())
+
+    done = _cli("cluster", "join", *args)
+    assert done.returncode == 0, done.stderr
+    calls = _calls(calls_file)
+    assert [(c["host"], c["argv"][:3]) for c in calls] == [
+        (cp, ["kubeadm", "token", "create"]),
+        (hosts.address(2), ["kubeadm", "join", "10.251.1.2:6443"]),
+        (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"])]
+    assert calls[1]["argv"][3:] == ["--token", "abcdef.0123456789abcdef",
+                                    "--discovery-token-ca-cert-hash", "sha256:" + "ab" * 32,
+                                    "--node-name=h2"]
+    assert calls[2]["argv"][3:] == ["wait", "--for=condition=Ready", "node", "--all",
+                                    "--timeout=600s"]
+
+    done = _cli("cluster", "reset", *args)
+    assert done.returncode == 0, done.stderr
+    calls = _calls(calls_file)
+    for addr in (cp, hosts.address(2)):
+        mine = [c["argv"] for c in calls if c["host"] == addr]
+        assert mine == [["kubeadm", "reset", "-f"],
+                        ["rm", "-rf", "/etc/cni/net.d", "/var/lib/cni"]]
+
+
+@requires_hosts
+def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
+    from k8sdds.bringup import kubeadm
+
+    hosts, calls_file = kube_hosts
+    invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
+    for cni in kubeadm.CNIS.values():
+        done = _cli("cluster", "init", "--cni", cni.name, "--inventory", str(invf),
+                    "--log-dir", str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        calls = _calls(calls_file)
+        assert calls[0]["argv"][2] == f"--pod-network-cidr={cni.pod_cidr}"
+        assert [c["argv"] for c in calls[1:]] == [list(s) for s in cni.steps]
+    flannel = kubeadm.CNIS["flannel-hostgw"].steps[1][-1]
+    assert '\\"Type\\": \\"host-gw\\"' in flannel or '"host-gw"' in flannel
+
+
+@requires_hosts
+def test_join_with_a_worker_down_says_which(kube_hosts, tmp_path):
+    hosts, calls_file = kube_hosts
+    invf = hosts.inventory((1, 2, 3), hosts.known_hosts((1, 2, 3)))
+    done = _cli("cluster", "join", "--inventory", str(invf), "--log-dir", str(tmp_path))
+    assert done.returncode == 1
+    assert "h3: failed" in done.stderr and f"cannot reach {hosts.address(3)}:22" in done.stderr
+    assert "not done on: h3 (the others are)" in done.stderr
+    calls = _calls(calls_file)
+    assert [c["argv"][1] for c in calls if c["host"] == hosts.address(2)] == ["join"]
+    # no wait for Ready while a worker is missing: the failure is the answer
+    assert not any("wait" in c["argv"] for c in calls)
