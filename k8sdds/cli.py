@@ -83,8 +83,14 @@ MIN_FREE = typer.Option(
     64, "--min-free", min=0, help="MiB that must stay free where the run writes: checked "
     "before the run and before each repeat; below it the run stops, resumable.")
 BACKEND = typer.Option(
-    "emulated", "--backend", help="Where tests run: emulated (namespaces on this machine) or "
-    "kubernetes (pods on the cluster of --kubeconfig).")
+    "emulated", "--backend", help="Where tests run: emulated (namespaces on this machine), "
+    "kubernetes (pods on the cluster of --kubeconfig) or ssh (bare hosts of --inventory).")
+SSH_INVENTORY = typer.Option(
+    None, "--inventory", help="ssh: the hosts (YAML, as for `k8sdds cluster`); the "
+    "publisher on the first worker, subscribers on the others.")
+SSH_KNOWN_HOSTS = typer.Option(
+    None, "--known-hosts", help="ssh: known_hosts the host keys are checked against [the "
+    "inventory's, ~/.ssh/known_hosts].")
 KUBECONFIG = typer.Option(
     None, "--kubeconfig", help="kubernetes: kubeconfig file [$KUBECONFIG, ~/.kube/config].")
 CONTEXT = typer.Option(None, "--context", help="kubernetes: kubeconfig context [current].")
@@ -124,7 +130,8 @@ AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdou
 
 # the options of `run` and `baseline` that go to the backends (each takes its own)
 BACKEND_OPTIONS = ("testbed", "nodes", "profile", "cluster", "kubeconfig", "context",
-                   "namespace", "image", "pub_node", "sub_nodes", "arch", "pod_timeout")
+                   "namespace", "image", "pub_node", "sub_nodes", "arch", "pod_timeout",
+                   "inventory", "known_hosts")
 
 
 def _options(values: dict) -> dict:
@@ -229,6 +236,8 @@ def run(
     sub_nodes: str | None = SUB_NODES,
     arch: str | None = ARCH,
     pod_timeout: float = POD_TIMEOUT,
+    inventory: Path | None = SSH_INVENTORY,
+    known_hosts: Path | None = SSH_KNOWN_HOSTS,
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
     with_report: bool = REPORT,
     quiet: bool = QUIET,
@@ -302,6 +311,8 @@ def baseline(
     sub_nodes: str | None = SUB_NODES,
     arch: str | None = ARCH,
     pod_timeout: float = POD_TIMEOUT,
+    inventory: Path | None = SSH_INVENTORY,
+    known_hosts: Path | None = SSH_KNOWN_HOSTS,
     with_report: bool = REPORT,
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,

@@ -1,6 +1,7 @@
 """Real OpenSSH servers for the bare-host commands' tests: one `sshd` (Debian's
 openssh-server) in each of a few network namespaces, with test keys and a test known_hosts.
-Each host is `10.<net>.<i>.2`, reached from this machine over a veth pair."""
+Host i is `10.<net>.0.<10+i>` on a bridge with this machine (`10.<net>.0.1`): the hosts
+reach each other, as a LAN of bare hosts would."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class Hosts:
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     def address(self, i: int) -> str:
-        return f"10.{self.net}.{i}.2"
+        return f"10.{self.net}.0.{10 + i}"
 
     def ns(self, i: int) -> str:
         return f"{self.prefix}-h{i}"
@@ -56,16 +57,20 @@ class Hosts:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "id_ed25519"))
         (d / "authorized_keys").write_text((d / "id_ed25519.pub").read_text())
         (d / "home").mkdir(exist_ok=True)
+        bridge = f"{self.prefix}br"
+        _run("ip", "link", "add", bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"10.{self.net}.0.1/24", "dev", bridge)
+        _run("ip", "link", "set", bridge, "up")
         path = (f"{self.standins}:" if self.standins else "") + "/usr/sbin:/usr/bin:/sbin:/bin"
         for i in range(1, self.count + 1):
             ns, link = self.ns(i), f"{self.prefix}v{i}"
             _run("ip", "netns", "add", ns)
             _run("ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _run("ip", "addr", "add", f"10.{self.net}.{i}.1/30", "dev", link)
-            _run("ip", "link", "set", link, "up")
-            _run("ip", "-n", ns, "addr", "add", f"{self.address(i)}/30", "dev", "eth0")
+            _run("ip", "link", "set", link, "master", bridge, "up")
+            _run("ip", "-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
             _run("ip", "-n", ns, "link", "set", "lo", "up")
+            _run("ip", "-n", ns, "route", "add", "default", "via", f"10.{self.net}.0.1")
             key = d / f"host{i}_ed25519"
             _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key))
             if i in self.serving:
@@ -128,3 +133,4 @@ class Hosts:
         for i in range(1, self.count + 1):
             subprocess.run(["ip", "netns", "del", self.ns(i)], capture_output=True)
             subprocess.run(["ip", "link", "del", f"{self.prefix}v{i}"], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"{self.prefix}br"], capture_output=True)

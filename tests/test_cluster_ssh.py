@@ -189,7 +189,7 @@ with open({calls!r}, "a") as fh:
                          "argv": [os.path.basename(sys.argv[0])] + args,
                          "stdin": stdin}}) + "\\n")
 if args[:3] == ["token", "create", "--print-join-command"]:
-    print("kubeadm join 10.251.1.2:6443 --token abcdef.0123456789abcdef "
+    print("kubeadm join 10.252.0.11:6443 --token abcdef.0123456789abcdef "
           "--discovery-token-ca-cert-hash sha256:" + "ab" * 32)
 """
 
@@ -247,7 +247,7 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
     calls = _calls(calls_file)
     assert [(c["host"], c["argv"][:3]) for c in calls] == [
         (cp, ["kubeadm", "token", "create"]),
-        (hosts.address(2), ["kubeadm", "join", "10.251.1.2:6443"]),
+        (hosts.address(2), ["kubeadm", "join", "10.252.0.11:6443"]),
         (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"])]
     assert calls[1]["argv"][3:] == ["--token", "abcdef.0123456789abcdef",
                                     "--discovery-token-ca-cert-hash", "sha256:" + "ab" * 32,
@@ -293,3 +293,77 @@ def test_join_with_a_worker_down_says_which(kube_hosts, tmp_path):
     assert [c["argv"][1] for c in calls if c["host"] == hosts.address(2)] == ["join"]
     # no wait for Ready while a worker is missing: the failure is the answer
     assert not any("wait" in c["argv"] for c in calls)
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory):
+    """Three hosts all serving: master (h1) and two workers where the engines run."""
+    h = ss.Hosts(tmp_path_factory.mktemp("bare"), f"ksb{os.getpid() % 1000}", serving=(1, 2, 3),
+                 net=253)
+    try:
+        yield h.up()
+    finally:
+        h.down()
+
+
+def _ddsperf_in(hosts, i: int) -> list[str]:
+    out = subprocess.run(["ip", "netns", "pids", hosts.ns(i)], capture_output=True,
+                         text=True).stdout.split()
+    return [p for p in out if Path(f"/proc/{p}/comm").exists()
+            and Path(f"/proc/{p}/comm").read_text().strip() == "ddsperf"]
+
+
+@requires_hosts
+def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
+    import json
+
+    import pandas as pd
+
+    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)))
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                   "1024,false,1,false,0\n")
+    done = _cli("run", "--backend", "ssh", "--inventory", str(invf), "--sch", str(sch),
+                "--duration", "3", "--out", str(tmp_path / "out"), "--json", "--no-plot")
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["failed"] == [], outcome["failed"]
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["backend"] == "ssh" and manifest["datapaths"] == ["host"]
+    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "h2", "sub0": "h3"}
+    assert {h["name"] for h in manifest["cluster"]["hosts"]} == {"h2", "h3"}
+    df = pd.read_csv(run / "results.csv")
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps") & (df.role == "sub0")]
+    assert len(thr) == 1 and thr.value.iloc[0] > 1  # real samples across the hosts' LAN
+    assert "participant" in (run / "test-1" / "rep-1" / "pub.log").read_text()
+    assert (run / "test-1" / "rep-1" / "usage.json").exists()
+    assert not list(Path("/tmp").glob(manifest["cluster"]["workdir"].split("/")[-1]))
+    assert _ddsperf_in(bare, 2) == [] and _ddsperf_in(bare, 3) == []
+
+
+@requires_hosts
+def test_ssh_backend_interrupted_stops_the_remote_processes(bare, tmp_path):
+    import signal
+    import time
+
+    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)))
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                   "1024,false,1,false,0\n")
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--backend", "ssh",
+                             "--inventory", str(invf), "--sch", str(sch), "--duration", "60",
+                             "--out", str(tmp_path / "out"), "--quiet"],
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (_ddsperf_in(bare, 2) and _ddsperf_in(bare, 3)):
+            assert time.monotonic() < deadline, "ddsperf did not start on the hosts"
+            time.sleep(0.1)  # processes in other namespaces: nothing to wait on but /proc
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert _ddsperf_in(bare, 2) == [] and _ddsperf_in(bare, 3) == []

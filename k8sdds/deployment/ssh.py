@@ -1,0 +1,232 @@
+"""The ssh backend: the engines run directly on bare hosts (the bare-metal baseline of the
+studies), started over SSH from the inventory of `k8sdds cluster`.
+
+Each role is one SSH channel running `sh -c 'echo PID; exec env K=V... ARGV'`: its output
+streams into the role's log here, its exit status is the channel's, and it is stopped with
+`kill` by that PID. Configuration files and the run's secrets are copied into a private
+directory per run on every host, removed at the end.
+"""
+
+from __future__ import annotations
+
+import secrets as random
+import shlex
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from k8sdds.bringup import inventory as inv
+from k8sdds.bringup.remote import HostError, Remote
+from k8sdds.deployment import manifests as m
+from k8sdds.deployment.base import Handle, Placement
+from k8sdds.deployment.placement import place
+from k8sdds.errors import TestbedError, UserError
+from k8sdds.perftest.base import Command
+from k8sdds.results import atomic_write
+from k8sdds.schedule import Limits, Test
+
+MAX_PER_HOST = 16  # processes of one test on one host
+PID_LINE = "k8sdds-pid "
+
+
+class SshBackend:
+    name = "ssh"
+    local_engines = False  # they run on the hosts
+    options = ("inventory", "known_hosts")  # of `k8sdds run`, its own
+
+    def __init__(self, inventory: Path | None = None, known_hosts: Path | None = None,
+                 **_other_backends):
+        if inventory is None:
+            raise UserError("--backend ssh needs the hosts: --inventory FILE (see "
+                            "`k8sdds cluster`)")
+        self.inventory = inv.load(inventory)
+        self.known_hosts = str(known_hosts) if known_hosts else self.inventory.known_hosts
+        self.run_id = random.token_hex(3)
+        self.workdir = f"/tmp/k8sdds-{self.run_id}"
+        self._remotes: dict[str, Remote] = {}
+        self._facts: dict[str, dict] = {}
+        self._handles: list[Handle] = []
+        self._procs: dict[str, tuple[object, threading.Thread, dict]] = {}
+        self._secrets_dir: Path | None = None
+        self._shipped: dict[str, bytes] = {}
+
+    def limits(self) -> Limits:
+        workers = max(1, len(self.inventory.workers()) - 1)
+        return Limits(max_subscribers=workers * MAX_PER_HOST, paths=("node-node",))
+
+    def datapaths(self) -> Sequence[str]:
+        return ["host"]
+
+    def unavailable(self, datapath: str) -> str | None:
+        return None if datapath == "host" else (
+            "the ssh backend runs on the hosts' own network (host); the datapaths of a CNI "
+            "are measured with --backend kubernetes")
+
+    def up(self) -> None:
+        hosts = self.inventory.workers() or list(self.inventory.hosts)
+        try:
+            for host in hosts:
+                remote = Remote(host, self.known_hosts)
+                remote.__enter__()
+                self._remotes[host.name] = remote
+                self._must(remote, ["mkdir", "-m", "700", "-p", f"{self.workdir}/config",
+                                    f"{self.workdir}/secrets"])
+                kernel = remote.run(["uname", "-r"]).out.strip()
+                self._facts[host.name] = {"name": host.name, "address": host.address,
+                                          "role": host.role, "arch": host.arch,
+                                          "kernel": kernel}
+        except HostError as exc:
+            self.down()
+            raise TestbedError(f"ssh backend: {exc}") from None
+
+    def use_datapath(self, name: str) -> None:
+        """The hosts' network is what it is."""
+
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
+               ) -> Mapping[str, Placement]:
+        names = list(self._remotes)
+        on = place(roles, names, test.placement)
+        hosts = {h.name: h for h in self.inventory.hosts}
+        return {r: Placement(r, on[r], hosts[on[r]].address, "", on[r], on[r]) for r in roles}
+
+    def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
+        self._secrets_dir = secrets_dir
+        return f"{self.workdir}/config", f"{self.workdir}/secrets"
+
+    def start(self, placement: Placement, command: Command, log: Path,
+              listen: int | None = None) -> Handle:
+        remote = self._remotes[placement.node]
+        self._ship_secrets(remote)
+        for name, content in command.files.items():
+            self._must(remote, ["tee", f"{self.workdir}/config/{name}"], stdin=content)
+        env = [f"{k}={v}" for k, v in sorted(command.env.items())]
+        line = shlex.join(["sh", "-c", f'echo "{PID_LINE}$$"; exec "$@"', "sh",
+                           "env", *env, *command.argv])
+        try:
+            chan = remote._client.get_transport().open_session(timeout=10)
+            chan.set_combine_stderr(True)  # one log, as the other backends keep it
+            chan.exec_command(line)
+            chan.shutdown_write()
+        except Exception as exc:  # noqa: BLE001 - the connection went: this repeat fails
+            raise TestbedError(f"start {placement.role} on {placement.node}: {exc}") from None
+        state: dict = {"pid": None, "data": bytearray()}
+        pump = threading.Thread(target=_pump, args=(chan, state, log), daemon=True)
+        pump.start()
+        handle = Handle(placement.role, None, log, ref=f"{placement.node}/{placement.role}")
+        self._procs[handle.ref] = (chan, pump, state)
+        self._handles.append(handle)
+        return handle
+
+    def ready(self, handles: Sequence[Handle]) -> None:
+        """A process runs as soon as its channel has started it."""
+
+    def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
+        chan, _, _ = self._procs[handle.ref]
+        remote = self._remotes[handle.ref.split("/")[0]]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not chan.exit_status_ready():
+            r = remote.run(["ss", "-Htln", "sport", "=", f":{port}"])
+            if r.out.strip():
+                return True
+            time.sleep(0.1)  # a remote socket appearing: polled, no event reaches here
+        return False
+
+    def wait(self, handle: Handle, timeout: float) -> int | None:
+        chan, pump, _ = self._procs[handle.ref]
+        if not chan.status_event.wait(max(0.0, timeout)):
+            return None
+        pump.join(timeout=5)
+        return chan.recv_exit_status()
+
+    def stop(self, handles: Sequence[Handle], grace: float = 2.0) -> dict[str, int]:
+        running = [h for h in handles if not self._procs[h.ref][0].exit_status_ready()]
+        for signal in ("TERM", "KILL"):
+            for handle in running:
+                chan, _, state = self._procs[handle.ref]
+                if state["pid"] and not chan.exit_status_ready():
+                    handle.stopped = True
+                    self._remotes[handle.ref.split("/")[0]].run(
+                        ["kill", f"-{signal}", str(state["pid"])])
+            deadline = time.monotonic() + grace
+            for handle in running:
+                self._procs[handle.ref][0].status_event.wait(
+                    max(0.0, deadline - time.monotonic()))
+        codes = {}
+        for handle in handles:
+            chan, pump, _ = self._procs[handle.ref]
+            pump.join(timeout=5)
+            codes[handle.role] = chan.recv_exit_status() if chan.exit_status_ready() else -9
+        return codes
+
+    def teardown(self) -> None:
+        if self._handles:
+            self.stop(self._handles, grace=1.0)
+        for chan, pump, _ in self._procs.values():
+            pump.join(timeout=5)
+            chan.close()
+        self._handles, self._procs = [], {}
+
+    def down(self) -> None:
+        try:
+            self.teardown()
+        finally:
+            for remote in self._remotes.values():
+                try:
+                    remote.run(["rm", "-rf", self.workdir])
+                except Exception:  # noqa: BLE001 - a host gone: its /tmp is its own
+                    pass
+                remote.__exit__(None, None, None)
+            self._remotes = {}
+
+    def usage(self) -> dict[str, float]:
+        """The 1-minute load average of the hosts running the repeat."""
+        loads = []
+        for name in {h.ref.split("/")[0] for h in self._handles}:
+            r = self._remotes[name].run(["cat", "/proc/loadavg"])
+            try:
+                loads.append(float(r.out.split()[0]))
+            except (ValueError, IndexError):
+                continue
+        return {"node_load1": sum(loads) / len(loads)} if loads else {}
+
+    def describe(self) -> dict:
+        return {"hosts": list(self._facts.values()), "workdir": self.workdir,
+                "not_applied": []}
+
+    def _ship_secrets(self, remote: Remote) -> None:
+        """The run's credentials (without the CA key) into the host's private directory."""
+        folder = self._secrets_dir
+        if folder is None or not Path(folder).is_dir():
+            return
+        for name in m.secret_files([p.name for p in Path(folder).iterdir() if p.is_file()]):
+            data = (Path(folder) / name).read_bytes()
+            key = f"{remote.host.name}/{name}"
+            if self._shipped.get(key) != data:
+                self._must(remote, ["sh", "-c", 'umask 077 && cat > "$1"', "sh",
+                                    f"{self.workdir}/secrets/{name}"], stdin=data.decode())
+                self._shipped[key] = data
+
+    @staticmethod
+    def _must(remote: Remote, argv, stdin: str | None = None):
+        r = remote.run(argv, stdin=stdin)
+        if r.code != 0:
+            raise HostError(f"{remote.host.name}: {argv[0]}: "
+                            f"{r.err.strip() or 'exit ' + str(r.code)}")
+        return r
+
+
+def _pump(chan, state: dict, log: Path) -> None:
+    """The role's output into its log: the first line is the PID of the remote process."""
+    buf = bytearray()
+    while True:
+        data = chan.recv(65536)
+        if not data:
+            break
+        buf += data
+        if state["pid"] is None and b"\n" in buf:
+            first, _, rest = bytes(buf).partition(b"\n")
+            if first.startswith(PID_LINE.encode()):
+                state["pid"] = int(first[len(PID_LINE):])
+                buf = bytearray(rest)
+    atomic_write(log, bytes(buf))
