@@ -129,12 +129,18 @@ class Remote:
         self._write(f"$ {line}\n")
         if self.dry_run:
             return Result(argv, 0, "", "")
-        chan = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
-        chan.settimeout(timeout)
-        chan.exec_command(line)
-        if stdin is not None:
-            chan.sendall(stdin.encode())
-        chan.shutdown_write()
+        import paramiko
+
+        try:
+            chan = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
+            chan.settimeout(timeout)
+            chan.exec_command(line)
+            if stdin is not None:
+                chan.sendall(stdin.encode())
+            chan.shutdown_write()
+        except (paramiko.SSHException, OSError, AttributeError) as exc:
+            raise HostError(f"{self.host.name}: {line}: the connection failed ({exc})"
+                            ) from None
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
         while not chan.exit_status_ready() or chan.recv_ready() or chan.recv_stderr_ready():

@@ -76,7 +76,7 @@ class SshBackend:
                 self._facts[host.name] = {"name": host.name, "address": host.address,
                                           "role": host.role, "arch": host.arch,
                                           "kernel": kernel}
-        except HostError as exc:
+        except (HostError, TestbedError) as exc:
             self.down()
             raise TestbedError(f"ssh backend: {exc}") from None
 
@@ -97,9 +97,12 @@ class SshBackend:
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
         remote = self._remotes[placement.node]
-        self._ship_secrets(remote)
-        for name, content in command.files.items():
-            self._must(remote, ["tee", f"{self.workdir}/config/{name}"], stdin=content)
+        try:
+            self._ship_secrets(remote)
+            for name, content in command.files.items():
+                self._must(remote, ["tee", f"{self.workdir}/config/{name}"], stdin=content)
+        except HostError as exc:
+            raise TestbedError(f"start {placement.role} on {placement.node}: {exc}") from None
         env = [f"{k}={v}" for k, v in sorted(command.env.items())]
         line = shlex.join(["sh", "-c", f'echo "{PID_LINE}$$"; exec "$@"', "sh",
                            "env", *env, *command.argv])
@@ -126,7 +129,10 @@ class SshBackend:
         remote = self._remotes[handle.ref.split("/")[0]]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not chan.exit_status_ready():
-            r = remote.run(["ss", "-Htln", "sport", "=", f":{port}"])
+            try:
+                r = remote.run(["ss", "-Htln", "sport", "=", f":{port}"])
+            except HostError:
+                return False
             if r.out.strip():
                 return True
             time.sleep(0.1)  # a remote socket appearing: polled, no event reaches here
@@ -146,8 +152,12 @@ class SshBackend:
                 chan, _, state = self._procs[handle.ref]
                 if state["pid"] and not chan.exit_status_ready():
                     handle.stopped = True
-                    self._remotes[handle.ref.split("/")[0]].run(
-                        ["kill", f"-{signal}", str(state["pid"])])
+                    try:
+                        self._remotes[handle.ref.split("/")[0]].run(
+                            ["kill", f"-{signal}", str(state["pid"])])
+                    except HostError:
+                        chan.close()  # the host is gone, and its process with it
+
             deadline = time.monotonic() + grace
             for handle in running:
                 self._procs[handle.ref][0].status_event.wait(
@@ -183,10 +193,10 @@ class SshBackend:
         """The 1-minute load average of the hosts running the repeat."""
         loads = []
         for name in {h.ref.split("/")[0] for h in self._handles}:
-            r = self._remotes[name].run(["cat", "/proc/loadavg"])
             try:
+                r = self._remotes[name].run(["cat", "/proc/loadavg"])
                 loads.append(float(r.out.split()[0]))
-            except (ValueError, IndexError):
+            except (HostError, ValueError, IndexError):
                 continue
         return {"node_load1": sum(loads) / len(loads)} if loads else {}
 
