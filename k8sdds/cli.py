@@ -460,7 +460,8 @@ def cleanup(
 
 
 cluster_app = typer.Typer(no_args_is_help=True,
-                          help="Bare hosts over SSH: preflight checks and network tuning.")
+                          help="Bare hosts over SSH: preflight checks, network tuning, "
+                          "kubeadm bring-up.")
 app.add_typer(cluster_app, name="cluster")
 INVENTORY = typer.Option(..., "--inventory", "-i", help="Inventory (YAML): hosts with name, "
                          "address, user, key, role, arch (see README).")
