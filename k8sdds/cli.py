@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from k8sdds import datapaths, schedule
+from k8sdds import datapaths, schedule, stopping
 from k8sdds.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -933,13 +932,9 @@ def _status(tb) -> None:
         err_console.print(f"[yellow]not applied:[/yellow] {line}")
 
 
-def _terminate(signum, frame):  # SIGTERM stops a run like Ctrl-C: clean up, then exit
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one message and an exit status, never a traceback."""
-    signal.signal(signal.SIGTERM, _terminate)
+    stopping.install()  # Ctrl-C and SIGTERM: clean up, then exit
     try:
         app(args=argv)  # typer reports usage errors itself (exit status 2)
     except UserError as exc:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from k8sdds import __version__, datapaths, environment, perftest, records
+from k8sdds import __version__, datapaths, environment, perftest, records, stopping
 from k8sdds.deployment import Backend, Handle
 from k8sdds.errors import EngineUnavailable, RunStopped, TestbedError, UserError
 from k8sdds.perftest import RoleContext
@@ -124,6 +124,7 @@ class Runner:
                         continue
                     self.backend.use_datapath(test.datapath)
                     for rep in reps:
+                        stopping.check()
                         _space_left(run.path, self.options.min_free_mb,
                                     repeat_key(test.number, rep))
                         self.progress.step(
@@ -238,8 +239,11 @@ class Runner:
                                                  rep_dir / f"{driver}.log")
             self.backend.ready([handles[driver]])
             before, started = self.backend.usage(), time.monotonic()
+            stopping.check()  # a stop swallowed by a library on the way is not lost
             codes[driver] = self.backend.wait(handles[driver], engine.timeout(test))
+            stopping.check()
             _write_usage(rep_dir, before, self.backend.usage(), time.monotonic() - started)
+            stopping.check()
             if codes[driver] is None:
                 codes.update(self.backend.stop(list(handles.values())))
                 entry["reason"] = (f"{driver} did not finish within "

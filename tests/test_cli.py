@@ -103,3 +103,21 @@ def test_an_option_of_another_backend_is_refused(tmp_path):
     assert done.returncode == 2
     assert "--kubeconfig is an option of --backend kubernetes, not emulated" in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_swallowed_stop_is_not_lost():
+    """websocket-client closes sockets under `except: pass`: a Ctrl-C or SIGTERM landing
+    there is swallowed; the flag the handler also sets stops the run at the next step."""
+    from k8sdds import stopping
+
+    stopping.requested.clear()
+    try:
+        stopping.check()  # nothing asked: nothing happens
+        try:
+            stopping._handler(15, None)
+        except KeyboardInterrupt:
+            pass  # swallowed, as a library might
+        with pytest.raises(KeyboardInterrupt):
+            stopping.check()
+    finally:
+        stopping.requested.clear()
