@@ -85,6 +85,18 @@ def _start(cp, sch: Path, out: Path, *args: str, **env: str) -> subprocess.Popen
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def _interrupt(cp, proc: subprocess.Popen, signum: int = signal.SIGINT) -> None:
+    """Stop a background run with `signum`: it ends as interrupted, leaving no object."""
+    try:
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert _managed(cp) == {}
+
+
 def _managed(cp) -> dict[str, list[str]]:
     """Every object k8sdds labelled, anywhere, by kind (pods, ConfigMaps, Secrets, Services,
     ServiceAccounts, Roles, RoleBindings), and its namespaces that are not terminating."""
@@ -326,13 +338,8 @@ def test_a_signal_mid_run_leaves_no_object_behind(cp, tmp_path, signum):
     try:
         _wait_pods_running(cp, 3)
         assert _managed(cp)["pods"]
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
     finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err
-    assert _managed(cp) == {}
+        _interrupt(cp, proc, signum)
 
 
 def test_cleanup_removes_what_a_killed_run_left(cp, tmp_path):
@@ -382,12 +389,8 @@ def test_tls_and_dds_security_credentials_travel_as_a_secret(cp, tmp_path):
             assert f"{m.SECRETS_MOUNT}/{role}.keystore.pem" in xml  # TLS keystore
             assert f"file:{m.SECRETS_MOUNT}/{role}.permissions.p7s" in xml  # DDS Security
             assert "PRIVATE KEY" not in xml
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
     finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert _managed(cp) == {}
+        _interrupt(cp, proc)
     [run] = (tmp_path / "out").iterdir()
     assert oct((run / "credentials" / "ca.key").stat().st_mode & 0o777) == "0o600"
 
@@ -497,12 +500,8 @@ def test_rti_perftest_runs_from_its_image_with_cds_and_the_license_as_a_secret(c
         ns = pods["pub"].metadata.namespace
         secret = core.read_namespaced_secret(m.CREDENTIALS, ns)
         assert base64.b64decode(secret.data["rti_license.dat"]) == b"RTI LICENSE"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
     finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert _managed(cp) == {}
+        _interrupt(cp, proc)
 
 
 def test_a_given_namespace_is_used_and_kept(cp, tmp_path):
