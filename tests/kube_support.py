@@ -144,7 +144,6 @@ phase: Pending
 
 def kwok_config(logs: dict[str, Path]) -> list[dict]:
     """Pod Stages by image (see IMAGE_*), and each role's log file."""
-    no_phase = {"key": ".status.phase", "operator": "DoesNotExist"}
     pending_only = {"key": ".status.containerStatuses", "operator": "DoesNotExist"}
     running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
     docs = [
@@ -171,7 +170,6 @@ def kwok_config(logs: dict[str, Path]) -> list[dict]:
          "spec": {"logs": [{"containers": [role], "logsFile": str(path)}
                            for role, path in logs.items()]}},
     ]
-    del no_phase
     return docs
 
 

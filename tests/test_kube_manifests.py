@@ -76,9 +76,16 @@ def test_runner_role_is_namespaced_and_minimal():
     assert binding["roleRef"]["name"] == m.RUNNER
 
 
-def test_secret_leaves_out_the_ca_key_and_encodes():
-    assert m.secret_files(["ca.key", "ca.pem", "pub.key", "pub.pem"]) == [
-        "ca.pem", "pub.key", "pub.pem"]
+def test_secret_leaves_out_the_ca_key_and_encodes(tmp_path):
+    from k8sdds.deployment.base import shippable
+
+    folder = tmp_path / "credentials"
+    folder.mkdir()
+    for name in ("ca.key", "ca.pem", "pub.key", "pub.pem"):
+        (folder / name).write_text(name)
+    assert shippable(folder) == {"ca.pem": b"ca.pem", "pub.key": b"pub.key",
+                                 "pub.pem": b"pub.pem"}
+    assert shippable(None) == {} and shippable(tmp_path / "absent") == {}
     s = m.secret("s", "ns", "r", {"pub.key": b"\x00key"})
     assert s["data"] == {"pub.key": "AGtleQ=="}
 

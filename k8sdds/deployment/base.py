@@ -36,6 +36,21 @@ class Handle:
     ref: str = ""  # the backend's name for it where there is no local process (a pod)
 
 
+def shippable(folder: Path | None) -> dict[str, bytes]:
+    """What of the run's private directory (credentials, license) a backend must copy to
+    where the roles run: every file but the CA's key, which never leaves this machine."""
+    if folder is None or not Path(folder).is_dir():
+        return {}
+    return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir())
+            if p.is_file() and p.name != "ca.key"}
+
+
+def mentions(command: Command, text: str) -> bool:
+    """Whether `text` (a directory the backend provides) appears in the command at all."""
+    return any(text in part for part in (*command.argv, *command.env.values(),
+                                         *command.files.values()))
+
+
 class Backend(Protocol):
     name: str
     local_engines: bool  # the engines run on this machine (else in the backend's image)

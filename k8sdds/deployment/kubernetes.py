@@ -20,7 +20,7 @@ from pathlib import Path
 from k8sdds import datapaths
 from k8sdds.deployment import cni
 from k8sdds.deployment import manifests as m
-from k8sdds.deployment.base import Handle, Placement
+from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.perftest.base import Command
@@ -335,7 +335,7 @@ class KubernetesBackend:
               listen: int | None = None) -> Handle:
         core = self._core()
         pod = placement.where
-        needs_credentials = _mentions(command, m.SECRETS_MOUNT)
+        needs_credentials = mentions(command, m.SECRETS_MOUNT)
         if needs_credentials:
             self._ship_credentials(core)
         config_map = None
@@ -361,12 +361,9 @@ class KubernetesBackend:
 
     def _ship_credentials(self, core) -> None:
         """The run's credentials as one Secret (no CA key), replaced when they change."""
-        folder = self._secrets_dir
-        if folder is None or not Path(folder).is_dir():
+        files = shippable(self._secrets_dir)
+        if not files:
             return
-        files = {name: (Path(folder) / name).read_bytes()
-                 for name in m.secret_files([p.name for p in Path(folder).iterdir()
-                                             if p.is_file()])}
         digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
         if digest == self._credentials_digest:
             return
@@ -505,7 +502,7 @@ class KubernetesBackend:
 
     def describe(self) -> dict:
         found = self.detected()
-        self.usage()  # says now whether metrics-server is there
+        self._read_metrics()  # says now, in not_applied, whether metrics-server is there
         return {"server": self.server, "context": self.context, "namespace": self.namespace,
                 "run_id": self.run_id, "image": self.image, "images": dict(self.images),
                 "cni": found.cni,
@@ -818,11 +815,6 @@ def _node(n) -> dict:
 def _node_list(nodes: list[dict]) -> str:
     return ", ".join(f"{n['name']} ({n['role']}, {n['arch']}, "
                      f"{'Ready' if n['ready'] else 'NotReady'})" for n in nodes) or "none"
-
-
-def _mentions(command: Command, text: str) -> bool:
-    return any(text in part for part in (*command.argv, *command.env.values(),
-                                         *command.files.values()))
 
 
 def metrics_totals(nodes: dict, pods: dict, prefix: str) -> tuple[float, float, float]:

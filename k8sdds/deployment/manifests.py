@@ -194,7 +194,3 @@ def dns_name(pod: str) -> str:
     """How other pods of the namespace reach `pod` (through the headless Service)."""
     return f"{pod}.{SUBDOMAIN}"
 
-
-def secret_files(names: Sequence[str]) -> list[str]:
-    """What of the run's credentials directory the pods get: everything but the CA's key."""
-    return sorted(n for n in names if n != "ca.key")

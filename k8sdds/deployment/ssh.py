@@ -18,8 +18,7 @@ from pathlib import Path
 
 from k8sdds.bringup import inventory as inv
 from k8sdds.bringup.remote import HostError, Remote
-from k8sdds.deployment import manifests as m
-from k8sdds.deployment.base import Handle, Placement
+from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.placement import place
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.perftest.base import Command
@@ -98,7 +97,8 @@ class SshBackend:
               listen: int | None = None) -> Handle:
         remote = self._remotes[placement.node]
         try:
-            self._ship_secrets(remote)
+            if mentions(command, f"{self.workdir}/secrets"):
+                self._ship_secrets(remote)
             for name, content in command.files.items():
                 self._must(remote, ["tee", f"{self.workdir}/config/{name}"], stdin=content)
         except HostError as exc:
@@ -206,11 +206,7 @@ class SshBackend:
 
     def _ship_secrets(self, remote: Remote) -> None:
         """The run's credentials (without the CA key) into the host's private directory."""
-        folder = self._secrets_dir
-        if folder is None or not Path(folder).is_dir():
-            return
-        for name in m.secret_files([p.name for p in Path(folder).iterdir() if p.is_file()]):
-            data = (Path(folder) / name).read_bytes()
+        for name, data in shippable(self._secrets_dir).items():
             key = f"{remote.host.name}/{name}"
             if self._shipped.get(key) != data:
                 self._must(remote, ["sh", "-c", 'umask 077 && cat > "$1"', "sh",
