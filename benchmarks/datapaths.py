@@ -22,18 +22,18 @@ from pathlib import Path
 import pandas as pd
 from common import k8sdds  # benchmarks/common.py
 
-from k8sdds import datapaths
-from k8sdds.cluster import capabilities, netns
-from k8sdds.cluster.emulated import Testbed
-from k8sdds.cluster.spec import default_nodes
-from k8sdds.cluster.wiring import WIRING
+from k8sdds import model
+from k8sdds.testbed import capabilities, netns
+from k8sdds.testbed.spec import default_nodes
+from k8sdds.testbed.testbed import Testbed
+from k8sdds.testbed.wiring import WIRING
 
 TESTBED = "kdbench"
 
 
 def iperf3(tb: Testbed, name: str, seconds: float) -> float:
     """TCP Mbit/s from node1 to node2 (their pods, or the nodes themselves for host)."""
-    dp = datapaths.get(name)
+    dp = model.datapath(name)
     tb.use_datapath(name)
     n1, n2 = tb.node("node1"), tb.node("node2")
     if dp.host_network:
@@ -90,7 +90,7 @@ def main() -> None:
         sys.exit("run as root: the emulated backend needs network namespaces")
     names, skipped = [], []
     for name in WIRING:
-        reason = capabilities.datapath_unavailable(datapaths.get(name))
+        reason = capabilities.datapath_unavailable(model.datapath(name))
         (skipped.append(f"{name}: {reason}") if reason else names.append(name))
     tb = Testbed(default_nodes(4, args.profile, TESTBED))
     tb.up()

@@ -26,10 +26,10 @@ from pathlib import Path
 import pandas as pd
 from common import k8sdds  # benchmarks/common.py
 
-from k8sdds.cluster import netns
-from k8sdds.cluster.emulated import Testbed
-from k8sdds.cluster.spec import default_nodes
 from k8sdds.parsers.ddsperf import parse
+from k8sdds.testbed import netns
+from k8sdds.testbed.spec import default_nodes
+from k8sdds.testbed.testbed import Testbed
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTBED = "kdbench"

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from k8sdds import schedule  # noqa: E402
+from k8sdds import model, schedule  # noqa: E402
 from k8sdds.deployment import manifests as m  # noqa: E402
 from k8sdds.deployment.kubernetes import KubernetesBackend  # noqa: E402
 from k8sdds.perftest.base import Command  # noqa: E402
@@ -94,7 +94,7 @@ def scale(cp, pods: int) -> dict:
     sch = sch_dir / "s.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
                    f"1024,false,{pods - 1},false,0,10\n")
-    [test] = schedule.expand(schedule.load(sch, limits=schedule.Limits(max_subscribers=pods)),
+    [test] = schedule.expand(schedule.load(sch, limits=model.Limits(max_subscribers=pods)),
                              ["flannel-hostgw"], sch)
     backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG,
                                 pod_timeout=600)

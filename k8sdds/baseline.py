@@ -9,8 +9,8 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from k8sdds import datapaths
-from k8sdds.schedule import PATHS, SERVICE_PATHS
+from k8sdds import model
+from k8sdds.model import PATHS, SERVICE_PATHS
 
 ENGINES = ("ping", "iperf3", "qperf", "ab")
 HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
@@ -42,7 +42,7 @@ PROBES = {
 def paths_of(datapath: str, wanted: Sequence[str]) -> list[str]:
     """The paths of `wanted` that exist on `datapath` (a host-network datapath has only
     node-node)."""
-    if datapaths.get(datapath).host_network:
+    if model.datapath(datapath).host_network:
         return [p for p in wanted if p == "node-node"]
     return [p for p in PATHS if p in wanted]
 
@@ -72,7 +72,7 @@ def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Seque
 def _through_service(p) -> bool:
     """Whether a Service can carry this probe (its engine dials known ports)."""
     from k8sdds import perftest
-    from k8sdds.schedule import Test
+    from k8sdds.model import Test
 
     test = Test(data_len=p.data_len, multicast=False, num_subscribers=1, best_effort=False,
                 batch_size=0, row=0, line=0, engine=p.engine, transport=p.transport,

@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from k8sdds import datapaths, schedule, stopping
+from k8sdds import model, schedule, stopping
 from k8sdds.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -70,7 +70,7 @@ def _datapath_list(value: str, offered: list[str]) -> list[str]:
     if not names:
         raise typer.BadParameter("give at least one datapath", param_hint="--datapath")
     for name in names:
-        if name not in datapaths.DATAPATHS or name not in offered:
+        if name not in model.DATAPATHS or name not in offered:
             raise typer.BadParameter(f"{name!r} is not one of {', '.join(offered)}",
                                      param_hint="--datapath")
     return list(dict.fromkeys(names))
@@ -177,7 +177,7 @@ def run(
         None, "--datapath",
         help="Comma-separated datapaths; the schedule runs once per datapath, into one run "
              "directory [emulated: host; kubernetes: the cluster's own]: "
-             + ", ".join(datapaths.DATAPATHS)),
+             + ", ".join(model.DATAPATHS)),
     duration: float | None = typer.Option(
         None, "--duration", help="Seconds each test runs (rows without a duration). [10]"),
     repeats: int | None = typer.Option(
@@ -258,9 +258,9 @@ def run(
         raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
                                  param_hint="--sch")
     names = _datapath_list(datapath or chosen.datapaths()[0], list(chosen.datapaths()))
-    defaults = schedule.Defaults(
+    defaults = model.Defaults(
         latency_test=True if latency_test else None,
-        transport=_choice(transport, list(schedule.TRANSPORTS), "--transport"),
+        transport=_choice(transport, list(model.TRANSPORTS), "--transport"),
         secure=True if secure else None,
         duration=duration, repeats=repeats, send_queue_size=send_queue_size,
         discovery="peers" if peers else None, no_print=True if no_print else None)
@@ -282,7 +282,7 @@ def baseline(
              "flannel-hostgw, flannel-vxlan; kubernetes: host and the cluster's own]."),
     paths: str = typer.Option(
         "all", "--paths", help="all (what the backend offers), or comma-separated: "
-        + ", ".join(schedule.PATHS) + " (a host-network datapath has only node-node; "
+        + ", ".join(model.PATHS) + " (a host-network datapath has only node-node; "
         "pod-service and external-nodeport, through a Service, on kubernetes only)."),
     engines_: str = typer.Option(
         "ping,iperf3,qperf,ab", "--engines", help="Comma-separated: ping, iperf3, qperf, ab."),
@@ -329,7 +329,7 @@ def baseline(
     names = _datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)
                                                 else offered), offered)
     wanted = list(chosen.limits().paths) if paths.strip().lower() == "all" else [
-        _choice(p, list(schedule.PATHS), "--paths") for p in paths.split(",") if p.strip()]
+        _choice(p, list(model.PATHS), "--paths") for p in paths.split(",") if p.strip()]
     picked = [_choice(e, list(matrix.ENGINES), "--engines")
               for e in engines_.split(",") if e.strip()]
     if not picked and not dds:
@@ -341,7 +341,7 @@ def baseline(
     with tempfile.TemporaryDirectory(prefix="k8sdds-baseline-") as tmp:
         sch = Path(tmp) / "baseline.csv"
         sch.write_text(text)
-        tests = schedule.load(sch, schedule.Defaults(repeats=repeats), chosen.limits())
+        tests = schedule.load(sch, model.Defaults(repeats=repeats), chosen.limits())
         tests = schedule.expand(tests, names, sch)
         _check_available(chosen, [t.datapath for t in tests])
         if not quiet and not as_json:
@@ -395,9 +395,9 @@ def _execute(backend, tests, options, resume, quiet: bool, as_json: bool, plot: 
 
 def _resume(backend, run_dir: Path, quiet: bool, as_json: bool, plot: bool,
             with_report: bool, min_free: float) -> None:
+    from k8sdds.model import Test
     from k8sdds.results import RunDir
     from k8sdds.runner import RunOptions
-    from k8sdds.schedule import Test
 
     run = RunDir(run_dir)
     try:
@@ -473,7 +473,7 @@ HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs 
 
 
 def _hosts(inventory: Path, known_hosts: Path | None):
-    from k8sdds.bringup import inventory as inv
+    from k8sdds.cluster import inventory as inv
 
     loaded = inv.load(inventory)
     return loaded, str(known_hosts) if known_hosts else loaded.known_hosts
@@ -481,7 +481,7 @@ def _hosts(inventory: Path, known_hosts: Path | None):
 
 def _per_host(loaded, known: str, dry_run: bool, logs: Path, work):
     """`work(remote)` on every host at once, each with its own connection and log."""
-    from k8sdds.bringup.remote import Remote, each_host, log_dir
+    from k8sdds.cluster.remote import Remote, each_host, log_dir
 
     folder = log_dir(logs)
 
@@ -505,8 +505,8 @@ def cluster_check(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_
     """Preflight of every host: reachable, swap off, cgroup memory/cpuset, br_netfilter,
     ip_forward, container runtime, kubeadm and kubelet, time skew; the fix for each failure.
     Exit status 1 when a check fails on a host."""
-    from k8sdds.bringup.checks import check_host
-    from k8sdds.bringup.remote import HostError
+    from k8sdds.cluster.checks import check_host
+    from k8sdds.cluster.remote import HostError
 
     loaded, known = _hosts(inventory, known_hosts)
     results, folder = _per_host(loaded, known, dry_run, log_dir, check_host)
@@ -548,8 +548,8 @@ def cluster_tune(
     """The K8sDDS network tuning (socket buffers, backlog, fragments) as
     /etc/sysctl.d/90-k8sdds.conf on every host, idempotent; --revert undoes it. A host that
     fails is reported by name; the others are done (or reverted) all the same."""
-    from k8sdds.bringup import tune as tuning
-    from k8sdds.bringup.remote import HostError
+    from k8sdds.cluster import tune as tuning
+    from k8sdds.cluster.remote import HostError
 
     chosen = list(tuning.SETTINGS) if not keys else [k.strip() for k in keys.split(",")
                                                       if k.strip()]
@@ -588,7 +588,7 @@ CNI = typer.Option(..., "--cni", help="flannel-vxlan, flannel-hostgw, kube-route
 
 def _bringup_report(results: dict, what: str, folder: Path) -> None:
     """What each host did; the hosts that failed by name (the others are done)."""
-    from k8sdds.bringup.remote import HostError
+    from k8sdds.cluster.remote import HostError
 
     failed = [h for h, r in results.items() if isinstance(r, HostError)]
     for host, done in results.items():
@@ -609,8 +609,8 @@ def cluster_init(inventory: Path = INVENTORY, cni: str = CNI,
                  log_dir: Path = HOST_LOGS) -> None:
     """kubeadm init on the control plane with the CNI's pod network, then the CNI (manifests
     pinned to a release; weave-encrypted: a generated password, never printed)."""
-    from k8sdds.bringup import kubeadm
-    from k8sdds.bringup.inventory import Inventory
+    from k8sdds.cluster import kubeadm
+    from k8sdds.cluster.inventory import Inventory
 
     plan = kubeadm.CNIS[_choice(cni, list(kubeadm.CNIS), "--cni")]
     loaded, known = _hosts(inventory, known_hosts)
@@ -628,10 +628,10 @@ def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_H
                  dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """Join every worker with a fresh token from the control plane, then wait until every
     node is Ready."""
-    from k8sdds.bringup import kubeadm
-    from k8sdds.bringup.inventory import Inventory
-    from k8sdds.bringup.remote import HostError, Remote
-    from k8sdds.bringup.remote import log_dir as host_logs
+    from k8sdds.cluster import kubeadm
+    from k8sdds.cluster.inventory import Inventory
+    from k8sdds.cluster.remote import HostError, Remote
+    from k8sdds.cluster.remote import log_dir as host_logs
 
     loaded, known = _hosts(inventory, known_hosts)
     control = loaded.control_plane()
@@ -663,7 +663,7 @@ def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_H
 def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
                   dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """kubeadm reset -f on every host, and the CNI state it leaves (/etc/cni/net.d, links)."""
-    from k8sdds.bringup import kubeadm
+    from k8sdds.cluster import kubeadm
 
     loaded, known = _hosts(inventory, known_hosts)
     results, folder = _per_host(loaded, known, dry_run, log_dir, kubeadm.reset)
@@ -804,8 +804,8 @@ def results_cmd(
 
 
 def _testbed(name: str, nodes: int, profile: str | None, cluster: Path | None):
-    from k8sdds.cluster import spec
-    from k8sdds.cluster.emulated import Testbed
+    from k8sdds.testbed import spec
+    from k8sdds.testbed.testbed import Testbed
 
     if cluster:
         return Testbed(spec.load(cluster, name=name, profile=profile))
@@ -826,8 +826,8 @@ def testbed_up(name: str = NAME,
                datapath: str = typer.Option("host", "--datapath", help="Datapath to wire."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
-    from k8sdds.cluster.wiring import WIRING
     from k8sdds.deployment.emulated import EmulatedBackend
+    from k8sdds.testbed.wiring import WIRING
 
     [dp] = _datapath_list(datapath, list(WIRING))[:1]
     _check_available(EmulatedBackend(name), [dp])
@@ -841,15 +841,15 @@ def testbed_up(name: str = NAME,
 @testbed_app.command("datapaths")
 def testbed_datapaths() -> None:
     """List the datapaths the emulated cluster offers, and whether this machine can."""
-    from k8sdds.cluster.capabilities import datapath_unavailable
-    from k8sdds.cluster.wiring import WIRING
+    from k8sdds.testbed.capabilities import datapath_unavailable
+    from k8sdds.testbed.wiring import WIRING
 
     table = Table(title="emulated datapaths")
     for col in ("datapath", "emulates", "encapsulation", "MTU", "multicast across nodes",
                 "encryption", "available here"):
         table.add_column(col, overflow="fold")
     for name in WIRING:
-        dp = datapaths.get(name)
+        dp = model.datapath(name)
         reason = datapath_unavailable(dp)
         table.add_row(name, dp.emulates, dp.encapsulation, str(dp.mtu),
                       "yes" if dp.multicast_across_nodes else "no", dp.encryption,
@@ -860,8 +860,8 @@ def testbed_datapaths() -> None:
 @testbed_app.command("profiles")
 def testbed_profiles() -> None:
     """List the edge node profiles (link rate, CPU quota, MTU, delay, loss)."""
-    from k8sdds.cluster.capabilities import qdisc
-    from k8sdds.cluster.profiles import PROFILES
+    from k8sdds.testbed.capabilities import qdisc
+    from k8sdds.testbed.profiles import PROFILES
 
     netem = qdisc("netem")
     table = Table(title="edge node profiles")
@@ -883,7 +883,7 @@ def _or_dash(value) -> str:
 @testbed_app.command("status")
 def testbed_status(name: str = NAME) -> None:
     """Show the emulated cluster: nodes, datapath, pods, processes."""
-    from k8sdds.cluster.emulated import Testbed
+    from k8sdds.testbed.testbed import Testbed
 
     tb = Testbed.existing(name)
     if tb is None:
@@ -895,10 +895,10 @@ def testbed_status(name: str = NAME) -> None:
 @testbed_app.command("down")
 def testbed_down(name: str = NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
-    from k8sdds.cluster.emulated import Testbed
-    from k8sdds.cluster.spec import ClusterSpec
+    from k8sdds.testbed.spec import TestbedSpec
+    from k8sdds.testbed.testbed import Testbed
 
-    tb = Testbed.existing(name) or Testbed(ClusterSpec(name=name))
+    tb = Testbed.existing(name) or Testbed(TestbedSpec(name=name))
     with _locked(name):  # a crashed run holds no lock; a live one must finish first
         gone = tb.down()
     out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
@@ -906,7 +906,7 @@ def testbed_down(name: str = NAME) -> None:
 
 @contextmanager
 def _locked(name: str):
-    from k8sdds.cluster.emulated import TestbedLock
+    from k8sdds.testbed.testbed import TestbedLock
 
     lock = TestbedLock(name)
     lock.acquire()

@@ -11,10 +11,30 @@ class ScheduleError(UserError):
     """The schedule is not valid; names file, row, column, value and what is allowed."""
 
 
-class TestbedError(UserError):
-    """The emulated testbed could not be built, changed or inspected."""
+class DeploymentError(UserError):
+    """A backend could not deploy, start or inspect the roles of a repeat: that repeat fails
+    with this reason and the run goes on (raised by the backends, caught by the runner)."""
 
     exit_code = 1
+
+
+class TestbedError(DeploymentError):
+    """The emulated testbed could not be built, changed or inspected."""
+
+    __test__ = False  # not a pytest test class
+
+
+class KubernetesError(DeploymentError):
+    """A call to the Kubernetes API failed; the message says what was attempted."""
+
+
+class SshError(DeploymentError):
+    """A host of the ssh backend could not be reached or could not run a role."""
+
+
+class RunDirError(UserError):
+    """A run directory (manifest, results, logs) cannot be read or is not one k8sdds
+    knows; names the file and what is wrong."""
 
 
 class EngineUnavailable(UserError):

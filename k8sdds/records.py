@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from k8sdds import parsers, perftest
+from k8sdds.model import Test
 from k8sdds.parsers import Parsed, Value
-from k8sdds.schedule import Test
 
 USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
 DATAPATH = "datapath"  # the pseudo role its figures are recorded under

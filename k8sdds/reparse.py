@@ -6,9 +6,9 @@ from pathlib import Path
 
 from k8sdds import records
 from k8sdds.errors import UserError
+from k8sdds.model import Test
 from k8sdds.perftest import ENGINES
 from k8sdds.results import MANIFEST, RunDir
-from k8sdds.schedule import Test
 
 
 def reparse(run_dir: Path) -> int:

@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from k8sdds import __version__, datapaths, environment, perftest, records, stopping
+from k8sdds import __version__, environment, model, perftest, records, stopping
 from k8sdds.deployment import Backend, Handle
-from k8sdds.errors import EngineUnavailable, RunStopped, TestbedError, UserError
+from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, UserError
+from k8sdds.model import Test
 from k8sdds.perftest import RoleContext
 from k8sdds.results import SCHEMA_VERSION, SECRETS, RunDir, atomic_write
-from k8sdds.schedule import Test
 
 
 class Progress(Protocol):
@@ -64,7 +64,7 @@ def discovery_of(test: Test) -> str:
         return test.discovery
     if test.transport in ("tcp", "tls") or test.effective_path in ("node-pod", "pod-node"):
         return "peers"
-    dp = datapaths.get(test.datapath)
+    dp = model.datapath(test.datapath)
     if dp.multicast_across_nodes or test.placement == "same-node":
         return "multicast"
     return "peers"
@@ -254,7 +254,7 @@ class Runner:
                     codes[role] = self.backend.wait(handles[role], deadline - time.monotonic())
                 draining = [handles[r] for r in followers if codes[r] is None]
                 codes.update(self.backend.stop(draining))
-        except TestbedError as exc:  # this repeat could not be deployed; the run goes on
+        except DeploymentError as exc:  # this repeat could not be deployed; the run goes on
             entry["reason"] = f"deployment failed: {exc}"
         except _NotListening as exc:
             entry["reason"] = str(exc)

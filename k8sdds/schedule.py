@@ -11,94 +11,24 @@ import csv
 import difflib
 import io
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from k8sdds import datapaths
+from k8sdds import model
 from k8sdds.errors import ScheduleError
+from k8sdds.model import (
+    DISCOVERIES,
+    PATHS,
+    PLACEMENTS,
+    SERVICE_PATHS,
+    TRANSPORTS,
+    Defaults,
+    Limits,
+    Test,
+)
 
 REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
-TRANSPORTS = ("udp", "tcp", "tls", "dtls")
-PLACEMENTS = ("cross-node", "same-node")
-# the network path between the driver (publisher, client) and the other roles
-# pod-service and external-nodeport go through a Service (kube-proxy): kubernetes only
-PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "pod-node",
-         "pod-service", "external-nodeport")
-SERVICE_PATHS = ("pod-service", "external-nodeport")
-# cds: an RTI Cloud Discovery Service the run deploys as one more role (rtiperftest)
-DISCOVERIES = ("multicast", "peers", "cds")
-
-
-@dataclass(frozen=True)
-class Test:
-    """One row of a schedule: the parameters of one measurement."""
-
-    __test__ = False  # not a pytest test class
-
-    row: int  # 0-based index of the row in the schedule (K8sDDS `I`)
-    line: int  # line of the row in the file, for messages
-    data_len: int
-    multicast: bool
-    num_subscribers: int
-    best_effort: bool
-    batch_size: int
-    engine: str = "ddsperf"
-    latency_test: bool = False
-    transport: str = "udp"
-    secure: bool = False
-    duration: float = 10.0
-    repeats: int = 1
-    datapath: str | None = None  # None: the run's --datapath list
-    placement: str = "cross-node"
-    pub_rate: int = 0  # samples/s; 0: as fast as possible
-    send_queue_size: int = 0  # samples; 0: the engine's default
-    discovery: str | None = None  # None: chosen from the datapath
-    path: str | None = None  # None: from the datapath and placement
-    streams: int = 1  # parallel streams (iperf3 -P)
-    no_print: bool = False
-    number: int = 0  # 1-based position in the run (after expansion over datapaths)
-
-    def params(self) -> dict[str, Any]:
-        """The measured parameters, as the snake_case columns of results.csv (the path is
-        added by whoever knows the datapath: `effective_path`)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in ("row", "line", "number", "no_print", "path")}
-
-    @property
-    def effective_path(self) -> str:
-        """The path the traffic takes: the row's own, else node-node on a host-network
-        datapath, else pod to pod on the same or another node."""
-        if self.path:
-            return self.path
-        if self.datapath and datapaths.get(self.datapath).host_network:
-            return "node-node"
-        return "pod-pod-same-node" if self.placement == "same-node" else "pod-pod-cross-node"
-
-
-@dataclass(frozen=True)
-class Defaults:
-    """Command-line values for optional columns; None leaves the column's own default."""
-
-    engine: str | None = None
-    latency_test: bool | None = None
-    transport: str | None = None
-    secure: bool | None = None
-    duration: float | None = None
-    repeats: int | None = None
-    placement: str | None = None
-    send_queue_size: int | None = None
-    discovery: str | None = None
-    no_print: bool | None = None
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the backend can place; checked at load time."""
-
-    max_subscribers: int = 64
-    engines: Sequence[str] = field(default_factory=lambda: ("ddsperf",))
-    paths: Sequence[str] = tuple(p for p in PATHS if p not in SERVICE_PATHS)
 
 
 class _Bad(ValueError):
@@ -151,7 +81,7 @@ COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "secure": ("secure", _bool),
     "duration": ("duration", _number(float, 1, 86_400)),
     "repeats": ("repeats", _number(int, 1, 1000)),
-    "datapath": ("datapath", _choice(tuple(datapaths.DATAPATHS))),
+    "datapath": ("datapath", _choice(tuple(model.DATAPATHS))),
     "placement": ("placement", _choice(PLACEMENTS)),
     "pubRate": ("pub_rate", _number(int, 0, 10**9)),
     "sendQueueSize": ("send_queue_size", _number(int, 0, 10**7)),
@@ -371,7 +301,7 @@ def expand(tests: Sequence[Test], datapath_names: Sequence[str], path: str | Pat
 
 
 def _datapath_problem(test: Test) -> tuple[str, str, str] | None:
-    dp = datapaths.get(test.datapath)
+    dp = model.datapath(test.datapath)
     if dp.host_network and test.path not in (None, "node-node"):
         return ("path", test.path,
                 f"datapath {dp.name} has no pods: its only path is node-node")

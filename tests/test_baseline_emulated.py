@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from k8sdds.analysis import load, tables
-from k8sdds.schedule import Limits
+from k8sdds.model import Limits
 
 from .emulated_support import cli, namespaces, requires_namespaces
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from k8sdds.bringup import inventory as inv
+from k8sdds.cluster import inventory as inv
 
 from . import ssh_support as ss
 
@@ -120,7 +120,7 @@ def test_unknown_host_key_and_a_host_down_stop_only_themselves(hosts, tmp_path):
     assert hosts.fingerprint(2) in text.replace("│ ", "").replace(" │", "")  # SHA256:...
     assert f"ssh-keyscan -p 22 {hosts.address(2)} >>" in text
     assert f"cannot reach {hosts.address(3)}:22" in text
-    from k8sdds.bringup.checks import CHECKS
+    from k8sdds.cluster.checks import CHECKS
 
     # h1 fully checked: every check's command and the clock, in its log
     assert (tmp_path / "h1.log").read_text().count("$ ") == len(CHECKS) + 1
@@ -266,7 +266,7 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
 
 @requires_hosts
 def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
-    from k8sdds.bringup import kubeadm
+    from k8sdds.cluster import kubeadm
 
     hosts, calls_file = kube_hosts
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))

@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+from k8sdds.model import Test
 from k8sdds.perftest import ENGINES, RoleContext
 from k8sdds.perftest.cyclone import CycloneConfig, render
-from k8sdds.schedule import Test
 
 BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,
             best_effort=False, batch_size=0, datapath="flannel-vxlan", duration=5)

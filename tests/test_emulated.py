@@ -12,10 +12,10 @@ import time
 import pandas as pd
 import pytest
 
-from k8sdds import datapaths
-from k8sdds.cluster import capabilities, netns, spec
-from k8sdds.cluster.emulated import Testbed
-from k8sdds.cluster.wiring import WIRING, wg_interface
+from k8sdds import model
+from k8sdds.testbed import capabilities, netns, spec
+from k8sdds.testbed.testbed import Testbed
+from k8sdds.testbed.wiring import WIRING, wg_interface
 
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
 
@@ -105,7 +105,7 @@ def wired(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ROUTED)
 def test_datapath_carries_pod_traffic_across_nodes(wired, name):
-    dp = datapaths.get(name)
+    dp = model.datapath(name)
     reason = capabilities.datapath_unavailable(dp)
     if reason:
         pytest.skip(f"{name} cannot be emulated on this machine: {reason}")

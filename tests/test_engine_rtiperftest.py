@@ -17,9 +17,9 @@ import pytest
 
 from k8sdds import schedule
 from k8sdds.errors import ScheduleError
+from k8sdds.model import Test
 from k8sdds.perftest import RoleContext
 from k8sdds.perftest.rtiperftest import RtiPerftest
-from k8sdds.schedule import Test
 
 from .conftest import FIXTURES
 from .emulated_support import cli, requires_namespaces

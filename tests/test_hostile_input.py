@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from k8sdds import schedule
+from k8sdds import model, schedule
 from k8sdds.errors import ScheduleError, UserError
 from k8sdds.parsers import PARSERS
 
@@ -35,7 +35,7 @@ def test_schedule_from_arbitrary_bytes(tmp_path, raw):
     except ScheduleError as exc:
         assert str(path) in str(exc)
     else:
-        assert all(isinstance(t, schedule.Test) for t in tests)
+        assert all(isinstance(t, model.Test) for t in tests)
 
 
 CELLS = st.one_of(st.text(max_size=40), st.integers().map(str),
@@ -124,7 +124,7 @@ def test_nul_bytes_and_wrong_encodings(tmp_path):
 
 @pytest.mark.parametrize("name", ["../../etc", "x;rm", "a/b", "", "UPPER", "x" * 40, "-x"])
 def test_testbed_names_cannot_escape(name):
-    from k8sdds.cluster.emulated import check_name
+    from k8sdds.testbed.testbed import check_name
 
     with pytest.raises(UserError, match="testbed name"):
         check_name(name)

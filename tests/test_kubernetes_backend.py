@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from k8sdds import schedule
+from k8sdds import model, schedule
 from k8sdds.deployment import manifests as m
 from k8sdds.deployment.kubernetes import KubernetesBackend
 from k8sdds.perftest.base import Command
@@ -128,10 +128,10 @@ def _managed(cp) -> dict[str, list[str]]:
     return {k: v for k, v in out.items() if v}
 
 
-def _tests(text: str, tmp_path: Path, **over) -> list[schedule.Test]:
+def _tests(text: str, tmp_path: Path, **over) -> list[model.Test]:
     sch = tmp_path / "schedule.csv"
     sch.write_text(text)
-    tests = schedule.expand(schedule.load(sch, limits=schedule.Limits(paths=schedule.PATHS)),
+    tests = schedule.expand(schedule.load(sch, limits=model.Limits(paths=model.PATHS)),
                             ["flannel-hostgw"], sch)
     return [replace(t, **over) for t in tests]
 
@@ -412,7 +412,7 @@ def test_baseline_matrix_with_service_paths(cp, tmp_path):
         t = tests[int(key.split("/")[0].split("-")[1])]
         seen[(t["datapath"], t["path"], t["transport"])] = entry["argv"]["client"]
     assert {(dp, p) for dp, p, _ in seen} == {
-        ("flannel-hostgw", p) for p in schedule.PATHS} | {("host", "node-node")}
+        ("flannel-hostgw", p) for p in model.PATHS} | {("host", "node-node")}
     argv = seen[("flannel-hostgw", "pod-service", "tcp")]
     server = argv[argv.index("-c") + 1]
     assert server.startswith("10.96.") and argv[argv.index("-p") + 1] == "5201"  # ClusterIP
@@ -423,7 +423,7 @@ def test_baseline_matrix_with_service_paths(cp, tmp_path):
     import pandas as pd
 
     df = pd.read_csv(run / "results.csv")
-    assert set(df.path) == set(schedule.PATHS)
+    assert set(df.path) == set(model.PATHS)
     assert (df[df.metric == "throughput_mbps"].value > 0).all()
     assert _managed(cp) == {}
 
@@ -462,7 +462,7 @@ def test_service_paths_are_refused_on_the_emulated_backend(tmp_path):
     sch.write_text("engine,path,latencyTest," + HEAD.replace("duration\n", "")
                    + "duration\nping,pod-service,true,64,false,1,false,0,5\n")
     with pytest.raises(schedule.ScheduleError, match="ping cannot go through a Service"):
-        schedule.load(sch, limits=schedule.Limits(paths=schedule.PATHS))
+        schedule.load(sch, limits=model.Limits(paths=model.PATHS))
 
 
 def test_rti_perftest_runs_from_its_image_with_cds_and_the_license_as_a_secret(cp, tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from k8sdds.cluster import netns
+from k8sdds.testbed import netns
 
 from .emulated_support import alive, requires_namespaces
 

@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from k8sdds.model import Limits, Test
 from k8sdds.parsers import PARSERS
 from k8sdds.perftest import ENGINES, RoleContext
-from k8sdds.schedule import Limits, Test, check
+from k8sdds.schedule import check
 
 from .conftest import FIXTURES
 

@@ -2,7 +2,7 @@
 from dataclasses import replace
 
 from k8sdds.deployment.placement import place, sides
-from k8sdds.schedule import PATHS, Test
+from k8sdds.model import PATHS, Test
 
 NODES = ["node0", "node1", "node2"]
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from k8sdds.cluster import capabilities, netns
 from k8sdds.deployment.base import Placement
 from k8sdds.deployment.emulated import EmulatedBackend
 from k8sdds.perftest.base import Command
+from k8sdds.testbed import capabilities, netns
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
@@ -110,9 +110,9 @@ def test_netem_parts_are_applied_or_reported(tmp_path):
 
 
 def test_profile_mtu_shrinks_pod_and_tunnel_mtus(tmp_path, monkeypatch):
-    from k8sdds.cluster.emulated import Testbed
-    from k8sdds.cluster.profiles import PROFILES, Profile
-    from k8sdds.cluster.spec import default_nodes
+    from k8sdds.testbed.profiles import PROFILES, Profile
+    from k8sdds.testbed.spec import default_nodes
+    from k8sdds.testbed.testbed import Testbed
 
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path))
     monkeypatch.setitem(PROFILES, "mtu1400", Profile("mtu1400", mtu=1400, about="test only"))

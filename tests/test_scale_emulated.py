@@ -9,9 +9,9 @@ import os
 import pandas as pd
 import pytest
 
-from k8sdds.cluster import netns
-from k8sdds.cluster.emulated import Testbed
-from k8sdds.cluster.spec import default_nodes
+from k8sdds.testbed import netns
+from k8sdds.testbed.spec import default_nodes
+from k8sdds.testbed.testbed import Testbed
 
 from .emulated_support import cli, namespaces, requires_namespaces, root_links
 
@@ -58,12 +58,12 @@ def test_one_publisher_and_32_subscribers_across_8_nodes(tmp_path):
 
 
 def test_two_testbeds_at_once_do_not_clash(tmp_path, monkeypatch):
-    from k8sdds import datapaths
-    from k8sdds.cluster import capabilities
+    from k8sdds import model
+    from k8sdds.testbed import capabilities
 
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path))
     dp = "weave-encrypted"  # the most shared state: WireGuard sockets in /var/run/wireguard
-    if capabilities.datapath_unavailable(datapaths.get(dp)):
+    if capabilities.datapath_unavailable(model.datapath(dp)):
         dp = "flannel-vxlan"
     a = Testbed(default_nodes(3, name="kda" + str(os.getpid() % 1000)))
     b = Testbed(default_nodes(3, name="kdb" + str(os.getpid() % 1000)))
@@ -71,7 +71,7 @@ def test_two_testbeds_at_once_do_not_clash(tmp_path, monkeypatch):
         for tb in (a, b):
             tb.up()
             tb.use_datapath(dp)
-        info = datapaths.get(dp)
+        info = model.datapath(dp)
         for tb in (a, b):
             x = tb.add_pod(tb.node("node1"), "x", info.mtu, info.pod_prefix)
             y = tb.add_pod(tb.node("node2"), "y", info.mtu, info.pod_prefix)

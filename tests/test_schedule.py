@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from k8sdds import schedule
+from k8sdds import model, schedule
 from k8sdds.errors import ScheduleError
-from k8sdds.schedule import Defaults, Limits, expand, load
+from k8sdds.model import Defaults, Limits
+from k8sdds.schedule import expand, load
 
 from .conftest import FIXTURES
 
@@ -247,7 +248,7 @@ def test_a_schedule_mixes_engines(write_schedule):
 
 def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     from k8sdds import baseline
-    text = baseline.schedule(["host", "flannel-vxlan"], list(schedule.Limits().paths),
+    text = baseline.schedule(["host", "flannel-vxlan"], list(model.Limits().paths),
                              ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
     path = tmp_path / "m.csv"
     path.write_text(text)
@@ -258,11 +259,11 @@ def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     assert {t.duration for t in tests if t.engine == "ddsperf"} == {3}
     assert {t.duration for t in tests if t.engine != "ddsperf"} == {2}
     # on kubernetes, the two paths through a Service carry only what a Service forwards
-    text = baseline.schedule(["flannel-vxlan"], list(schedule.PATHS),
+    text = baseline.schedule(["flannel-vxlan"], list(model.PATHS),
                              ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
     path.write_text(text)
-    tests = load(path, limits=schedule.Limits(paths=schedule.PATHS))
-    through = [t for t in tests if t.path in schedule.SERVICE_PATHS]
+    tests = load(path, limits=model.Limits(paths=model.PATHS))
+    through = [t for t in tests if t.path in model.SERVICE_PATHS]
     assert {t.engine for t in through} == {"iperf3", "ab"}
     assert len(through) == 2 * 3  # iperf3 TCP, UDP and ab, on each of the two
     with pytest.raises(ScheduleError, match="pod-service"):

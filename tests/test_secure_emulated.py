@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from k8sdds.cluster import netns
+from k8sdds.testbed import netns
 
 from .emulated_support import cli, namespaces, requires_namespaces
 

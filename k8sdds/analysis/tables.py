@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from k8sdds import datapaths
+from k8sdds import model
 from k8sdds.analysis.load import (
     MEASURING,
     PARAMS,
@@ -119,8 +119,8 @@ def protection(datapath: str, transport: str, secure: bool) -> str:
     parts = [transport.upper()]
     if secure:
         parts.append("DDS Security")
-    if datapaths.DATAPATHS.get(datapath) and datapaths.get(datapath).encryption != "none":
-        parts.append(f"encrypted datapath ({datapaths.get(datapath).encryption})")
+    if model.DATAPATHS.get(datapath) and model.datapath(datapath).encryption != "none":
+        parts.append(f"encrypted datapath ({model.datapath(datapath).encryption})")
     return " + ".join(parts)
 
 
@@ -132,7 +132,7 @@ def security(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
     if thr.empty:
         return pd.DataFrame()
     encrypted = thr["datapath"].map(
-        lambda d: d in datapaths.DATAPATHS and datapaths.get(d).encryption != "none")
+        lambda d: d in model.DATAPATHS and model.datapath(d).encryption != "none")
     if not (thr["secure"].any() or (thr["transport"] != "udp").any() or encrypted.any()):
         return pd.DataFrame()
     t = base(thr, keep=SECURITY_KEYS).set_index(list(SECURITY_KEYS))["mean"]
@@ -140,7 +140,7 @@ def security(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
            if not lat.empty else pd.Series(dtype=float))
     rows = []
     for (dp, transport, secure, size), mean in t.items():
-        fact = datapaths.DATAPATHS.get(dp)
+        fact = model.DATAPATHS.get(dp)
         plain = (fact.unencrypted if fact and fact.unencrypted else dp, "udp", False, size)
         ref = t.get(plain)
         rows.append({

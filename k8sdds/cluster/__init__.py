@@ -1,1 +1,1 @@
-"""Cluster bring-up: the emulated edge cluster (network namespaces)."""
+"""Bare hosts over SSH: inventory, preflight checks, tuning."""

@@ -2,7 +2,7 @@
 
 Input is what the API returns, as dicts (`ApiClient.sanitize_for_serialization`): the
 DaemonSets of every namespace, and the ConfigMaps that name a CNI's mode (flannel's
-`net-conf.json`, cilium's `cilium-config`). Output is a datapath name of k8sdds.datapaths.
+`net-conf.json`, cilium's `cilium-config`). Output is a datapath name of k8sdds.model.DATAPATHS.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ FLANNEL_BACKENDS = {"vxlan": "flannel-vxlan", "host-gw": "flannel-hostgw",
 
 @dataclass(frozen=True)
 class Detected:
-    datapath: str  # a name of k8sdds.datapaths, or "unknown"
+    datapath: str  # a name of k8sdds.model.DATAPATHS, or "unknown"
     cni: str  # what was found, for the manifest ("flannel (vxlan)", "weave (encrypted)")
     daemonset: str = ""  # namespace/name of the CNI's DaemonSet
 

@@ -9,15 +9,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from k8sdds import datapaths
-from k8sdds.cluster import capabilities, cgroups, netns, spec
-from k8sdds.cluster.emulated import MAX_PODS_PER_NODE, Testbed, TestbedLock
-from k8sdds.cluster.profiles import PROFILES
-from k8sdds.cluster.wiring import WIRING
+from k8sdds import model
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.placement import place, sides
+from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command
-from k8sdds.schedule import Limits, Test
+from k8sdds.testbed import capabilities, cgroups, netns, spec
+from k8sdds.testbed.profiles import PROFILES
+from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed, TestbedLock
+from k8sdds.testbed.wiring import WIRING
 
 TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as its cost
 
@@ -56,7 +56,7 @@ class EmulatedBackend:
             return (f"the emulated cluster does not wire {datapath} (it offers "
                     f"{', '.join(WIRING)}); run it with --backend kubernetes on a cluster "
                     "that has it")
-        return capabilities.datapath_unavailable(datapaths.get(datapath))
+        return capabilities.datapath_unavailable(model.datapath(datapath))
 
     def up(self) -> None:
         self._lock = TestbedLock(self.testbed.spec.name)
@@ -81,7 +81,7 @@ class EmulatedBackend:
 
     def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
                ) -> Mapping[str, Placement]:
-        dp = datapaths.get(test.datapath)
+        dp = model.datapath(test.datapath)
         nodes = place(roles, [n.name for n in self.testbed.workers()], test.placement)
         first_side, other_side = sides(test.effective_path)
         out = {}
@@ -170,7 +170,7 @@ class EmulatedBackend:
         """wireguard-go processes in this testbed's nodes, and the kernel's softirq time.
         All nodes share one kernel here, so softirq is the whole machine's."""
         tunnel = 0.0
-        if self._datapath and datapaths.get(self._datapath).encryption != "none":
+        if self._datapath and model.datapath(self._datapath).encryption != "none":
             # only encrypted datapaths may run a userspace tunnel; the lookup forks `ip`,
             # which must not steal CPU from discovery when there is nothing to find
             tunnel = sum(netns.cpu_seconds(pid) for node in self.testbed.nodes

@@ -17,15 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from k8sdds import datapaths
+from k8sdds import model
 from k8sdds.deployment import cni
 from k8sdds.deployment import manifests as m
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.placement import place, sides
-from k8sdds.errors import TestbedError, UserError
+from k8sdds.errors import KubernetesError, UserError
+from k8sdds.model import PATHS, SERVICE_PATHS, Limits, Test
 from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
-from k8sdds.schedule import PATHS, SERVICE_PATHS, Limits, Test
 
 DEFAULT_IMAGE = "ghcr.io/k8sdds/engines:0.1"
 MAX_PODS_PER_NODE = 110  # the kubelet's default
@@ -70,7 +70,7 @@ def managed_namespaces(api_client) -> list[str]:
         spaces = client.CoreV1Api(api_client).list_namespace(
             label_selector=m.MANAGED_SELECTOR, _request_timeout=30).items
     except (ApiException, HTTPError, OSError) as exc:
-        raise TestbedError(f"list namespaces on {api_client.configuration.host}: {exc}"
+        raise KubernetesError(f"list namespaces on {api_client.configuration.host}: {exc}"
                            ) from None
     return sorted(ns.metadata.name for ns in spaces)
 
@@ -130,7 +130,7 @@ class KubernetesBackend:
         return client.CoreV1Api(self._admin)
 
     def _call(self, what: str, fn: Callable, *args, **kwargs):
-        """One API call; its failure becomes a TestbedError that says what was attempted."""
+        """One API call; its failure becomes a KubernetesError that says what was attempted."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -139,10 +139,10 @@ class KubernetesBackend:
         except ApiException as exc:
             hint = (f" (left by an earlier run? `k8sdds cleanup --namespace {self.namespace}` "
                     "removes it)" if exc.status == 409 else "")
-            raise TestbedError(f"{what}: {exc.status} {exc.reason}: {_api_message(exc)}{hint}"
+            raise KubernetesError(f"{what}: {exc.status} {exc.reason}: {_api_message(exc)}{hint}"
                                ) from None
         except (HTTPError, OSError) as exc:
-            raise TestbedError(f"{what}: cannot reach the API server {self.server}: {exc}"
+            raise KubernetesError(f"{what}: cannot reach the API server {self.server}: {exc}"
                                ) from None
 
     def _runner_client(self):
@@ -187,7 +187,7 @@ class KubernetesBackend:
             for ns, name in cni.CONFIG_MAPS:
                 try:
                     cm = self._call("", core.read_namespaced_config_map, name, ns)
-                except TestbedError:
+                except KubernetesError:
                     continue  # absent (or not ours to read): detection goes without it
                 maps[(ns, name)] = {"data": cm.data or {}}
             self._detected = cni.detect(
@@ -242,7 +242,7 @@ class KubernetesBackend:
                        self.namespace, m.headless_service(self.namespace, self.run_id))
             try:
                 self._ns_client = self._runner_client()
-            except TestbedError as exc:
+            except KubernetesError as exc:
                 self._not_applied.append(f"least privilege: {exc}; the run acts with the "
                                          "kubeconfig's own credentials")
         except BaseException:
@@ -258,10 +258,10 @@ class KubernetesBackend:
         except ApiException as exc:
             if exc.status == 404:
                 return False
-            raise TestbedError(f"read {args}: {exc.status} {exc.reason}") from None
+            raise KubernetesError(f"read {args}: {exc.status} {exc.reason}") from None
 
     def use_datapath(self, name: str) -> None:
-        self._host = datapaths.get(name).host_network
+        self._host = model.datapath(name).host_network
 
     # ---- a repeat ---------------------------------------------------------------------
 
@@ -274,10 +274,10 @@ class KubernetesBackend:
         subs = self.sub_nodes or [w for w in workers if w != pub] or [pub]
         for node in [pub, *subs]:
             if node not in names:
-                raise TestbedError(f"node {node} does not exist (nodes: "
+                raise KubernetesError(f"node {node} does not exist (nodes: "
                                    f"{_node_list(self.nodes())})")
             if not names[node]["ready"]:
-                raise TestbedError(f"node {node} is not Ready")
+                raise KubernetesError(f"node {node} is not Ready")
         on = place(roles, [pub, *subs], test.placement)
         first, other = sides(test.effective_path)
         # pod names carry the run's id: a given namespace may hold another run's pods
@@ -323,7 +323,7 @@ class KubernetesBackend:
                        self.namespace, extra)
         address = nodes[server.node]["address"]
         if not address:
-            raise TestbedError(f"node {server.node} has no InternalIP for its NodePort")
+            raise KubernetesError(f"node {server.node} has no InternalIP for its NodePort")
         return replace(server, address=address,
                        ports={port: allocated for port, _ in ports})
 
@@ -383,7 +383,7 @@ class KubernetesBackend:
     def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
         try:
             self._watch_until([handle], _ready_or_done, timeout, f"listening on {port}")
-        except TestbedError:
+        except KubernetesError:
             return False
         pod = self._pod(handle)
         return pod is not None and _phase(pod) == "Running"
@@ -524,7 +524,7 @@ class KubernetesBackend:
     def _watch_until(self, handles: Sequence[Handle], done: Callable[[dict], bool],
                      timeout: float, goal: str, expire_ok: bool = False) -> None:
         """Watch the repeat's pods until `done` holds for every one of `handles`. A pod that
-        cannot get there raises TestbedError with its reason; running out of time raises it
+        cannot get there raises KubernetesError with its reason; running out of time raises it
         too (or _Expired with expire_ok)."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
@@ -552,18 +552,18 @@ class KubernetesBackend:
                         continue
                     last[name] = pod
                     if event["type"] == "DELETED":
-                        raise TestbedError(f"pod {name} was deleted before it was {goal}")
+                        raise KubernetesError(f"pod {name} was deleted before it was {goal}")
                     if done(pod):
                         waiting.discard(name)
                     else:
                         fatal = _fatal(pod)
                         if fatal:
-                            raise TestbedError(f"pod {name} on node "
+                            raise KubernetesError(f"pod {name} on node "
                                                f"{pod['spec'].get('nodeName')}: {fatal}")
                     if not waiting or time.monotonic() >= deadline:
                         break
             except ApiException as exc:
-                raise TestbedError(f"watch pods: {exc.status} {exc.reason}") from None
+                raise KubernetesError(f"watch pods: {exc.status} {exc.reason}") from None
             except HTTPError:
                 continue  # the watch's connection timed out: watch again while time is left
             finally:
@@ -572,7 +572,7 @@ class KubernetesBackend:
             if expire_ok:
                 raise _Expired()
             name = sorted(waiting)[0]
-            raise TestbedError(f"pod {name} was not {goal} within {timeout:g} s: "
+            raise KubernetesError(f"pod {name} was not {goal} within {timeout:g} s: "
                                f"{self._why(name, last.get(name))}")
 
     def _why(self, name: str, pod: dict | None) -> str:
@@ -625,7 +625,7 @@ class KubernetesBackend:
             deleter(name, self.namespace, _request_timeout=30)
         except ApiException as exc:
             if exc.status != 404:
-                raise TestbedError(f"delete {kind} {name}: {exc.status} {exc.reason}"
+                raise KubernetesError(f"delete {kind} {name}: {exc.status} {exc.reason}"
                                    ) from None
 
     def _delete_pod(self, name: str, grace: float) -> None:
@@ -637,7 +637,7 @@ class KubernetesBackend:
                                                _request_timeout=30)
         except ApiException as exc:
             if exc.status != 404:
-                raise TestbedError(f"delete pod {name}: {exc.status} {exc.reason}") from None
+                raise KubernetesError(f"delete pod {name}: {exc.status} {exc.reason}") from None
 
     def _delete_repeat(self, label: str) -> None:
         """The repeat's pods (waiting until they are gone, so the next repeat starts on a
@@ -698,7 +698,7 @@ def remove(api_client, namespace: str, run_id: str | None = None,
         except ApiException as exc:
             if exc.status == 404:
                 break  # no such namespace: nothing in it
-            raise TestbedError(f"list {kind}s in {namespace}: {exc.status} {exc.reason}"
+            raise KubernetesError(f"list {kind}s in {namespace}: {exc.status} {exc.reason}"
                                ) from None
         for item in items:
             try:
@@ -707,7 +707,7 @@ def remove(api_client, namespace: str, run_id: str | None = None,
                 gone.append(f"{kind}/{item.metadata.name}")
             except ApiException as exc:
                 if exc.status != 404:
-                    raise TestbedError(f"delete {kind} {item.metadata.name}: {exc.status} "
+                    raise KubernetesError(f"delete {kind} {item.metadata.name}: {exc.status} "
                                        f"{exc.reason}") from None
     if delete_namespace:
         try:
@@ -717,7 +717,7 @@ def remove(api_client, namespace: str, run_id: str | None = None,
                 gone.append(f"Namespace/{namespace}")
         except ApiException as exc:
             if exc.status != 404:
-                raise TestbedError(f"delete namespace {namespace}: {exc.status} {exc.reason}"
+                raise KubernetesError(f"delete namespace {namespace}: {exc.status} {exc.reason}"
                                    ) from None
     return gone
 

@@ -16,14 +16,14 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from k8sdds.bringup import inventory as inv
-from k8sdds.bringup.remote import HostError, Remote
+from k8sdds.cluster import inventory as inv
+from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.placement import place
-from k8sdds.errors import TestbedError, UserError
+from k8sdds.errors import SshError, UserError
+from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
-from k8sdds.schedule import Limits, Test
 
 MAX_PER_HOST = 16  # processes of one test on one host
 PID_LINE = "k8sdds-pid "
@@ -75,9 +75,9 @@ class SshBackend:
                 self._facts[host.name] = {"name": host.name, "address": host.address,
                                           "role": host.role, "arch": host.arch,
                                           "kernel": kernel}
-        except (HostError, TestbedError) as exc:
+        except (HostError, SshError) as exc:
             self.down()
-            raise TestbedError(f"ssh backend: {exc}") from None
+            raise SshError(f"ssh backend: {exc}") from None
 
     def use_datapath(self, name: str) -> None:
         """The hosts' network is what it is."""
@@ -102,7 +102,7 @@ class SshBackend:
             for name, content in command.files.items():
                 self._must(remote, ["tee", f"{self.workdir}/config/{name}"], stdin=content)
         except HostError as exc:
-            raise TestbedError(f"start {placement.role} on {placement.node}: {exc}") from None
+            raise SshError(f"start {placement.role} on {placement.node}: {exc}") from None
         env = [f"{k}={v}" for k, v in sorted(command.env.items())]
         line = shlex.join(["sh", "-c", f'echo "{PID_LINE}$$"; exec "$@"', "sh",
                            "env", *env, *command.argv])
@@ -112,7 +112,7 @@ class SshBackend:
             chan.exec_command(line)
             chan.shutdown_write()
         except Exception as exc:  # noqa: BLE001 - the connection went: this repeat fails
-            raise TestbedError(f"start {placement.role} on {placement.node}: {exc}") from None
+            raise SshError(f"start {placement.role} on {placement.node}: {exc}") from None
         state: dict = {"pid": None, "data": bytearray()}
         pump = threading.Thread(target=_pump, args=(chan, state, log), daemon=True)
         pump.start()

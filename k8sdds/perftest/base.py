@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from k8sdds.schedule import Test
+from k8sdds.model import Test
 
 # (field of Test, offending value, reason), as schedule.check reports it
 Problem = tuple[str, Any, str] | None

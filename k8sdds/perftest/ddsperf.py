@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from k8sdds.model import Test
 from k8sdds.perftest import credentials
 from k8sdds.perftest.base import (
     Command,
@@ -22,7 +23,6 @@ from k8sdds.perftest.base import (
     pubsub_roles,
 )
 from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render
-from k8sdds.schedule import Test
 
 MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024

@@ -13,8 +13,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from k8sdds.model import Test
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
-from k8sdds.schedule import Test
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620

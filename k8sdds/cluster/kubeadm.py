@@ -14,7 +14,7 @@ import secrets
 import shlex
 from dataclasses import dataclass, field
 
-from k8sdds.bringup.remote import HostError, Remote
+from k8sdds.cluster.remote import HostError, Remote
 
 ADMIN = "/etc/kubernetes/admin.conf"
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN)

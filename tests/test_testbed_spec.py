@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from k8sdds.cluster import spec
-from k8sdds.cluster.profiles import PROFILES
-from k8sdds.cluster.spec import SpecError
+from k8sdds.testbed import spec
+from k8sdds.testbed.profiles import PROFILES
+from k8sdds.testbed.spec import SpecError
 
 
 def test_defaults_give_one_control_plane_and_workers():
@@ -32,7 +32,7 @@ nodes:
     assert [(n.name, n.role, n.arch, n.profile) for n in s.nodes] == [
         ("master", "control-plane", "amd64", "cloud"), ("pi1", "worker", "arm", "rpi3b"),
         ("pi2", "worker", "arm64", "rpi4")]
-    assert spec.ClusterSpec.from_dict(s.to_dict()) == s
+    assert spec.TestbedSpec.from_dict(s.to_dict()) == s
 
 
 def test_workers_shorthand(tmp_path):

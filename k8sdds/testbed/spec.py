@@ -1,6 +1,6 @@
 """The shape of an emulated cluster: nodes with name, role, architecture label and profile.
 
-Written by hand as YAML (`--cluster FILE`) or made from defaults (1 control-plane + N
+Written by hand as YAML (`--spec FILE`) or made from defaults (1 control-plane + N
 workers); validated like schedules: one clear error naming the file, node, field and value.
 """
 
@@ -11,8 +11,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from k8sdds.cluster.profiles import PROFILES
 from k8sdds.errors import UserError
+from k8sdds.testbed.profiles import PROFILES
 
 ROLES = ("control-plane", "worker")
 ARCHS = ("amd64", "arm64", "arm")
@@ -29,7 +29,11 @@ class NodeSpec:
 
 
 @dataclass(frozen=True)
-class ClusterSpec:
+class TestbedSpec:
+    """The nodes of an emulated testbed (the `--spec` file, or the defaults)."""
+
+    __test__ = False  # not a pytest test class
+
     name: str = "k8sdds"
     nodes: tuple[NodeSpec, ...] = ()
 
@@ -41,7 +45,7 @@ class ClusterSpec:
         return {"name": self.name, "nodes": [asdict(n) for n in self.nodes]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> ClusterSpec:
+    def from_dict(cls, data: dict) -> TestbedSpec:
         return cls(name=data["name"], nodes=tuple(NodeSpec(**n) for n in data["nodes"]))
 
     def workers(self) -> list[NodeSpec]:
@@ -49,7 +53,7 @@ class ClusterSpec:
 
 
 class SpecError(UserError):
-    """The cluster spec is not valid."""
+    """The testbed spec is not valid."""
 
 
 def _only(mapping: dict, allowed: tuple[str, ...], where: str, what: str) -> None:
@@ -60,14 +64,14 @@ def _only(mapping: dict, allowed: tuple[str, ...], where: str, what: str) -> Non
                         f"allowed: {', '.join(allowed)}")
 
 
-def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") -> ClusterSpec:
+def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") -> TestbedSpec:
     """node0 is the control plane; node1..node<count-1> are workers with `profile`."""
     if not 2 <= count <= MAX_NODES:
         raise SpecError(f"a cluster has 2 to {MAX_NODES} nodes, not {count}")
     _check_profile(profile or "cloud", "--profile")
     nodes = [NodeSpec("node0", "control-plane")] + [
         NodeSpec(f"node{i}", "worker", profile=profile or "cloud") for i in range(1, count)]
-    return ClusterSpec(name=name, nodes=tuple(nodes))
+    return TestbedSpec(name=name, nodes=tuple(nodes))
 
 
 def _check_profile(profile: str, where: str) -> None:
@@ -78,17 +82,17 @@ def _check_profile(profile: str, where: str) -> None:
                         f"{', '.join(PROFILES)}{extra}")
 
 
-def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> ClusterSpec:
-    """Read a YAML cluster spec. `profile`, if given, applies to workers without one."""
+def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> TestbedSpec:
+    """Read a YAML testbed spec. `profile`, if given, applies to workers without one."""
     import yaml
 
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise SpecError(f"{path}: no such cluster spec file") from None
+        raise SpecError(f"{path}: no such testbed spec file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read the cluster spec: {exc}") from None
+        raise SpecError(f"{path}: cannot read the testbed spec: {exc}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -133,4 +137,4 @@ def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> 
         nodes.append(node)
     if not 2 <= len(nodes) <= MAX_NODES:
         raise SpecError(f"{path}: a cluster has 2 to {MAX_NODES} nodes, not {len(nodes)}")
-    return ClusterSpec(name=name, nodes=tuple(nodes))
+    return TestbedSpec(name=name, nodes=tuple(nodes))

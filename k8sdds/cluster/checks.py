@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from k8sdds.bringup.remote import Remote, Result
+from k8sdds.cluster.remote import Remote, Result
 
 MAX_SKEW_S = 2.0  # etcd and TLS certificates want clocks within a few seconds
 

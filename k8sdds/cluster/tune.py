@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from k8sdds.bringup.remote import HostError, Remote
+from k8sdds.cluster.remote import HostError, Remote
 
 # the K8sDDS tuning: large socket buffers and backlog for DDS's bursts of UDP
 SETTINGS: dict[str, str] = {

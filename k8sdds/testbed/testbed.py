@@ -5,7 +5,7 @@
   namespace, so no packet can leave it.
 * pods: a namespace per pod, `eth0` enslaved to its node's `cni0` bridge (10.244.<n>.0/24,
   gateway .1), created per test and deleted after it.
-* datapaths: how cross-node pod traffic travels; see k8sdds.cluster.wiring.
+* datapaths: how cross-node pod traffic travels; see k8sdds.testbed.wiring.
 
 What exists is recorded in a state file before it is created, so `down` removes everything,
 also after a crash.
@@ -21,12 +21,12 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from k8sdds.cluster import capabilities, cgroups, netns, wiring
-from k8sdds.cluster.netns import ip
-from k8sdds.cluster.profiles import PROFILES
-from k8sdds.cluster.spec import ClusterSpec
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
+from k8sdds.testbed import capabilities, cgroups, netns, wiring
+from k8sdds.testbed.netns import ip
+from k8sdds.testbed.profiles import PROFILES
+from k8sdds.testbed.spec import TestbedSpec
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
 MAX_PODS_PER_NODE = 32
@@ -101,8 +101,8 @@ class Testbed:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, spec: ClusterSpec | None = None):
-        spec = spec or ClusterSpec()
+    def __init__(self, spec: TestbedSpec | None = None):
+        spec = spec or TestbedSpec()
         check_name(spec.name)
         self.spec = spec
         self.switch = f"{spec.name}-switch"
@@ -128,9 +128,9 @@ class Testbed:
         if not path.exists():
             return None
         try:
-            return cls(ClusterSpec.from_dict(json.loads(path.read_text())["spec"]))
+            return cls(TestbedSpec.from_dict(json.loads(path.read_text())["spec"]))
         except (ValueError, KeyError, TypeError):
-            return cls(ClusterSpec(name=name))  # unreadable state: still allow `down`
+            return cls(TestbedSpec(name=name))  # unreadable state: still allow `down`
 
     def _load(self) -> _State:
         try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from k8sdds.bringup.inventory import Host
+from k8sdds.cluster.inventory import Host
 from k8sdds.errors import UserError
 
 CONNECT_TIMEOUT = 10.0

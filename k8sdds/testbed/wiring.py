@@ -21,12 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from k8sdds.cluster import capabilities, netns
-from k8sdds.cluster.netns import ip, run
 from k8sdds.errors import TestbedError
+from k8sdds.testbed import capabilities, netns
+from k8sdds.testbed.netns import ip, run
 
 if TYPE_CHECKING:
-    from k8sdds.cluster.emulated import Node, Testbed
+    from k8sdds.testbed.testbed import Node, Testbed
 
 
 @dataclass(frozen=True)

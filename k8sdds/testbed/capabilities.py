@@ -7,8 +7,8 @@ import os
 import secrets
 import shutil
 
-from k8sdds.cluster.netns import run
-from k8sdds.datapaths import Datapath
+from k8sdds.model import Datapath
+from k8sdds.testbed.netns import run
 
 _PROBE_ARGS = {"vxlan": ["id", "1", "dstport", "4789"]}
 

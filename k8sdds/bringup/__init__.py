@@ -1,1 +1,0 @@
-"""Bare hosts over SSH: inventory, preflight checks, tuning."""

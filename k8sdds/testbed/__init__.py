@@ -1,0 +1,1 @@
+"""Cluster bring-up: the emulated edge cluster (network namespaces)."""
