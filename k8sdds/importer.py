@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
-from k8sdds import __version__, records
+from k8sdds import perftest, records
 from k8sdds.errors import UserError
-from k8sdds.perftest import ENGINES
-from k8sdds.results import SCHEMA_VERSION, RunDir
+from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir
 from k8sdds.schedule import load
 
 KINDS = {"throughput-test": False, "latency-test": True}
@@ -73,7 +72,8 @@ def import_tree(root: Path, out: Path) -> list[Path]:
 def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Path:
     datapath, transport, variant = configuration(folder.name)
     sch = _schedule(folder, root)
-    rows = load(sch)
+    engines = perftest.registry()
+    rows = load(sch, engines=engines)
     tests_dirs = {int(m[1]): p for p in folder.iterdir() if (m := TEST_DIR.match(p.name))}
     if not tests_dirs:
         raise UserError(f"{folder}: no test-<i> folders")
@@ -85,15 +85,13 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
     except FileExistsError:
         raise UserError(f"{out / f'k8sdds-{kind}-{folder.name}'} exists already (imported "
                         "before?); remove it or import with another --out") from None
-    manifest = {
-        "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "k8sdds": __version__,
-        "status": "complete", "command_line": ["k8sdds", "import", "k8sdds-data", str(root)],
-        "schedule": run.copy_schedule(sch),
-        "backend": "imported", "cluster": {"source": str(folder)},
-        "datapaths": [datapath], "environment": {}, "tools": {"rtiperftest": "from the logs"},
-        "imported": {"kind": kind, "folder": folder.name, "variant": variant},
-        "tests": [], "repeats": {},
-    }
+    manifest = Manifest(
+        run_id=run.run_id, backend="imported", tests=[], status="complete",
+        command_line=["k8sdds", "import", "k8sdds-data", str(root)],
+        schedule=run.copy_schedule(sch), cluster={"source": str(folder)},
+        datapaths=[datapath], tools={"rtiperftest": "from the logs"},
+        imported={"kind": kind, "folder": folder.name, "variant": variant})
+    engine = engines["rtiperftest"]
     all_rows = []
     for index, path in sorted(tests_dirs.items()):
         row = index - base
@@ -101,8 +99,9 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
             raise UserError(f"{path}: no row {row} in {sch} ({len(rows)} rows)")
         test = replace(rows[row], engine="rtiperftest", datapath=datapath, transport=transport,
                        latency_test=latency, secure="secure" in variant, number=row + 1)
-        manifest["tests"].append(asdict(test))
-        rep_dir = run.repeat_dir(test.number, 1)
+        manifest.tests.append(test)
+        key = RepeatKey(test.number, 1)
+        rep_dir = run.repeat_dir(key)
         rep_dir.mkdir(parents=True)
         roles = []
         for log in sorted(path.iterdir()):
@@ -111,15 +110,15 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
                 role = "sub0" if m[1] == "sub" else m[1]
                 shutil.copyfile(log, rep_dir / f"{role}.log")
                 roles.append(role)
-        parsed = records.parse_logs(test, rep_dir, roles)
+        parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
         failures = [f"{r}: {p.failure}" for r, p in parsed.items() if p.failure]
-        expected = set(ENGINES["rtiperftest"].roles(test))
+        expected = set(engine.roles(test))
         missing = sorted(expected - set(roles))
         if missing:
             failures.append("no log for " + ", ".join(missing))
-        manifest["repeats"][f"test-{test.number}/rep-1"] = {
-            "status": "failed" if failures else "done", "reason": "; ".join(failures) or None,
-            "placement": {}, "source": str(path)}
+        manifest.repeats[key] = RepeatEntry(
+            status="failed" if failures else "done", reason="; ".join(failures) or None,
+            source=str(path))
         all_rows += records.rows(run.run_id, "imported", test, 1, {}, parsed)
     run.write_results(all_rows)
     run.write_manifest(manifest)

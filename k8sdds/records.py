@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from k8sdds import parsers, perftest
+from k8sdds import parsers
 from k8sdds.model import Test
 from k8sdds.parsers import Parsed, Value
 
@@ -15,9 +15,11 @@ USAGE = "usage.json"  # what the datapath consumed during a repeat (written by t
 DATAPATH = "datapath"  # the pseudo role its figures are recorded under
 
 
-def parse_logs(test: Test, rep_dir: Path, roles: list[str]) -> dict[str, Parsed]:
-    """Parse each role's log of one repeat (a missing log parses as a failure)."""
-    parse = parsers.PARSERS[perftest.ENGINES[test.engine].parser]
+def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str
+               ) -> dict[str, Parsed]:
+    """Parse each role's log of one repeat with `parser` (the engine's; a missing log parses
+    as a failure)."""
+    parse = parsers.PARSERS[parser]
     out = {}
     for role in roles:
         log = rep_dir / f"{role}.log"

@@ -9,18 +9,17 @@ import errno
 import json
 import shutil
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from k8sdds import __version__, environment, model, perftest, records, stopping
+from k8sdds import environment, model, records, schedule, stopping
 from k8sdds.deployment import Backend, Handle
-from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, UserError
+from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, ScheduleError, UserError
 from k8sdds.model import Test
-from k8sdds.perftest import RoleContext
-from k8sdds.results import SCHEMA_VERSION, SECRETS, RunDir, atomic_write
+from k8sdds.perftest import Engine, RoleContext
+from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write, now
 
 
 class Progress(Protocol):
@@ -39,10 +38,14 @@ class NoProgress:
 
 @dataclass(frozen=True)
 class RunOptions:
-    schedule: Path
-    out: Path
+    """What a run writes, and where."""
+
+    out: Path  # where run directories go
+    schedule: Path | None = None  # the schedule file, copied into the run directory
+    schedule_text: str | None = None  # or the schedule the command made (baseline)
     command_line: Sequence[str] = ()
     min_free_mb: float = 64  # below this much free space where results go, the run stops
+    backend_options: Mapping[str, Any] = field(default_factory=dict)  # as given, for resume
 
 
 @dataclass
@@ -52,10 +55,6 @@ class Outcome:
     failed: list[str] = field(default_factory=list)  # "test-i/rep-r: reason"
     not_applied: list[str] = field(default_factory=list)  # what the backend could not emulate
     wall_s: float = 0.0
-
-
-def repeat_key(test: int, repeat: int) -> str:
-    return f"test-{test}/rep-{repeat}"
 
 
 def discovery_of(test: Test) -> str:
@@ -70,145 +69,171 @@ def discovery_of(test: Test) -> str:
     return "peers"
 
 
-def check_engines(tests: Sequence[Test]) -> None:
+def check_engines(tests: Sequence[Test], engines: Mapping[str, Engine]) -> None:
     """Fail before anything starts when an engine the schedule needs is missing."""
     for name in dict.fromkeys(t.engine for t in tests):
-        reason = perftest.ENGINES[name].unavailable()
+        reason = engines[name].unavailable()
         if reason:
             raise EngineUnavailable(reason)
 
 
+def resumable(run: RunDir, backend: Backend, engines: Mapping[str, Engine]) -> Manifest:
+    """The manifest of a run to continue on `backend`, its tests checked again as a schedule
+    is (a manifest is a file like any other)."""
+    manifest = run.read_manifest()
+    if manifest.imported is not None:
+        raise UserError(f"{run.path} was imported, not run; there is nothing to resume")
+    if manifest.backend != backend.name:
+        raise UserError(f"{run.path} ran on the {manifest.backend} backend; resume it with "
+                        f"--backend {manifest.backend}")
+    limits = backend.limits()
+    for test in manifest.tests:
+        problem = schedule.check(test, limits, engines) or (
+            None if test.datapath in model.DATAPATHS else ("datapath", test.datapath,
+                                                           "unknown datapath"))
+        if problem:
+            name, value, reason = problem
+            raise ScheduleError(f"{run.manifest_path}, test {test.number}, field {name}: "
+                                f"value {str(value)[:60]!r}: {reason}")
+    return manifest
+
+
 class Runner:
-    def __init__(self, backend: Backend, options: RunOptions,
+    """Runs tests on one backend with one engine registry, into one run directory."""
+
+    def __init__(self, backend: Backend, engines: Mapping[str, Engine], options: RunOptions,
                  progress: Progress | None = None):
         self.backend = backend
+        self.engines = engines
         self.options = options
         self.progress = progress or NoProgress()
         self.run_dir: Path | None = None  # known once the run directory exists
 
-    def run(self, tests: Sequence[Test], resume: RunDir | None = None) -> Outcome:
-        """Run `tests` into a new run directory, or continue the run in `resume`: its
-        finished repeats are kept, the rows of the repeat in flight are dropped and it runs
-        again."""
+    def run(self, tests: Sequence[Test]) -> Outcome:
+        """Run `tests` into a new run directory under `options.out`."""
         if self.backend.local_engines:
-            check_engines(tests)
-        writable(self.options.out if resume is None else resume.path, self.options.min_free_mb)
+            check_engines(tests, self.engines)
+        writable(self.options.out, self.options.min_free_mb)
         started = time.monotonic()
         self.backend.up()
         try:
-            if resume is None:
-                manifest = self._manifest(tests)  # all that can fail before the directory
-                run = RunDir.create(self.options.out)
-                manifest["run_id"] = run.run_id
-                manifest["schedule"] = run.copy_schedule(self.options.schedule)
-            else:
-                run, manifest = resume, resume.read_manifest()
-                finished = set(manifest["repeats"])
-                run.keep_results(lambda row: repeat_key(int(row["test"]), int(row["repeat"]))
-                                 in finished)
-                manifest.setdefault("resumed", []).append(
-                    {"at": _now(), "command_line": list(self.options.command_line),
-                     "environment": environment.capture()})
-            manifest["status"] = "running"
-            run.write_manifest(manifest)
-            self.run_dir = run.path
-            outcome = Outcome(run.path, not_applied=manifest["cluster"].get("not_applied", []))
-            # repeats without a manifest entry: all of them, or what a stopped run left
-            pending = [(t, [r for r in range(1, t.repeats + 1)
-                            if repeat_key(t.number, r) not in manifest["repeats"]])
-                       for t in tests]
-            self.progress.start(sum(len(reps) for _, reps in pending))
-            try:
-                for test, reps in pending:
-                    if not reps:
-                        continue
-                    self.backend.use_datapath(test.datapath)
-                    for rep in reps:
-                        stopping.check()
-                        _space_left(run.path, self.options.min_free_mb,
-                                    repeat_key(test.number, rep))
-                        self.progress.step(
-                            f"test {test.number}/{len(tests)} {test.datapath} "
-                            f"{test.data_len} B rep {rep}/{test.repeats}")
-                        entry = self._repeat(run, test, rep)
-                        key = repeat_key(test.number, rep)
-                        manifest["repeats"][key] = entry
-                        try:
-                            run.write_manifest(manifest)
-                        except OSError:
-                            del manifest["repeats"][key]  # not on disk: it runs again on resume
-                            raise
-                        outcome.repeats += 1
-                        if entry["status"] == "failed":
-                            outcome.failed.append(f"{key}: {entry['reason']}")
-                        self.progress.advance()
-                manifest["status"] = "complete"
-            except KeyboardInterrupt:
-                manifest["status"] = "interrupted"
-                raise
-            except RunStopped:
-                manifest["status"] = "stopped"
-                raise
-            except OSError as exc:
-                if exc.errno not in STORAGE_ERRORS:
-                    raise
-                manifest["status"] = "stopped"
-                raise RunStopped(
-                    f"{exc.strerror} writing {exc.filename or run.path}: the run stopped; "
-                    f"{len(manifest['repeats'])} finished repeat(s) are kept in {run.path}; "
-                    f"make room, then continue with `k8sdds run --resume {run.path}`"
-                ) from None
-            finally:
-                self.progress.stop()
-                manifest["finished"] = _now()
-                try:
-                    run.write_manifest(manifest)
-                except OSError as exc:
-                    if exc.errno not in STORAGE_ERRORS:
-                        raise
-                    # the last manifest written stays whole: the finished repeats, no more
+            manifest = self._manifest(tests)  # all that can fail before the directory
+            run = RunDir.create(self.options.out)
+            manifest.run_id = run.run_id
+            manifest.schedule = run.copy_schedule(self.options.schedule or "schedule",
+                                                  self.options.schedule_text)
+            outcome = self._drive(run, manifest)
         finally:
             self.backend.down()
         outcome.wall_s = time.monotonic() - started
         return outcome
 
-    def _manifest(self, tests: Sequence[Test]) -> dict:
-        engines = dict.fromkeys(t.engine for t in tests)
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": None,
-            "k8sdds": __version__,
-            "created": _now(),
-            "status": "running",
-            "command_line": list(self.options.command_line),
-            "schedule": None,
-            "backend": self.backend.name,
-            "cluster": self.backend.describe(),
-            "datapaths": list(dict.fromkeys(t.datapath for t in tests)),
-            "environment": environment.capture(),
-            "tools": {name: perftest.ENGINES[name].version() for name in engines},
-            "tests": [asdict(t) for t in tests],
-            "repeats": {},
-        }
+    def resume(self, run: RunDir, manifest: Manifest) -> Outcome:
+        """Continue the run in `run` (see `resumable`): its finished repeats are kept, the
+        rows of the repeat in flight are dropped and every repeat without an entry runs."""
+        if self.backend.local_engines:
+            check_engines(manifest.tests, self.engines)
+        writable(run.path, self.options.min_free_mb)
+        started = time.monotonic()
+        self.backend.up()
+        try:
+            run.keep_results(lambda key: key in manifest.repeats)
+            manifest.resumed.append({"at": now(),
+                                     "command_line": list(self.options.command_line),
+                                     "environment": environment.capture()})
+            outcome = self._drive(run, manifest)
+        finally:
+            self.backend.down()
+        outcome.wall_s = time.monotonic() - started
+        return outcome
 
-    def _repeat(self, run: RunDir, test: Test, rep: int) -> dict:
+    def _drive(self, run: RunDir, manifest: Manifest) -> Outcome:
+        """Every pending repeat, the manifest rewritten after each."""
+        manifest.status = "running"
+        run.write_manifest(manifest)
+        self.run_dir = run.path
+        outcome = Outcome(run.path, not_applied=manifest.cluster.get("not_applied", []))
+        pending = list(manifest.pending())
+        self.progress.start(sum(len(reps) for _, reps in pending))
+        try:
+            for test, reps in pending:
+                if not reps:
+                    continue
+                self.backend.use_datapath(test.datapath)
+                for rep in reps:
+                    key = RepeatKey(test.number, rep)
+                    stopping.check()
+                    _space_left(run.path, self.options.min_free_mb, key)
+                    self.progress.step(f"test {test.number}/{len(manifest.tests)} "
+                                       f"{test.datapath} {test.data_len} B rep "
+                                       f"{rep}/{test.repeats}")
+                    entry = self._repeat(run, test, key)
+                    manifest.repeats[key] = entry
+                    try:
+                        run.write_manifest(manifest)
+                    except OSError:
+                        del manifest.repeats[key]  # not on disk: it runs again on resume
+                        raise
+                    outcome.repeats += 1
+                    if entry.status == "failed":
+                        outcome.failed.append(f"{key}: {entry.reason}")
+                    self.progress.advance()
+            manifest.status = "complete"
+        except KeyboardInterrupt:
+            manifest.status = "interrupted"
+            raise
+        except RunStopped:
+            manifest.status = "stopped"
+            raise
+        except OSError as exc:
+            if exc.errno not in STORAGE_ERRORS:
+                raise
+            manifest.status = "stopped"
+            raise RunStopped(
+                f"{exc.strerror} writing {exc.filename or run.path}: the run stopped; "
+                f"{len(manifest.repeats)} finished repeat(s) are kept in {run.path}; "
+                f"make room, then continue with `k8sdds run --resume {run.path}`") from None
+        finally:
+            self.progress.stop()
+            manifest.finished = now()
+            try:
+                run.write_manifest(manifest)
+            except OSError as exc:
+                if exc.errno not in STORAGE_ERRORS:
+                    raise
+                # the last manifest written stays whole: the finished repeats, no more
+        return outcome
+
+    def _manifest(self, tests: Sequence[Test]) -> Manifest:
+        engines = dict.fromkeys(t.engine for t in tests)
+        return Manifest(
+            run_id="", backend=self.backend.name, tests=list(tests),
+            command_line=list(self.options.command_line),
+            backend_options=dict(self.options.backend_options),
+            cluster=self.backend.describe(),
+            datapaths=list(dict.fromkeys(t.datapath for t in tests)),
+            environment=environment.capture(),
+            tools={name: self.engines[name].version() for name in engines})
+
+    def _repeat(self, run: RunDir, test: Test, key: RepeatKey) -> RepeatEntry:
         """Run one repeat; always tears down; returns its manifest entry."""
-        engine = perftest.ENGINES[test.engine]
-        rep_dir = run.repeat_dir(test.number, rep)
+        engine = self.engines[test.engine]
+        rep_dir = run.repeat_dir(key)
         rep_dir.mkdir(parents=True, exist_ok=True)
         roles = list(engine.roles(test))
         t0 = time.monotonic()
-        entry: dict = {"started": _now(), "status": "failed", "reason": None}
+        entry = RepeatEntry(status="failed", started=now())
         handles: dict[str, Handle] = {}
         codes: dict[str, int | None] = {}
         try:
-            placement = self.backend.deploy(test, roles, rep)
-            entry["placement"] = {r: p.node for r, p in placement.items()}
+            placement = self.backend.deploy(test, roles, key.repeat,
+                                            engine.service_ports(test))
+            entry.placement = {r: p.node for r, p in placement.items()}
             endpoints = {r: placement[r].address for r in roles}
             discovery = discovery_of(test)
-            entry["discovery"] = discovery
+            entry.discovery = discovery
             commands = {}
-            secrets_dir = (run.path / SECRETS).resolve()
+            secrets_dir = run.secrets_path.resolve()
             engine.secrets(test, roles, str(secrets_dir))
             config_seen, secrets_seen = self.backend.role_dirs(rep_dir.resolve(), secrets_dir)
             ports = {k: v for p in placement.values() for k, v in p.ports.items()}
@@ -221,7 +246,7 @@ class Runner:
                 for name, content in cmd.files.items():
                     (rep_dir / name).write_text(content)
                 commands[role] = cmd
-            entry["argv"] = {r: list(c.argv) for r, c in commands.items()}
+            entry.argv = {r: list(c.argv) for r, c in commands.items()}
             driver, followers = roles[0], roles[1:]
             for i, role in enumerate(followers):
                 handles[role] = self.backend.start(
@@ -246,7 +271,7 @@ class Runner:
             stopping.check()
             if codes[driver] is None:
                 codes.update(self.backend.stop(list(handles.values())))
-                entry["reason"] = (f"{driver} did not finish within "
+                entry.reason = (f"{driver} did not finish within "
                                    f"{engine.timeout(test):g} s and was stopped")
             else:
                 deadline = time.monotonic() + engine.drain
@@ -255,21 +280,21 @@ class Runner:
                 draining = [handles[r] for r in followers if codes[r] is None]
                 codes.update(self.backend.stop(draining))
         except DeploymentError as exc:  # this repeat could not be deployed; the run goes on
-            entry["reason"] = f"deployment failed: {exc}"
+            entry.reason = f"deployment failed: {exc}"
         except _NotListening as exc:
-            entry["reason"] = str(exc)
+            entry.reason = str(exc)
         finally:
             self.backend.teardown()
-        entry["exit_codes"] = codes
-        entry["wall_s"] = round(time.monotonic() - t0, 3)
-        parsed = records.parse_logs(test, rep_dir, roles)
-        rows = records.rows(run.run_id, self.backend.name, test, rep,
-                            entry.get("placement", {}), parsed)
+        entry.exit_codes = codes
+        entry.wall_s = round(time.monotonic() - t0, 3)
+        parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
+        rows = records.rows(run.run_id, self.backend.name, test, key.repeat, entry.placement,
+                            parsed)
         if rows:
             run.append_results(rows)
-        if entry["reason"] is None:
-            entry["reason"] = _failure(roles, handles, codes, parsed)
-        entry["status"] = "failed" if entry["reason"] else "done"
+        if entry.reason is None:
+            entry.reason = _failure(roles, handles, codes, parsed)
+        entry.status = "failed" if entry.reason else "done"
         return entry
 
 
@@ -329,7 +354,7 @@ def writable(out: Path, min_free_mb: float = 0) -> None:
                         "--min-free")
 
 
-def _space_left(path: Path, min_free_mb: float, upcoming: str) -> None:
+def _space_left(path: Path, min_free_mb: float, upcoming: RepeatKey) -> None:
     """Stop before a repeat that might not fit: its logs and rows need room."""
     free = shutil.disk_usage(path).free / 2**20
     if free < min_free_mb:
@@ -338,6 +363,3 @@ def _space_left(path: Path, min_free_mb: float, upcoming: str) -> None:
                          f"repeats are kept; make room, then continue with "
                          f"`k8sdds run --resume {path}`")
 
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

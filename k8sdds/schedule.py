@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import difflib
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from k8sdds import model
+from k8sdds import model, perftest
 from k8sdds.errors import ScheduleError
 from k8sdds.model import (
     DISCOVERIES,
@@ -27,6 +27,7 @@ from k8sdds.model import (
     Limits,
     Test,
 )
+from k8sdds.perftest import Engine
 
 REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
 
@@ -146,10 +147,18 @@ def _header(path: Path, header: list[str]) -> list[str]:
 
 
 def load(path: str | Path, defaults: Defaults = Defaults(), limits: Limits = Limits(),
-         ) -> list[Test]:
-    """Read and validate a schedule; raise ScheduleError naming the first problem."""
+         engines: Mapping[str, Engine] | None = None) -> list[Test]:
+    """Read and validate a schedule file; raise ScheduleError naming the first problem.
+    `engines`: the run's registry [one built from the environment]."""
+    return loads(_decode(Path(path)), Path(path), defaults, limits, engines)
+
+
+def loads(text: str, path: str | Path = "schedule", defaults: Defaults = Defaults(),
+          limits: Limits = Limits(), engines: Mapping[str, Engine] | None = None,
+          ) -> list[Test]:
+    """Validate schedule CSV `text`; `path` names it in messages."""
     path = Path(path)
-    text = _decode(path)
+    engines = perftest.registry() if engines is None else engines
     try:  # newline="": old Mac line ends (a lone CR) split rows as the csv module expects
         rows = [r for r in csv.reader(io.StringIO(text, newline=""))]
     except csv.Error as exc:
@@ -170,7 +179,8 @@ def load(path: str | Path, defaults: Defaults = Defaults(), limits: Limits = Lim
         if len(cells) != len(names):
             raise ScheduleError(
                 f"{_where(path, line, row)}: {len(cells)} values for {len(names)} columns")
-        tests.append(_row(path, line, row, dict(zip(names, cells, strict=False)), defaults, limits))
+        tests.append(_row(path, line, row, dict(zip(names, cells, strict=False)), defaults,
+                          limits, engines))
     return tests
 
 
@@ -190,7 +200,7 @@ def _check_defaults(defaults: Defaults) -> None:
 
 
 def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defaults,
-         limits: Limits) -> Test:
+         limits: Limits, engines: Mapping[str, Engine]) -> Test:
     values: dict[str, Any] = {}
     from_cli: set[str] = set()
     for fname in (f.name for f in fields(Defaults)):
@@ -223,7 +233,7 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
                             f"'same-node': path {values['path']} crosses nodes; leave "
                             "placement empty or set cross-node")
     test = Test(row=row, line=line, **values)
-    problem = check(test, limits)
+    problem = check(test, limits, engines)
     if problem:
         fname, value, reason = problem
         column = FIELD_TO_COLUMN.get(fname, fname)
@@ -234,20 +244,19 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
     return test
 
 
-def check(test: Test, limits: Limits) -> tuple[str, Any, str] | None:
+def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
+          ) -> tuple[str, Any, str] | None:
     """The first reason this test cannot run: (field, value, reason), or None."""
-    from k8sdds import perftest  # the engine registry; imported late to keep this module light
-
-    if test.engine not in perftest.ENGINES:
-        hint = difflib.get_close_matches(test.engine, list(perftest.ENGINES), n=1)
+    if test.engine not in engines:
+        hint = difflib.get_close_matches(test.engine, list(engines), n=1)
         extra = f" (did you mean '{hint[0]}'?)" if hint else ""
         return ("engine", test.engine,
-                "unknown engine; allowed: " + ", ".join(perftest.ENGINES) + extra)
+                "unknown engine; allowed: " + ", ".join(engines) + extra)
     if test.num_subscribers > limits.max_subscribers:
         return ("num_subscribers", test.num_subscribers,
                 f"more subscribers than this cluster can place (at most "
                 f"{limits.max_subscribers})")
-    engine = perftest.ENGINES[test.engine]
+    engine = engines[test.engine]
     # what no engine does: the shared rules here, the engine's own below
     if test.latency_test and test.batch_size > 0:
         return ("batch_size", test.batch_size,

@@ -21,10 +21,10 @@ def fake_run(tmp_path: Path, run_id: str = "20260101-000000-abcd", repeats: int 
     """A run directory holding real ddsperf logs (tests/fixtures/ddsperf), laid out as the
     runner lays it out, with its manifest; results.csv is not written (see `k8sdds parse`)."""
     import shutil
-    from dataclasses import asdict, replace
+    from dataclasses import replace
 
     from k8sdds import schedule
-    from k8sdds.results import RunDir
+    from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir
 
     run = RunDir.create(tmp_path, run_id)
     [base] = schedule.load(FIXTURES / "schedule-k8sdds.csv")[2:3]  # 1024 B, 1 subscriber
@@ -38,10 +38,11 @@ def fake_run(tmp_path: Path, run_id: str = "20260101-000000-abcd", repeats: int 
     entries = {}
     for rep in range(1, repeats + 1):
         for (number, role), name in logs.items():
-            d = run.repeat_dir(number, rep)
+            key = RepeatKey(number, rep)
+            d = run.repeat_dir(key)
             d.mkdir(parents=True, exist_ok=True)
             shutil.copy(FIXTURES / "ddsperf" / name, d / f"{role}.log")
-            entries[f"test-{number}/rep-{rep}"] = {"placement": placement, "status": "done"}
-    run.write_manifest({"schema_version": 1, "run_id": run.run_id, "backend": "emulated",
-                        "tests": [asdict(thr), asdict(lat)], "repeats": entries})
+            entries[key] = RepeatEntry(status="done", placement=placement)
+    run.write_manifest(Manifest(run_id=run.run_id, backend="emulated", tests=[thr, lat],
+                                repeats=entries, status="complete"))
     return run

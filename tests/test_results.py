@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 
 import pytest
 
-from k8sdds import results
 from k8sdds.reparse import reparse
 from k8sdds.results import COLUMNS, RunDir, atomic_write
 
@@ -79,13 +77,6 @@ def test_reparse_of_a_directory_without_manifest_is_a_clear_error(tmp_path):
 
     with pytest.raises(UserError, match="not a run directory"):
         reparse(tmp_path)
-
-
-def test_manifest_round_trips(tmp_path):
-    run = RunDir.create(tmp_path, "m")
-    run.write_manifest({"schema_version": results.SCHEMA_VERSION, "x": [1, 2]})
-    assert run.read_manifest() == {"schema_version": 1, "x": [1, 2]}
-    assert json.loads(run.manifest_path.read_text())["x"] == [1, 2]
 
 
 def test_appending_to_results_of_an_older_version_keeps_columns_aligned(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ import pandas as pd
 
 from k8sdds.analysis.stats import QUANTILES, latency_cdf
 from k8sdds.errors import UserError
-from k8sdds.results import MANIFEST, RESULTS
+from k8sdds.results import RESULTS, RunDir
 
 # what identifies a test across runs (so runs of different datapaths or clusters combine)
 PARAMS = ["datapath", "engine", "transport", "data_len", "multicast", "num_subscribers",
@@ -42,12 +41,7 @@ class Runs:
 def load(run_dirs: Sequence[Path]) -> Runs:
     frames, manifests = [], {}
     for run in map(Path, run_dirs):
-        if not (run / MANIFEST).exists():
-            raise UserError(f"{run}: no {MANIFEST}; not a run directory")
-        try:
-            manifest = json.loads((run / MANIFEST).read_text())
-        except ValueError as exc:
-            raise UserError(f"{run / MANIFEST}: not valid JSON ({exc})") from None
+        manifest = RunDir(run).read_manifest().to_dict()  # upgraded to this version
         manifests[manifest.get("run_id") or run.name] = manifest
         path = run / RESULTS
         if path.exists() and path.stat().st_size:

@@ -70,9 +70,11 @@ class Backend(Protocol):
     def use_datapath(self, name: str) -> None:
         """Configure datapath `name` for the tests that follow."""
 
-    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
-               ) -> Mapping[str, Placement]:
-        """Create what the roles need for repeat `repeat` and say where each runs."""
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
+               service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
+        """Create what the roles need for repeat `repeat` and say where each runs;
+        `service_ports`: what a Service in front of the server must forward (the engine's
+        `service_ports`), for the paths through one."""
 
     def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
         """Where the roles see the repeat's configuration files and the run's secrets (the

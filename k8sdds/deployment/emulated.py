@@ -79,8 +79,8 @@ class EmulatedBackend:
         self.testbed.use_datapath(name)
         self._datapath = name
 
-    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
-               ) -> Mapping[str, Placement]:
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
+               service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
         dp = model.datapath(test.datapath)
         nodes = place(roles, [n.name for n in self.testbed.workers()], test.placement)
         first_side, other_side = sides(test.effective_path)

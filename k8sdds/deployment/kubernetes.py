@@ -265,8 +265,8 @@ class KubernetesBackend:
 
     # ---- a repeat ---------------------------------------------------------------------
 
-    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
-               ) -> Mapping[str, Placement]:
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
+               service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
         self._nodes = None  # a node may have gone since the last repeat
         workers = self.workers()
         names = {n["name"]: n for n in self.nodes()}
@@ -292,16 +292,15 @@ class KubernetesBackend:
         self._host_roles = {r for r in roles if out[r].interface == ""}
         if test.effective_path in SERVICE_PATHS:
             server = roles[1]  # the first role the driver talks to
-            out[server] = self._behind_service(test, out[server], names)
+            out[server] = self._behind_service(test, out[server], names, service_ports)
         return out
 
-    def _behind_service(self, test: Test, server: Placement, nodes: dict) -> Placement:
+    def _behind_service(self, test: Test, server: Placement, nodes: dict,
+                        ports: Sequence[tuple[int, str]]) -> Placement:
         """A Service in front of `server`: its ClusterIP (pod-service), or its node's address
         and the NodePort (external-nodeport) become the address the driver dials."""
-        from k8sdds import perftest
-
         node_port = test.effective_path == "external-nodeport"
-        ports = list(perftest.ENGINES[test.engine].service_ports(test))
+        ports = list(ports)
         name = f"{server.where}-svc"
         core = self._core()
         # one NodePort for every protocol of a port (iperf3 -u: TCP control, UDP data): the

@@ -82,8 +82,8 @@ class SshBackend:
     def use_datapath(self, name: str) -> None:
         """The hosts' network is what it is."""
 
-    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1
-               ) -> Mapping[str, Placement]:
+    def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
+               service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
         names = list(self._remotes)
         on = place(roles, names, test.placement)
         hosts = {h.name: h for h in self.inventory.hosts}

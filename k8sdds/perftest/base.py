@@ -33,6 +33,7 @@ class Command:
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)  # file name -> content
+    image: str | None = None  # the image the role needs where not the backend's own (Perftest)
 
 
 class Engine(Protocol):

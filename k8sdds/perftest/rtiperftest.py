@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.model import Test
@@ -29,36 +30,47 @@ HOW = ("give the path of perftest_cpp with --rtiperftest PATH (and the license w
        "--rti-license FILE), or set K8SDDS_RTIPERFTEST")
 
 
+@dataclass(frozen=True)
+class RtiSettings:
+    """Where the user's RTI Perftest, its license, TLS certificates, an image holding it and
+    the Cloud Discovery Service are; read once per run (command line, then environment)."""
+
+    path: str | None = None  # perftest_cpp here, or inside `image`
+    license: str | None = None
+    tls_dir: str | None = None
+    image: str | None = None  # an image holding Perftest (kubernetes): nothing needed here
+    cds: str = "rticlouddiscoveryservice"
+
+    @classmethod
+    def from_environment(cls, path: str | None = None, license_file: str | None = None,
+                         tls_dir: str | None = None, image: str | None = None,
+                         cds: str | None = None, env: Mapping[str, str] = os.environ,
+                         ) -> RtiSettings:
+        """The given values, else $K8SDDS_RTIPERFTEST, $K8SDDS_RTI_LICENSE,
+        $K8SDDS_RTI_TLS_DIR, $K8SDDS_RTI_CDS; local files as absolute paths. With an image,
+        `path` and `cds` are paths inside it."""
+        path = path or env.get("K8SDDS_RTIPERFTEST")
+        license_file = license_file or env.get("K8SDDS_RTI_LICENSE")
+        tls_dir = tls_dir or env.get("K8SDDS_RTI_TLS_DIR")
+        return cls(path=path if (image or not path) else str(Path(path).resolve()),
+                   license=str(Path(license_file).resolve()) if license_file else None,
+                   tls_dir=str(Path(tls_dir).resolve()) if tls_dir else None,
+                   image=image, cds=cds or env.get("K8SDDS_RTI_CDS")
+                   or "rticlouddiscoveryservice")
+
+
 class RtiPerftest:
     name = "rtiperftest"
     parser = "rtiperftest"
+    parallel_streams = False
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
     listen_port = None  # discovery waits for the peers itself
 
-    def __init__(self, path: str | None = None, license_file: str | None = None,
-                 tls_dir: str | None = None, image: str | None = None):
-        self.path = path or os.environ.get("K8SDDS_RTIPERFTEST")
-        self.license = license_file or os.environ.get("K8SDDS_RTI_LICENSE")
-        self.tls_dir = tls_dir or os.environ.get("K8SDDS_RTI_TLS_DIR")
-        self.image = image  # an image holding Perftest (kubernetes): nothing needed here
-        self.cds = os.environ.get("K8SDDS_RTI_CDS") or "rticlouddiscoveryservice"
-
-    def configure(self, path: str | None, license_file: str | None,
-                  tls_dir: str | None = None, image: str | None = None,
-                  cds: str | None = None) -> None:
-        """Where Perftest, its license, TLS certificates, an image holding Perftest, and the
-        Cloud Discovery Service are (from the command line). With an image, `path` and `cds`
-        are paths inside it."""
-        if image:
-            self.image = image
-        if path:
-            self.path = path if self.image else str(Path(path).resolve())
-        if license_file:
-            self.license = str(Path(license_file).resolve())
-        if tls_dir:
-            self.tls_dir = str(Path(tls_dir).resolve())
-        if cds:
-            self.cds = cds
+    def __init__(self, settings: RtiSettings = RtiSettings()):
+        self.settings = settings
+        self.path, self.license, self.tls_dir = settings.path, settings.license, \
+            settings.tls_dir
+        self.image, self.cds = settings.image, settings.cds
 
     def _certs(self, role: str) -> list[str]:
         """The certificate authority, certificate and key files of a role (pub or sub)."""
@@ -130,7 +142,8 @@ class RtiPerftest:
     def command(self, test: Test, ctx: RoleContext) -> Command:
         env = {"RTI_LICENSE_FILE": f"{ctx.secrets_dir}/{LICENSE}"} if self.license else {}
         if ctx.role == "cds":
-            return Command(argv=(self.cds, "-transport", str(CDS_PORT)), env=env)
+            return Command(argv=(self.cds, "-transport", str(CDS_PORT)), env=env,
+                           image=self.image)
         publisher = ctx.role == "pub"
         argv = [self.path or "perftest_cpp"]
         if publisher:
@@ -168,7 +181,7 @@ class RtiPerftest:
                     argv += ["-peer", address + port]
         elif ctx.discovery == "cds":  # as K8sDDS: every participant announces itself to CDS
             env["NDDS_DISCOVERY_PEERS"] = f"rtps@udpv4://{ctx.endpoints['cds']}:{CDS_PORT}"
-        return Command(argv=tuple(argv), env=env)
+        return Command(argv=tuple(argv), env=env, image=self.image)
 
     def version(self) -> str:
         if self.image:
