@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from k8sdds.deployment import cni
-from k8sdds.deployment import kubernetes as kube
-from k8sdds.deployment import manifests as m
+from k8sdds.deployment.kubernetes import cni, metrics, pods
+from k8sdds.deployment.kubernetes import manifests as m
 
 
 def _params(**over) -> m.PodParams:
@@ -139,21 +138,21 @@ def test_cni_detection_of_each_plugin():
 def test_pod_readings():
     pulling = {"status": {"phase": "Pending", "containerStatuses": [
         {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}]}}
-    assert kube._fatal(pulling) == "ImagePullBackOff: not found"
+    assert pods.fatal(pulling) == "ImagePullBackOff: not found"
     creating = {"status": {"phase": "Pending", "containerStatuses": [
         {"state": {"waiting": {"reason": "ContainerCreating"}}}]}}
-    assert kube._fatal(creating) is None
+    assert pods.fatal(creating) is None
     unschedulable = {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
          "message": "0/3 nodes are available"}]}}
-    assert kube._fatal(unschedulable) == "Unschedulable: 0/3 nodes are available"
+    assert pods.fatal(unschedulable) == "Unschedulable: 0/3 nodes are available"
     rejected = {"status": {"phase": "Failed", "reason": "OutOfcpu", "message": "no cpu"}}
-    assert kube._fatal(rejected) == "OutOfcpu: no cpu"
+    assert pods.fatal(rejected) == "OutOfcpu: no cpu"
     done = {"status": {"phase": "Failed", "containerStatuses": [
         {"state": {"terminated": {"exitCode": 3}}}]}}
-    assert kube._exit_code(done) == 3 and kube._finished(done)
-    assert kube._cores("250m") == 0.25 and kube._cores("1500000000n") == 1.5
-    assert kube._cores("2") == 2.0
+    assert pods.exit_code(done) == 3 and pods.finished(done)
+    assert metrics.cores("250m") == 0.25 and metrics.cores("1500000000n") == 1.5
+    assert metrics.cores("2") == 2.0
 
 
 def test_metrics_server_readings_sum_the_cni_pods_and_nodes():
@@ -169,9 +168,9 @@ def test_metrics_server_readings_sum_the_cni_pods_and_nodes():
                                                            "memory": "12288Ki"}}]},
         {"metadata": {"name": "coredns-abc"},
          "containers": [{"name": "coredns", "usage": {"cpu": "500m", "memory": "100Mi"}}]}]}
-    cni_cores, node_cores, cni_mb = kube.metrics_totals(nodes, pods, "kube-flannel-ds")
+    cni_cores, node_cores, cni_mb = metrics.metrics_totals(nodes, pods, "kube-flannel-ds")
     assert abs(cni_cores - 0.04) < 1e-9 and node_cores == 1.0 and cni_mb == 32.0
-    assert kube.metrics_totals(nodes, pods, "")[0] == 0  # no CNI found: nothing counted
+    assert metrics.metrics_totals(nodes, pods, "")[0] == 0  # no CNI found: nothing counted
 
 
 def test_usage_gauges_are_kept_and_counters_differenced(tmp_path):

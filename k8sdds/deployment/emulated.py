@@ -11,6 +11,7 @@ from pathlib import Path
 
 from k8sdds import model
 from k8sdds.deployment.base import Handle, Placement
+from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command
@@ -25,18 +26,18 @@ TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as
 class EmulatedBackend:
     name = "emulated"
     local_engines = True
-    options = ("testbed", "nodes", "profile", "cluster")  # of `k8sdds run`, its own
 
-    def __init__(self, testbed: str = "k8sdds", nodes: int = 4, profile: str | None = None,
-                 cluster: Path | None = None, **_other_backends):
-        existing = Testbed.existing(testbed)
+    def __init__(self, options: EmulatedOptions = EmulatedOptions()):
+        name = options.testbed
+        existing = Testbed.existing(name)
         if existing and existing.is_up():
             # a testbed that is already up is used as it is (its own nodes and profiles)
             self.testbed = existing
-        elif cluster:
-            self.testbed = Testbed(spec.load(cluster, name=testbed, profile=profile))
+        elif options.testbed_spec:
+            self.testbed = Testbed(spec.load(options.testbed_spec, name=name,
+                                             profile=options.profile))
         else:
-            self.testbed = Testbed(spec.default_nodes(nodes, profile, testbed))
+            self.testbed = Testbed(spec.default_nodes(options.nodes, options.profile, name))
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None
         self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()

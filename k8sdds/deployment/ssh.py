@@ -19,6 +19,7 @@ from pathlib import Path
 from k8sdds.cluster import inventory as inv
 from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
+from k8sdds.deployment.options import SshOptions
 from k8sdds.deployment.placement import place
 from k8sdds.errors import SshError, UserError
 from k8sdds.model import Limits, Test
@@ -32,15 +33,14 @@ PID_LINE = "k8sdds-pid "
 class SshBackend:
     name = "ssh"
     local_engines = False  # they run on the hosts
-    options = ("inventory", "known_hosts")  # of `k8sdds run`, its own
 
-    def __init__(self, inventory: Path | None = None, known_hosts: Path | None = None,
-                 **_other_backends):
-        if inventory is None:
+    def __init__(self, options: SshOptions = SshOptions()):
+        if options.inventory is None:
             raise UserError("--backend ssh needs the hosts: --inventory FILE (see "
                             "`k8sdds cluster`)")
-        self.inventory = inv.load(inventory)
-        self.known_hosts = str(known_hosts) if known_hosts else self.inventory.known_hosts
+        self.inventory = inv.load(options.inventory)
+        self.known_hosts = (str(options.known_hosts) if options.known_hosts
+                            else self.inventory.known_hosts)
         self.run_id = random.token_hex(3)
         self.workdir = f"/tmp/k8sdds-{self.run_id}"
         self._remotes: dict[str, Remote] = {}

@@ -1,0 +1,104 @@
+"""Each backend's options, declared once: the dataclass is what the backend takes, and the
+CLI builds its `--flags` (help, bounds, aliases) from the same fields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+DEFAULT_IMAGE = "ghcr.io/k8sdds/engines:0.1"
+
+
+def option(default: Any, flag: str, help: str, *aliases: str, cli_type: type = str,
+           parse: Callable[[Any], Any] | None = None, **bounds: float) -> Any:
+    """A field that is also a command-line option: `flag` (and `aliases`) with `help`;
+    `cli_type` is what the command line gives, `parse` turns it into the field's value;
+    `bounds`: min/max for numbers."""
+    meta = {"flag": flag, "aliases": aliases, "help": help, "cli_type": cli_type,
+            "parse": parse, "bounds": bounds}
+    return field(default=default, metadata=meta)
+
+
+def _names(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated names (or a list of them, as a manifest records them)."""
+    parts = text if isinstance(text, (list, tuple)) else str(text).split(",")
+    return tuple(n.strip() for n in parts if n.strip())
+
+
+@dataclass(frozen=True)
+class EmulatedOptions:
+    """--backend emulated: the testbed on this machine."""
+
+    testbed: str = option(
+        "k8sdds", "--testbed", "testbed name (namespace prefix); an existing testbed of "
+        "that name is reused and left up, else one is built and removed after")
+    nodes: int = option(4, "--nodes", "nodes when the run builds the testbed: node0 is the "
+                        "control plane, the others are workers, where pods run",
+                        cli_type=int, min=2, max=64)
+    profile: str | None = option(
+        None, "--profile", "edge profile of every worker: cloud, rpi3b, rpi4, rpi3b-wifi "
+        "(see `k8sdds testbed profiles`)")
+    testbed_spec: Path | None = option(
+        None, "--testbed-spec", "testbed spec (YAML): nodes with name, role, arch, profile "
+        "(--cluster is the old spelling)", "--cluster", cli_type=Path)
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    """--backend kubernetes: pods on the cluster of a kubeconfig."""
+
+    kubeconfig: Path | None = option(None, "--kubeconfig", "kubeconfig file [$KUBECONFIG, "
+                                     "~/.kube/config]", cli_type=Path)
+    context: str | None = option(None, "--context", "kubeconfig context [current]")
+    namespace: str | None = option(
+        None, "--namespace", "namespace to run in (made if absent) [a new k8sdds-XXXXXX per "
+        "run]; everything the run makes there is removed at the end")
+    image: str = option(DEFAULT_IMAGE, "--image", "engine image (ddsperf, iperf3, qperf, "
+                        "ping; see docker/Dockerfile)")
+    pub_node: str | None = option(None, "--pub-node", "node of the publisher (the first "
+                                  "role) [the first Ready worker by name]")
+    sub_nodes: tuple[str, ...] = option(
+        (), "--sub-nodes", "comma-separated nodes the subscribers are spread over [the other "
+        "Ready workers]", parse=_names)
+    arch: str | None = option(None, "--arch", "only workers of this architecture "
+                              "(kubernetes.io/arch: amd64, arm64, arm), for hybrid clusters")
+    pod_timeout: float = option(
+        120.0, "--pod-timeout", "seconds a pod gets to be running (scheduled, image pulled) "
+        "before its repeat fails with the pod's reason", cli_type=float, min=1)
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """--backend ssh: the bare hosts of an inventory."""
+
+    inventory: Path | None = option(
+        None, "--inventory", "the hosts (YAML, as for `k8sdds cluster`); the publisher on "
+        "the first worker, subscribers on the others", cli_type=Path)
+    known_hosts: Path | None = option(
+        None, "--known-hosts", "known_hosts the host keys are checked against [the "
+        "inventory's, ~/.ssh/known_hosts]", cli_type=Path)
+
+
+def build(cls: type, given: dict[str, Any]) -> Any:
+    """An options object of `cls` from the values given (None: the field's default)."""
+    values = {}
+    for f in fields(cls):
+        value = given.get(f.name)
+        if value is None:
+            continue
+        parse = f.metadata.get("parse")
+        values[f.name] = parse(value) if parse else value
+    return cls(**values)
+
+
+def recorded(options: Any) -> dict[str, Any]:
+    """What the user gave, as JSON values, for the manifest (and `--resume`)."""
+    out = {}
+    for f in fields(options):
+        value = getattr(options, f.name)
+        if value != f.default:
+            out[f.name] = str(value) if isinstance(value, Path) else (
+                list(value) if isinstance(value, tuple) else value)
+    return out
