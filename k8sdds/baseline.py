@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from k8sdds import model
-from k8sdds.model import PATHS, SERVICE_PATHS
+from k8sdds.model import PATHS, SERVICE_PATHS, Test
+from k8sdds.perftest import Engine
 
 ENGINES = ("ping", "iperf3", "qperf", "ab")
 HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
           "numSubscribers", "bestEffort", "batchSize", "streams", "duration"]
 DDS_MIN_DURATION = 3.0  # ddsperf spends its first second on discovery
+MIN_NODES = 3  # a control plane and two workers, for the cross-node paths
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ def paths_of(datapath: str, wanted: Sequence[str]) -> list[str]:
 
 
 def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Sequence[str],
-             dds: bool = True, duration: float = 5.0) -> str:
+             registry: Mapping[str, Engine], dds: bool = True, duration: float = 5.0) -> str:
     """The matrix as schedule CSV text: every probe of every engine on every path of every
     datapath (and ddsperf's, with `dds`, for at least DDS_MIN_DURATION seconds)."""
     out = io.StringIO()
@@ -59,7 +61,7 @@ def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Seque
         for path in paths_of(dp, paths):
             for engine in chosen:
                 for p in PROBES[engine]:
-                    if path in SERVICE_PATHS and not _through_service(p):
+                    if path in SERVICE_PATHS and not _through_service(p, registry):
                         continue
                     seconds = max(duration, DDS_MIN_DURATION) if engine == "ddsperf" \
                         else duration
@@ -69,15 +71,12 @@ def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Seque
     return out.getvalue()
 
 
-def _through_service(p) -> bool:
+def _through_service(p: Probe, registry: Mapping[str, Engine]) -> bool:
     """Whether a Service can carry this probe (its engine dials known ports)."""
-    from k8sdds import perftest
-    from k8sdds.model import Test
-
     test = Test(data_len=p.data_len, multicast=False, num_subscribers=1, best_effort=False,
                 batch_size=0, row=0, line=0, engine=p.engine, transport=p.transport,
                 latency_test=p.latency)
-    return bool(perftest.ENGINES[p.engine].service_ports(test))
+    return bool(registry[p.engine].service_ports(test))
 
 
 def _b(value: bool) -> str:

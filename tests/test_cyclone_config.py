@@ -7,11 +7,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from k8sdds.model import Test
-from k8sdds.perftest import ENGINES, RoleContext
+from k8sdds.perftest import RoleContext, registry
 from k8sdds.perftest.cyclone import CycloneConfig, render
 
 BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,
             best_effort=False, batch_size=0, datapath="flannel-vxlan", duration=5)
+ENGINES = registry()  # a fresh registry, as a run builds one
 ENDPOINTS = {"pub": "10.244.0.10", "sub0": "10.244.1.10", "sub1": "10.244.2.10"}
 
 

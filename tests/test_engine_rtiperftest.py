@@ -19,7 +19,7 @@ from k8sdds import schedule
 from k8sdds.errors import ScheduleError
 from k8sdds.model import Test
 from k8sdds.perftest import RoleContext
-from k8sdds.perftest.rtiperftest import RtiPerftest
+from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 
 from .conftest import FIXTURES
 from .emulated_support import cli, requires_namespaces
@@ -37,7 +37,14 @@ def engine(tmp_path) -> RtiPerftest:
     exe.chmod(0o755)
     lic = tmp_path / "rti_license.dat"
     lic.write_text("license")
-    return RtiPerftest(str(exe), str(lic))
+    return RtiPerftest(RtiSettings(path=str(exe), license=str(lic)))
+
+
+def _with(engine: RtiPerftest) -> dict:
+    """A run's registry with this RTI Perftest."""
+    from k8sdds import perftest
+
+    return {**perftest.registry(), "rtiperftest": engine}
 
 
 def _argv(engine, test, role, discovery="peers"):
@@ -83,7 +90,7 @@ def test_dtls_and_tls_certificates(engine, tmp_path):
     certs.mkdir()
     for name in ("cacert.pem", "pub.pem", "pubkey.pem", "sub.pem", "subkey.pem"):
         (certs / name).write_text("pem")
-    engine.configure(None, None, str(certs))
+    engine = RtiPerftest(replace(engine.settings, tls_dir=str(certs)))
     assert engine.check(replace(BASE, transport="dtls")) is None
     pub, _ = _argv(engine, replace(BASE, transport="dtls"), "pub")
     assert pub[pub.index("-transport") + 1] == "DTLS"
@@ -102,29 +109,25 @@ def test_dtls_and_tls_certificates(engine, tmp_path):
 
 
 def test_load_time_checks(engine, write_schedule, monkeypatch):
-    from k8sdds import perftest
-
-    monkeypatch.setitem(perftest.ENGINES, "rtiperftest", engine)
+    engines = _with(engine)
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,engine\n"
     ok = write_schedule(head + "1024,false,2,false,0,false,rtiperftest\n")
-    assert schedule.load(ok)[0].engine == "rtiperftest"
+    assert schedule.load(ok, engines=engines)[0].engine == "rtiperftest"
     for row, expected in (("1024,false,1,false,8192,true", "batching in a latency test"),
                           ("16,false,1,false,0,false", "28 to")):
         bad = write_schedule(head + row + ",rtiperftest\n")
         with pytest.raises(ScheduleError, match=expected):
-            schedule.load(bad)
+            schedule.load(bad, engines=engines)
 
 
 def test_absent_perftest_fails_at_load_time(write_schedule, monkeypatch):
-    from k8sdds import perftest
-
-    monkeypatch.setitem(perftest.ENGINES, "rtiperftest", RtiPerftest(None, None))
     monkeypatch.delenv("K8SDDS_RTIPERFTEST", raising=False)
     path = write_schedule("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine\n"
                           "1024,false,1,false,0,rtiperftest\n")
     with pytest.raises(ScheduleError, match="--rtiperftest PATH"):
         schedule.load(path)
-    assert "not an executable" in RtiPerftest("/nonexistent/perftest_cpp").unavailable()
+    assert "not an executable" in RtiPerftest(RtiSettings("/nonexistent/perftest_cpp")
+                                              ).unavailable()
 
 
 STAND_IN = """#!{python}
@@ -180,7 +183,7 @@ def test_license_is_copied_privately_and_kept_in_step(engine, tmp_path):
     Path(engine.license).write_text("renewed")
     engine.secrets(BASE, ["pub", "sub0"], str(folder))
     assert copy.read_text() == "renewed"
-    RtiPerftest(engine.path).secrets(BASE, ["pub"], str(tmp_path / "none"))
+    RtiPerftest(RtiSettings(engine.path)).secrets(BASE, ["pub"], str(tmp_path / "none"))
     assert not (tmp_path / "none").exists()  # no license, nothing written
 
 
@@ -201,23 +204,21 @@ def test_cloud_discovery_service_is_one_more_role(engine):
 
 
 def test_cds_is_refused_where_it_cannot_work(engine, write_schedule, monkeypatch):
-    from k8sdds import perftest
-
-    monkeypatch.setitem(perftest.ENGINES, "rtiperftest", engine)
+    engines = _with(engine)
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,discovery,transport\n"
     path = write_schedule(head + "1024,false,1,false,0,rtiperftest,cds,tcp\n")
     with pytest.raises(ScheduleError, match="relays UDPv4"):
-        schedule.load(path)
+        schedule.load(path, engines=engines)
     path = write_schedule(head + "1024,false,1,false,0,ddsperf,cds,udp\n")
     with pytest.raises(ScheduleError, match="ddsperf has no discovery service"):
-        schedule.load(path)
+        schedule.load(path, engines=engines)
     path = write_schedule(head + "1024,false,1,false,0,rtiperftest,cds,udp\n")
-    assert schedule.load(path)[0].discovery == "cds"
+    assert schedule.load(path, engines=engines)[0].discovery == "cds"
 
 
 def test_an_image_stands_in_for_a_local_perftest(tmp_path):
-    engine = RtiPerftest()
-    engine.configure("/opt/rti/bin/perftest_cpp", None, image="registry/perftest:7.3")
+    engine = RtiPerftest(RtiSettings.from_environment(
+        "/opt/rti/bin/perftest_cpp", image="registry/perftest:7.3", env={}))
     assert engine.unavailable() is None  # nothing needed on this machine
     assert engine.version() == "image registry/perftest:7.3"
     ctx = RoleContext(role="pub", address="a", interface="eth0", endpoints=ENDPOINTS,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from k8sdds import model, schedule
-from k8sdds.deployment.kubernetes import manifests as m
 from k8sdds.deployment.kubernetes import KubernetesBackend
+from k8sdds.deployment.kubernetes import manifests as m
 from k8sdds.perftest.base import Command
 from k8sdds.runner import NoProgress, Runner, RunOptions
 

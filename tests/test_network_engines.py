@@ -9,7 +9,7 @@ import pytest
 
 from k8sdds.model import Limits, Test
 from k8sdds.parsers import PARSERS
-from k8sdds.perftest import ENGINES, RoleContext
+from k8sdds.perftest import RoleContext, registry
 from k8sdds.schedule import check
 
 from .conftest import FIXTURES
@@ -114,6 +114,7 @@ def test_ping_partial_loss_counts_the_lost():
 BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=1,
             best_effort=False, batch_size=0, transport="tcp", duration=5,
             datapath="flannel-hostgw")
+ENGINES = registry()  # a fresh registry, as a run builds one
 ENDPOINTS = {"client": "10.244.1.10", "server": "10.244.2.10"}
 
 
@@ -155,7 +156,7 @@ def test_command_lines():
 ])
 def test_what_each_engine_refuses(engine, change, column):
     # through the schedule's check: the rules all engines share live there
-    problem = check(replace(BASE, engine=engine, **change), Limits())
+    problem = check(replace(BASE, engine=engine, **change), Limits(), ENGINES)
     assert problem and problem[0] == column and problem[2]
 
 

@@ -121,7 +121,7 @@ def test_a_damaged_manifest_names_the_file_and_the_field(tmp_path, mangle, messa
 
 
 def test_unreadable_manifests_are_one_clear_error(tmp_path):
-    with pytest.raises(RunDirError, match="no such run directory"):
+    with pytest.raises(RunDirError, match="not a run directory .it does not exist"):
         RunDir(tmp_path / "absent").read_manifest()
     with pytest.raises(RunDirError, match="not a run directory"):
         RunDir(tmp_path).read_manifest()

@@ -248,8 +248,10 @@ def test_a_schedule_mixes_engines(write_schedule):
 
 def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     from k8sdds import baseline
+    from k8sdds.perftest import registry
     text = baseline.schedule(["host", "flannel-vxlan"], list(model.Limits().paths),
-                             ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
+                             ["ping", "iperf3", "qperf", "ab"], registry(), dds=True,
+                             duration=2)
     path = tmp_path / "m.csv"
     path.write_text(text)
     tests = expand(load(path), ["host", "flannel-vxlan"], path)
@@ -260,7 +262,8 @@ def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     assert {t.duration for t in tests if t.engine != "ddsperf"} == {2}
     # on kubernetes, the two paths through a Service carry only what a Service forwards
     text = baseline.schedule(["flannel-vxlan"], list(model.PATHS),
-                             ["ping", "iperf3", "qperf", "ab"], dds=True, duration=2)
+                             ["ping", "iperf3", "qperf", "ab"], registry(), dds=True,
+                             duration=2)
     path.write_text(text)
     tests = load(path, limits=model.Limits(paths=model.PATHS))
     through = [t for t in tests if t.path in model.SERVICE_PATHS]

@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from k8sdds.analysis import tables  # noqa: E402
-from k8sdds.analysis.load import Runs, intervals, repeat_values  # noqa: E402
+from k8sdds.analysis.load import Runs, intervals, load, repeat_values  # noqa: E402
 from k8sdds.analysis.stats import latency_cdf  # noqa: E402
 from k8sdds.analysis.tables import base  # noqa: E402
 
@@ -175,3 +175,10 @@ def cpu(runs: Runs, out: Path) -> str | None:
     ax.set_ylabel("CPU (% of one core, ddsperf threads)")
     ax.set_title("CPU of publisher and subscribers")
     return _save(fig, out, "cpu")
+
+
+def run_throughput(run_dir: Path) -> str | None:
+    """throughput.png/.svg of one run directory, if it has throughput figures."""
+    if not (Path(run_dir) / "results.csv").exists():
+        return None
+    return throughput(load([run_dir]), Path(run_dir))

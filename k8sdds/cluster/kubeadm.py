@@ -13,8 +13,11 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from k8sdds.cluster.remote import HostError, Remote
+from k8sdds.cluster.inventory import Inventory
+from k8sdds.cluster.remote import HostError, Remote, on_hosts
+from k8sdds.errors import UserError
 
 ADMIN = "/etc/kubernetes/admin.conf"
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN)
@@ -116,6 +119,32 @@ def wait_ready(remote: Remote) -> list[str]:
 RESET = (("kubeadm", "reset", "-f"), ("rm", "-rf", "/etc/cni/net.d", "/var/lib/cni"),
          ("ip", "link", "delete", "cni0"), ("ip", "link", "delete", "flannel.1"),
          ("ip", "link", "delete", "kube-bridge"), ("ip", "link", "delete", "weave"))
+
+
+def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
+             ) -> dict[str, list[str] | HostError]:
+    """The join sequence: a fresh join command from the control plane, every worker joined
+    with it at once, then (when all joined) a wait on the control plane until every node is
+    Ready. A control plane that cannot give the command touches no worker."""
+    control = inventory.control_plane()
+    log = folder / f"{control.name}.log"
+    try:
+        with Remote(control, known_hosts, log, dry_run=dry_run) as r:
+            command = join_command(r)
+    except HostError as exc:
+        raise UserError(f"{control.name} (control plane): {exc}; no worker was touched"
+                        ) from None
+    results = on_hosts(inventory.workers(), known_hosts, dry_run, folder,
+                       lambda r: join(r, command))
+    if dry_run or not any(isinstance(v, HostError) for v in results.values()):
+        try:
+            with Remote(control, known_hosts, log, dry_run=dry_run) as r:
+                ready = wait_ready(r)
+            if not dry_run:
+                results[control.name] = ready
+        except HostError as exc:
+            results[control.name] = exc
+    return results
 
 
 def reset(remote: Remote) -> list[str]:

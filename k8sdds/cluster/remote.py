@@ -187,3 +187,13 @@ def log_dir(path: Path | None) -> Path:
     except OSError as exc:
         raise UserError(f"cannot write host logs to {target}: {exc.strerror}") from None
     return target
+
+
+def on_hosts(hosts: Sequence[Host], known_hosts: str, dry_run: bool, folder: Path,
+             work: Callable[[Remote], T]) -> dict[str, T | HostError]:
+    """`work(remote)` on every host at once, each with its own connection and log."""
+    def one(host: Host) -> T:
+        with Remote(host, known_hosts, folder / f"{host.name}.log", dry_run=dry_run) as remote:
+            return work(remote)
+
+    return each_host(hosts, one)

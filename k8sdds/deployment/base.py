@@ -54,6 +54,7 @@ def mentions(command: Command, text: str) -> bool:
 class Backend(Protocol):
     name: str
     local_engines: bool  # the engines run on this machine (else in the backend's image)
+    images: bool  # roles run in container images (--image, --rtiperftest-image)
 
     def limits(self) -> Limits:
         """What this backend can place, for schedule validation."""

@@ -26,6 +26,7 @@ TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as
 class EmulatedBackend:
     name = "emulated"
     local_engines = True
+    images = False  # roles run in container images (--image, --rtiperftest-image)
 
     def __init__(self, options: EmulatedOptions = EmulatedOptions()):
         name = options.testbed

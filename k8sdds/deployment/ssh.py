@@ -33,6 +33,7 @@ PID_LINE = "k8sdds-pid "
 class SshBackend:
     name = "ssh"
     local_engines = False  # they run on the hosts
+    images = False  # roles run in container images (--image, --rtiperftest-image)
 
     def __init__(self, options: SshOptions = SshOptions()):
         if options.inventory is None:

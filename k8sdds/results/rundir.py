@@ -62,7 +62,7 @@ class RunDir:
     def read_manifest(self) -> Manifest:
         """The manifest, upgraded from whatever version wrote it; RunDirError otherwise."""
         if not self.path.is_dir():
-            raise RunDirError(f"{self.path}: no such run directory")
+            raise RunDirError(f"{self.path}: not a run directory (it does not exist)")
         try:
             text = self.manifest_path.read_text(encoding="utf-8")
         except FileNotFoundError:

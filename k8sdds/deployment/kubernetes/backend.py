@@ -38,6 +38,7 @@ GONE_TIMEOUT = 30.0  # seconds deleted pods get to go before they are removed by
 class KubernetesBackend:
     name = "kubernetes"
     local_engines = False  # they run in the engine image, not on this machine
+    images = True  # roles run in container images (--image, --rtiperftest-image)
 
     def __init__(self, options: KubernetesOptions = KubernetesOptions()):
         self.options = options

@@ -1,0 +1,131 @@
+"""The analysis commands: engines, parse, plot, report, compare, results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from k8sdds.cli.common import choice, err_console, out_console
+from k8sdds.errors import UserError
+
+
+def engines() -> None:
+    """List the measuring engines and whether each can run here."""
+    from k8sdds import perftest
+
+    table = Table(title="engines")
+    for col in ("engine", "available here"):
+        table.add_column(col, overflow="fold")
+    for name, engine in perftest.registry().items():
+        reason = engine.unavailable()
+        table.add_row(name, f"no: {reason}" if reason else f"yes ({engine.version()})")
+    out_console.print(table)
+
+
+def parse(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
+    """Re-parse the raw logs of a run into results.csv (idempotent)."""
+    from k8sdds.reparse import reparse
+
+    count = reparse(run_dir)
+    out_console.print(f"{count} rows written to {run_dir / 'results.csv'}")
+
+
+def plot_cmd(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
+    """Draw throughput.png/.svg of a run (throughput against payload, a line per datapath)."""
+    from k8sdds.analysis.plots import run_throughput
+
+    if run_throughput(run_dir) is None:
+        raise UserError(f"{run_dir}: no throughput figures to plot")
+    out_console.print(f"plot: {run_dir / 'throughput.png'}")
+
+
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="One or more run directories."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Where the plots and report.html go [the run directory, or "
+        "./report when several runs are given]."),
+) -> None:
+    """Plots (PNG, SVG) and one self-contained report.html over one or more runs."""
+    from k8sdds.analysis.report import build
+
+    target = out or (run_dirs[0] if len(run_dirs) == 1 else Path("report"))
+    path = build(run_dirs, target)
+    out_console.print(f"report: {path}")
+
+
+def compare(
+    baseline: Path = typer.Argument(..., help="The baseline run directory."),
+    contender: Path = typer.Argument(..., help="The run directory to compare with it."),
+    metric: list[str] = typer.Option(
+        ["throughput_mbps", "latency_us_p50", "latency_us_p99"], "--metric",
+        help="Metrics to compare (repeat the option for several)."),
+    fail_if: list[str] = typer.Option(
+        [], "--fail-if", help="METRIC:+N% or METRIC:-N%: exit with status 1 when the "
+        "contender changes METRIC by more than N % in that direction (e.g. "
+        "throughput_mbps:-5%, latency_us_p99:+10%)."),
+    test: str = typer.Option("welch", "--test", help="Significance test: welch or "
+                             "mannwhitney."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """Per test and metric: baseline, contender, ratio and whether the change is significant."""
+    from k8sdds.analysis import compare as cmp
+
+    method = choice(test, ["welch", "mannwhitney"], "--test")
+    bounds = [cmp.parse_bound(b) for b in fail_if]
+    metrics = list(dict.fromkeys(list(metric) + [b.metric for b in bounds]))
+    rows = cmp.compare(baseline, contender, metrics, method)
+    crossed = cmp.crossed(rows, bounds)
+    if as_json:
+        out_console.print_json(json.dumps({"rows": rows, "crossed": crossed}, default=str))
+    else:
+        table = Table(title=f"{contender} against {baseline}")
+        for col in ("test", "metric", "baseline", "contender", "ratio", "p", "significant"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["test"], r["metric"], f"{r['baseline']:.4g}",
+                          f"{r['contender']:.4g}", f"{r['ratio']:.3f}",
+                          "-" if r["p_value"] is None else f"{r['p_value']:.3g}",
+                          {True: "yes", False: "no", None: "-"}[r["significant"]])
+        out_console.print(table)
+        for line in crossed:
+            err_console.print(f"[red]bound crossed:[/red] {line}")
+    if crossed:
+        raise typer.Exit(1)
+
+
+def results_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    fmt: str = typer.Option("csv", "--format", help="csv, json or parquet."),
+    out: Path | None = typer.Option(None, "--out", help="Output file [stdout; parquet needs "
+                                    "--out]."),
+) -> None:
+    """Export the tidy results table of a run."""
+    from k8sdds.analysis import load
+
+    fmt = choice(fmt, ["csv", "json", "parquet"], "--format")
+    df = load.load([run_dir]).results
+    if fmt == "parquet":
+        if out is None:
+            raise UserError("--format parquet writes a binary file: give --out FILE")
+        df.to_parquet(out, index=False)
+    elif fmt == "json":
+        text = df.to_json(orient="records", indent=1)
+        out.write_text(text) if out else sys.stdout.write(text + "\n")
+    else:
+        text = df.to_csv(index=False)
+        out.write_text(text) if out else sys.stdout.write(text)
+    if out:
+        err_console.print(f"{len(df)} rows written to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(engines)
+    app.command()(parse)
+    app.command("plot")(plot_cmd)
+    app.command()(report)
+    app.command()(compare)
+    app.command("results")(results_cmd)

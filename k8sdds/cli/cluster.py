@@ -1,0 +1,202 @@
+"""`k8sdds cluster`: bare hosts over SSH (check, tune, init, join, reset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from k8sdds.cli.common import choice, err_console, out_console
+
+cluster_app = typer.Typer(no_args_is_help=True,
+                          help="Bare hosts over SSH: preflight checks, network tuning, "
+                          "kubeadm bring-up.")
+INVENTORY = typer.Option(..., "--inventory", "-i", help="Inventory (YAML): hosts with name, "
+                         "address, user, key, role, arch (see README).")
+KNOWN_HOSTS = typer.Option(None, "--known-hosts", help="known_hosts file host keys are "
+                           "checked against [the inventory's known_hosts, ~/.ssh/known_hosts].")
+DRY_RUN = typer.Option(False, "--dry-run", help="Print every remote command per host; "
+                       "connect to none.")
+HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs of every "
+                         "command and its output.")
+
+
+def _hosts(inventory: Path, known_hosts: Path | None):
+    from k8sdds.cluster import inventory as inv
+
+    loaded = inv.load(inventory)
+    return loaded, str(known_hosts) if known_hosts else loaded.known_hosts
+
+
+def _per_host(loaded, known: str, dry_run: bool, logs: Path, work):
+    """`work(remote)` on every host of `loaded` at once; (results, log folder)."""
+    from k8sdds.cluster.remote import log_dir, on_hosts
+
+    folder = log_dir(logs)
+    return on_hosts(loaded.hosts, known, dry_run, folder, work), folder
+
+
+def _dry_run_listing(folder: Path, hosts) -> None:
+    for host in hosts:
+        out_console.print(f"[bold]{host.name}[/bold] ({host.user}@{host.address}:{host.port})")
+        out_console.print((folder / f"{host.name}.log").read_text().rstrip(), markup=False,
+                          highlight=False)
+
+
+def cluster_check(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                  dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """Preflight of every host: reachable, swap off, cgroup memory/cpuset, br_netfilter,
+    ip_forward, container runtime, kubeadm and kubelet, time skew; the fix for each failure.
+    Exit status 1 when a check fails on a host."""
+    from k8sdds.cluster.checks import check_host
+    from k8sdds.cluster.remote import HostError
+
+    loaded, known = _hosts(inventory, known_hosts)
+    results, folder = _per_host(loaded, known, dry_run, log_dir, check_host)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    table = Table(title="cluster check")
+    for col in ("host", "check", "result", "found", "fix"):
+        table.add_column(col, overflow="fold")
+    failed = False
+    for host, outcome in results.items():
+        if isinstance(outcome, HostError):
+            failed = True
+            table.add_row(host, "reachable", "[red]fail[/red]", str(outcome), "")
+            continue
+        for o in outcome:
+            failed |= not o.passed
+            table.add_row(host, o.check, "pass" if o.passed else "[red]fail[/red]", o.found,
+                          o.fix)
+    out_console.print(table)
+    out_console.print(f"per-host logs: {folder}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def cluster_tune(
+    inventory: Path = INVENTORY,
+    revert: bool = typer.Option(False, "--revert", help="Restore the values the first tune "
+                                "replaced, and remove the drop-in."),
+    keys: str | None = typer.Option(None, "--keys", help="Comma-separated subset of the "
+                                    "sysctls [all of them, see README]."),
+    root: str = typer.Option("", "--root", help="Prefix of the files written on the hosts "
+                             "(/etc/sysctl.d/..., /etc/k8sdds/...), for tests; {host} in it "
+                             "is the host's name [none]."),
+    known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+    log_dir: Path = HOST_LOGS,
+) -> None:
+    """The K8sDDS network tuning (socket buffers, backlog, fragments) as
+    /etc/sysctl.d/90-k8sdds.conf on every host, idempotent; --revert undoes it. A host that
+    fails is reported by name; the others are done (or reverted) all the same."""
+    from k8sdds.cluster import tune as tuning
+    from k8sdds.cluster.remote import HostError
+
+    chosen = list(tuning.SETTINGS) if not keys else [k.strip() for k in keys.split(",")
+                                                      if k.strip()]
+    for key in chosen:
+        if key not in tuning.SETTINGS:
+            raise typer.BadParameter(f"{key!r} is not one of {', '.join(tuning.SETTINGS)}",
+                                     param_hint="--keys")
+    loaded, known = _hosts(inventory, known_hosts)
+    results, folder = _per_host(
+        loaded, known, dry_run, log_dir,
+        (lambda r: tuning.revert(r, root)) if revert else
+        (lambda r: tuning.tune(r, chosen, root)))
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    failed = [h for h, r in results.items() if isinstance(r, HostError)]
+    for host, changes in results.items():
+        if isinstance(changes, HostError):
+            err_console.print(f"[red]{host}: failed[/red]: {changes}")
+            continue
+        for c in changes:
+            out_console.print(f"{host}: {c.key}: {c.before} -> {c.after}")
+        if not changes:
+            out_console.print(f"{host}: nothing to {'revert' if revert else 'change'}")
+    done = len(results) - len(failed)
+    out_console.print(f"{'reverted' if revert else 'tuned'} {done}/{len(results)} hosts; "
+                      f"per-host logs: {folder}")
+    if failed:
+        err_console.print(f"not done on: {', '.join(failed)} (the others are)")
+        raise typer.Exit(1)
+
+
+CNI = typer.Option(..., "--cni", help="flannel-vxlan, flannel-hostgw, kube-router, weave, "
+                   "weave-encrypted, calico or cilium.")
+
+
+def _report(results: dict, what: str, folder: Path) -> None:
+    """What each host did; the hosts that failed by name (the others are done)."""
+    from k8sdds.cluster.remote import HostError
+
+    failed = [h for h, r in results.items() if isinstance(r, HostError)]
+    for host, done in results.items():
+        if isinstance(done, HostError):
+            err_console.print(f"[red]{host}: failed[/red]: {done}")
+        else:
+            out_console.print(f"{host}: {'; '.join(done)}")
+    out_console.print(f"{what}: {len(results) - len(failed)}/{len(results)} hosts; per-host "
+                      f"logs: {folder}")
+    if failed:
+        err_console.print(f"not done on: {', '.join(failed)} (the others are)")
+        raise typer.Exit(1)
+
+
+def cluster_init(inventory: Path = INVENTORY, cni: str = CNI,
+                 known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+                 log_dir: Path = HOST_LOGS) -> None:
+    """kubeadm init on the control plane with the CNI's pod network, then the CNI (manifests
+    pinned to a release; weave-encrypted: a generated password, never printed)."""
+    from k8sdds.cluster import kubeadm
+    from k8sdds.cluster.inventory import Inventory
+
+    plan = kubeadm.CNIS[choice(cni, list(kubeadm.CNIS), "--cni")]
+    loaded, known = _hosts(inventory, known_hosts)
+    control = Inventory((loaded.control_plane(),), loaded.known_hosts)
+    results, folder = _per_host(control, known, dry_run, log_dir,
+                                lambda r: kubeadm.init(r, plan))
+    if dry_run:
+        _dry_run_listing(folder, control.hosts)
+        return
+    _report(results, f"init with {plan.name}", folder)
+
+
+def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                 dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """Join every worker with a fresh token from the control plane, then wait until every
+    node is Ready."""
+    from k8sdds.cluster import kubeadm
+    from k8sdds.cluster.remote import log_dir as host_logs
+
+    loaded, known = _hosts(inventory, known_hosts)
+    folder = host_logs(log_dir)
+    results = kubeadm.join_all(loaded, known, dry_run, folder)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    _report(results, "join", folder)
+
+
+def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                  dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """kubeadm reset -f on every host, and the CNI state it leaves (/etc/cni/net.d, links)."""
+    from k8sdds.cluster import kubeadm
+
+    loaded, known = _hosts(inventory, known_hosts)
+    results, folder = _per_host(loaded, known, dry_run, log_dir, kubeadm.reset)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    _report(results, "reset", folder)
+
+
+def register(app: typer.Typer) -> None:
+    for name, command in (("check", cluster_check), ("tune", cluster_tune),
+                          ("init", cluster_init), ("join", cluster_join),
+                          ("reset", cluster_reset)):
+        cluster_app.command(name)(command)
+    app.add_typer(cluster_app, name="cluster")

@@ -1,0 +1,292 @@
+"""`k8sdds run`, `k8sdds baseline` and `k8sdds cleanup`: parse the options, build the
+backend and the engines for this run, hand the tests to the runner, say how it went."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from k8sdds import baseline as matrix
+from k8sdds import deployment, model, perftest, schedule
+from k8sdds.cli.common import (
+    AS_JSON,
+    BACKEND,
+    MIN_FREE,
+    OUT,
+    QUIET,
+    REPORT,
+    RichProgress,
+    backend_option,
+    check_available,
+    choice,
+    datapath_list,
+    err_console,
+    out_console,
+    with_backend_options,
+)
+from k8sdds.errors import UserError
+from k8sdds.results import RunDir
+from k8sdds.runner import Runner, RunOptions, resumable
+
+DEFAULT_BACKEND = "emulated"
+
+
+def _backend(name: str | None, given: dict[str, Any]):
+    """The backend chosen (from the registry) with its options; (name, options, backend)."""
+    name = choice(name or DEFAULT_BACKEND, list(deployment.BACKENDS), "--backend")
+    options = deployment.options_of(name, given)
+    return name, options, deployment.BACKENDS[name].factory(options)
+
+
+def _announce(tests, backend_name: str, what: str = "") -> None:
+    err_console.print(f"{what}{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
+                      f"{backend_name}, datapaths "
+                      f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
+
+
+def run(
+    sch: Path | None = typer.Option(None, "--sch", "--schedule",
+                                    help="Schedule CSV, a test a row."),
+    resume: Path | None = typer.Option(
+        None, "--resume", help="Continue the run in this run directory (after a crash, a kill "
+        "or Ctrl-C): finished repeats are kept, the rest run; its own schedule, backend and "
+        "backend options are used (options given now override them)."),
+    backend: str | None = BACKEND,
+    datapath: str | None = typer.Option(
+        None, "--datapath",
+        help="Comma-separated datapaths; the schedule runs once per datapath, into one run "
+             "directory [emulated: host; kubernetes: the cluster's own]: "
+             + ", ".join(model.DATAPATHS)),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Seconds each test runs (rows without a duration). [10]"),
+    repeats: int | None = typer.Option(
+        None, "--repeats", help="Repeats of each test (rows without repeats). [1]"),
+    from_i: int | None = typer.Option(
+        None, "--fromI", help="First schedule row to run (0-based, inclusive)."),
+    to_i: int | None = typer.Option(
+        None, "--toI", help="Last schedule row to run (0-based, inclusive)."),
+    latency_test: bool = typer.Option(
+        False, "--latencyTest", help="Latency (ping-pong) tests instead of throughput."),
+    transport: str | None = typer.Option(
+        None, "--transport",
+        help="udp, tcp, tls or dtls (case-insensitive; ddsperf: udp, tcp and tls, with a "
+             "CA and certificates made for the run)."),
+    secure: bool = typer.Option(
+        False, "--secure", help="DDS Security: authentication, access control and "
+        "encryption (ddsperf: Cyclone's plugins, credentials made for the run)."),
+    peers: bool = typer.Option(
+        False, "--peers", help="Discover by unicast peers even where multicast would work."),
+    send_queue_size: int | None = typer.Option(
+        None, "--sendQueueSize",
+        help="Writer queue in samples (ddsperf: Cyclone's WhcHigh = this x dataLen bytes)."),
+    no_print: bool = typer.Option(
+        False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
+    out: Path = OUT,
+    min_free: float = MIN_FREE,
+    rtiperftest: Path | None = typer.Option(
+        None, "--rtiperftest", help="RTI Perftest executable (perftest_cpp), for "
+        "engine=rtiperftest [$K8SDDS_RTIPERFTEST]."),
+    rti_license: Path | None = typer.Option(
+        None, "--rti-license", help="RTI license file, given to Perftest as "
+        "RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]."),
+    rtiperftest_image: str | None = typer.Option(
+        None, "--rtiperftest-image", help="kubernetes: an image holding RTI Perftest (and "
+        "rticlouddiscoveryservice, for discovery=cds), for engine=rtiperftest; --rtiperftest "
+        "then names perftest_cpp inside it [perftest_cpp on its PATH]."),
+    rti_cds: str | None = typer.Option(
+        None, "--rti-cds", help="RTI Cloud Discovery Service executable, for discovery=cds "
+        "[$K8SDDS_RTI_CDS, else rticlouddiscoveryservice on the PATH]."),
+    rti_tls_dir: Path | None = typer.Option(
+        None, "--rti-tls-dir", help="Certificates for Perftest over TLS or DTLS, in Perftest's "
+        "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
+    with_report: bool = REPORT,
+    quiet: bool = QUIET,
+    as_json: bool = AS_JSON,
+    backend_options: dict | None = None,
+) -> None:
+    """Run a schedule and write one run directory under --out."""
+    given = dict(backend_options or {})
+    manifest = None
+    if resume is not None:
+        manifest = RunDir(resume).read_manifest()
+        if backend and choice(backend, list(deployment.BACKENDS), "--backend") != \
+                manifest.backend:
+            raise UserError(f"{resume} ran on the {manifest.backend} backend; resume it with "
+                            f"--backend {manifest.backend}")
+        backend = manifest.backend
+        given = {**manifest.backend_options, **{k: v for k, v in given.items() if v is not None}}
+    name, options, chosen = _backend(backend, given)
+    if rtiperftest_image and not chosen.images:
+        raise UserError(f"--rtiperftest-image is for backends that run roles in images "
+                        f"(--backend kubernetes), not {name}")
+    engines = perftest.registry(perftest.RtiSettings.from_environment(
+        str(rtiperftest) if rtiperftest else None, str(rti_license) if rti_license else None,
+        str(rti_tls_dir) if rti_tls_dir else None, rtiperftest_image, rti_cds))
+    run_options = RunOptions(out=out if resume is None else Path(resume).parent,
+                             schedule=sch, command_line=tuple(sys.argv), min_free_mb=min_free,
+                             backend_options=deployment.options.recorded(options))
+    if manifest is not None:
+        run_dir = RunDir(resume)
+        manifest = resumable(run_dir, chosen, engines)
+        check_available(chosen, [t.datapath for t in manifest.tests])
+        if not quiet and not as_json:
+            left = sum(len(reps) for _, reps in manifest.pending())
+            err_console.print(f"resuming {resume}: {left} of "
+                              f"{sum(t.repeats for t in manifest.tests)} repeats left")
+        runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
+        execute(runner, lambda: runner.resume(run_dir, manifest), as_json, quiet, plot,
+                with_report)
+        return
+    if sch is None:
+        raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
+                                 param_hint="--sch")
+    names = datapath_list(datapath or chosen.datapaths()[0], list(chosen.datapaths()))
+    defaults = model.Defaults(
+        latency_test=True if latency_test else None,
+        transport=choice(transport, list(model.TRANSPORTS), "--transport"),
+        secure=True if secure else None,
+        duration=duration, repeats=repeats, send_queue_size=send_queue_size,
+        discovery="peers" if peers else None, no_print=True if no_print else None)
+    tests = schedule.load(sch, defaults, chosen.limits(), engines)
+    tests = schedule.expand(tests, names, sch, from_i, to_i)
+    check_available(chosen, [t.datapath for t in tests])
+    if not quiet and not as_json:
+        _announce(tests, name)
+    runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
+    execute(runner, lambda: runner.run(tests), as_json, quiet, plot, with_report)
+
+
+def baseline(
+    datapath: str | None = typer.Option(
+        None, "--datapath",
+        help="Comma-separated datapaths; the matrix runs on each [emulated: host, "
+             "flannel-hostgw, flannel-vxlan; kubernetes: host and the cluster's own]."),
+    paths: str = typer.Option(
+        "all", "--paths", help="all (what the backend offers), or comma-separated: "
+        + ", ".join(model.PATHS) + " (a host-network datapath has only node-node; "
+        "pod-service and external-nodeport, through a Service, on kubernetes only)."),
+    engines_: str = typer.Option(
+        "ping,iperf3,qperf,ab", "--engines", help="Comma-separated: ping, iperf3, qperf, ab."),
+    dds: bool = typer.Option(
+        True, "--dds/--no-dds", help="Also run ddsperf (1 KiB throughput, 64 B round trip) on "
+        "every path, for the report's DDS efficiency."),
+    duration: float = typer.Option(
+        5, "--duration", min=1, max=86_400,
+        help="Seconds per test (ddsperf tests: at least 3, its first second is discovery)."),
+    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Repeats per test."),
+    out: Path = OUT,
+    min_free: float = MIN_FREE,
+    backend: str | None = BACKEND,
+    with_report: bool = REPORT,
+    quiet: bool = QUIET,
+    as_json: bool = AS_JSON,
+    backend_options: dict | None = None,
+) -> None:
+    """Measure the network itself (ping, iperf3, qperf, ab) over the path matrix, beside
+    ddsperf on the same paths; one ordinary run directory."""
+    given = dict(backend_options or {})
+    if (given.get("nodes") or matrix.MIN_NODES) < matrix.MIN_NODES:
+        raise typer.BadParameter(f"the baseline needs at least {matrix.MIN_NODES} nodes (a "
+                                 "control plane and two workers, for the cross-node paths)",
+                                 param_hint="--nodes")
+    name, options, chosen = _backend(backend, given)
+    offered = list(chosen.datapaths())
+    usual = ["host", "flannel-hostgw", "flannel-vxlan"]
+    names = datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)
+                                               else offered), offered)
+    wanted = list(chosen.limits().paths) if paths.strip().lower() == "all" else [
+        choice(p, list(model.PATHS), "--paths") for p in paths.split(",") if p.strip()]
+    picked = [choice(e, list(matrix.ENGINES), "--engines")
+              for e in engines_.split(",") if e.strip()]
+    if not picked and not dds:
+        raise typer.BadParameter("give at least one engine, or --dds", param_hint="--engines")
+    engines = perftest.registry()
+    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), engines, dds, duration)
+    tests = schedule.loads(text, "baseline.csv", model.Defaults(repeats=repeats),
+                           chosen.limits(), engines)
+    tests = schedule.expand(tests, names, "baseline.csv")
+    check_available(chosen, [t.datapath for t in tests])
+    if not quiet and not as_json:
+        _announce(tests, name, "baseline: ")
+    run_options = RunOptions(out=out, schedule=Path("baseline.csv"), schedule_text=text,
+                             command_line=tuple(sys.argv), min_free_mb=min_free,
+                             backend_options=deployment.options.recorded(options))
+    runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
+    execute(runner, lambda: runner.run(tests), as_json, quiet, False, with_report)
+
+
+def _progress(quiet: bool, as_json: bool):
+    return None if (quiet or as_json) else RichProgress()
+
+
+def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
+            with_report: bool) -> None:
+    """Run (`go()`), draw what was asked, and say how it went."""
+    from k8sdds.analysis.plots import run_throughput
+
+    try:
+        outcome = go()
+    except KeyboardInterrupt:
+        hint = f"; continue with `k8sdds run --resume {runner.run_dir}`" if runner.run_dir else ""
+        err_console.print(f"interrupted: the processes, pods and objects the run made are "
+                          f"removed{hint}")
+        raise typer.Exit(130) from None
+    plotted = plot and run_throughput(outcome.run_dir) is not None
+    report_path = None
+    if with_report and (outcome.run_dir / "results.csv").exists():
+        from k8sdds.analysis.report import build
+
+        report_path = build([outcome.run_dir], outcome.run_dir)
+    if as_json:
+        out_console.print_json(json.dumps({
+            "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
+            "failed": outcome.failed, "not_applied": outcome.not_applied,
+            "wall_s": round(outcome.wall_s, 2),
+            "plot": str(outcome.run_dir / "throughput.png") if plotted else None,
+            "report": str(report_path) if report_path else None}))
+        return
+    # even with --quiet: failures and limits not applied are never silent
+    for failure in outcome.failed:
+        err_console.print(f"[red]failed[/red] {failure}")
+    for line in outcome.not_applied:
+        err_console.print(f"[yellow]not applied:[/yellow] {line}")
+    if not quiet:
+        err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "
+                          f"done in {outcome.wall_s:.1f} s")
+        out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
+        if plotted:
+            out_console.print(f"plot:    {outcome.run_dir / 'throughput.png'}")
+        if report_path:
+            out_console.print(f"report:  {report_path}")
+
+
+def cleanup(
+    namespace: str | None = typer.Option(
+        None, "--namespace", help="Remove what k8sdds made in this namespace (and the "
+        "namespace, if k8sdds made it) [every namespace k8sdds made]."),
+    kubeconfig: Path | None = backend_option("kubeconfig"),
+    context: str | None = backend_option("context"),
+) -> None:
+    """kubernetes: remove what a killed run left behind (pods, ConfigMaps, Secrets, RBAC,
+    namespaces labelled app.kubernetes.io/managed-by=k8sdds)."""
+    from k8sdds.deployment import kubernetes as kube
+
+    api = kube.connect(kubeconfig, context)
+    spaces = [namespace] if namespace else kube.managed_namespaces(api)
+    gone = []
+    for ns in spaces:
+        gone += kube.remove(api, ns)
+    for item in gone:
+        out_console.print(f"deleted {item}")
+    out_console.print(f"{len(gone)} objects deleted in {len(spaces)} namespace(s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(with_backend_options(run))
+    app.command()(with_backend_options(baseline))
+    app.command()(cleanup)

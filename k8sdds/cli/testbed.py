@@ -1,0 +1,149 @@
+"""`k8sdds testbed`: the emulated edge cluster by hand (up, status, down, datapaths,
+profiles)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from k8sdds import model
+from k8sdds.cli.common import check_available, datapath_list, err_console, out_console
+
+testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
+
+
+def _testbed(name: str, nodes: int, profile: str | None, testbed_spec: Path | None):
+    from k8sdds.testbed import spec
+    from k8sdds.testbed.testbed import Testbed
+
+    if testbed_spec:
+        return Testbed(spec.load(testbed_spec, name=name, profile=profile))
+    return Testbed(spec.default_nodes(nodes, profile, name))
+
+
+NAME = typer.Option("k8sdds", "--name", help="Testbed name (namespace prefix).")
+
+
+def testbed_up(name: str = NAME,
+               nodes: int = typer.Option(4, "--nodes", min=2, max=64,
+                                         help="Nodes: node0 is the control plane."),
+               profile: str | None = typer.Option(None, "--profile",
+                                                  help="Edge profile of every worker."),
+               testbed_spec: Path | None = typer.Option(
+                   None, "--spec", "--cluster", help="Testbed spec (YAML): nodes with name, "
+                   "role, arch, profile (--cluster is the old spelling)."),
+               datapath: str = typer.Option("host", "--datapath", help="Datapath to wire."),
+               ) -> None:
+    """Bring the emulated cluster up (a run reuses it and leaves it up)."""
+    from k8sdds.deployment.emulated import EmulatedBackend
+    from k8sdds.testbed.wiring import WIRING
+
+    [dp] = datapath_list(datapath, list(WIRING))[:1]
+    check_available(EmulatedBackend(name), [dp])
+    tb = _testbed(name, nodes, profile, testbed_spec)
+    with _locked(name):
+        tb.up()
+        tb.use_datapath(dp)
+    _status(tb)
+
+
+def testbed_datapaths() -> None:
+    """List the datapaths the emulated cluster offers, and whether this machine can."""
+    from k8sdds.testbed.capabilities import datapath_unavailable
+    from k8sdds.testbed.wiring import WIRING
+
+    table = Table(title="emulated datapaths")
+    for col in ("datapath", "emulates", "encapsulation", "MTU", "multicast across nodes",
+                "encryption", "available here"):
+        table.add_column(col, overflow="fold")
+    for name in WIRING:
+        dp = model.datapath(name)
+        reason = datapath_unavailable(dp)
+        table.add_row(name, dp.emulates, dp.encapsulation, str(dp.mtu),
+                      "yes" if dp.multicast_across_nodes else "no", dp.encryption,
+                      f"no: {reason}" if reason else "yes")
+    out_console.print(table)
+
+
+def testbed_profiles() -> None:
+    """List the edge node profiles (link rate, CPU quota, MTU, delay, loss)."""
+    from k8sdds.testbed.capabilities import qdisc
+    from k8sdds.testbed.profiles import PROFILES
+
+    netem = qdisc("netem")
+    table = Table(title="edge node profiles")
+    for col in ("profile", "link (Mbit/s)", "burst (KB)", "CPUs", "MTU", "delay (ms)",
+                "loss (%)", "about"):
+        table.add_column(col, overflow="fold")
+    for p in PROFILES.values():
+        cut = " (not here: no netem)" if netem and (p.delay_ms or p.loss_pct) else ""
+        table.add_row(p.name, _or_dash(p.rate_mbit), _or_dash(p.burst_kb or None),
+                      _or_dash(p.cpu), _or_dash(p.mtu), _or_dash(p.delay_ms) + cut,
+                      _or_dash(p.loss_pct) + cut, p.about)
+    out_console.print(table)
+
+
+def _or_dash(value) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def testbed_status(name: str = NAME) -> None:
+    """Show the emulated cluster: nodes, datapath, pods, processes."""
+    from k8sdds.testbed.testbed import Testbed
+
+    tb = Testbed.existing(name)
+    if tb is None:
+        out_console.print(f"testbed {name}: down")
+        return
+    _status(tb)
+
+
+def testbed_down(name: str = NAME) -> None:
+    """Remove every namespace, link and process of the testbed (also after a crash)."""
+    from k8sdds.testbed.spec import TestbedSpec
+    from k8sdds.testbed.testbed import Testbed
+
+    tb = Testbed.existing(name) or Testbed(TestbedSpec(name=name))
+    with _locked(name):  # a crashed run holds no lock; a live one must finish first
+        gone = tb.down()
+    out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
+
+
+@contextmanager
+def _locked(name: str):
+    from k8sdds.testbed.testbed import TestbedLock
+
+    lock = TestbedLock(name)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _status(tb) -> None:
+    st = tb.status()
+    table = Table(title=f"testbed {st['name']}: {'up' if st['up'] else 'incomplete'}, "
+                        f"datapath {st['datapath'] or 'none'}, {st['pods']} pods, "
+                        f"{st['processes']} processes")
+    for col in ("node", "role", "arch", "profile", "namespace", "address", "pod CIDR",
+                "present"):
+        table.add_column(col)
+    for n in st["nodes"]:
+        table.add_row(n["name"], n["role"], n["arch"], n["profile"], n["namespace"],
+                      n["address"], n["pod_cidr"], "yes" if n["present"] else "no")
+    out_console.print(table)
+    for line in st["not_applied"]:
+        err_console.print(f"[yellow]not applied:[/yellow] {line}")
+
+
+def register(app: typer.Typer) -> None:
+    testbed_app.command("up")(testbed_up)
+    testbed_app.command("datapaths")(testbed_datapaths)
+    testbed_app.command("profiles")(testbed_profiles)
+    testbed_app.command("status")(testbed_status)
+    testbed_app.command("down")(testbed_down)
+    app.add_typer(testbed_app, name="testbed")
