@@ -6,6 +6,8 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+pytest_plugins = ["tests.skip_rule"]  # in CI a skip is a failure
+
 
 @pytest.fixture
 def write_schedule(tmp_path):

@@ -27,11 +27,9 @@ def missing() -> str | None:
 
 
 def requires_namespaces():
-    """Skip with the reason; in CI (CI=true or K8SDDS_REQUIRE_E2E=1) a skip is a failure."""
+    """Skip with the reason where namespaces cannot be made (in CI a skip fails:
+    tests/skip_rule.py)."""
     reason = missing()
-    required = os.environ.get("K8SDDS_REQUIRE_E2E") == "1" or os.environ.get("CI") == "true"
-    if reason and required:
-        pytest.fail(f"end-to-end tests required but cannot run: {reason}")
     return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 

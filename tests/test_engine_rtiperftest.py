@@ -144,6 +144,7 @@ sys.stdout.write(open(os.path.join({fixtures!r}, name)).read())
 """
 
 
+@pytest.mark.emulated
 @requires_namespaces()
 def test_run_through_the_emulated_backend_with_a_stand_in(tmp_path):
     exe = tmp_path / "perftest_cpp"

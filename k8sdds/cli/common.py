@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -75,10 +76,10 @@ def datapath_list(value: str, offered: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def check_available(backend, names: list[str]) -> None:
-    """Every datapath in `names` can be offered here, else why not."""
+def check_available(unavailable: Callable[[str], str | None], names: list[str]) -> None:
+    """Every datapath in `names` can be offered here (`unavailable(name)` says why not)."""
     for name in dict.fromkeys(names):
-        reason = backend.unavailable(name)
+        reason = unavailable(name)
         if reason:
             raise UserError(f"datapath {name} is not available here: {reason} "
                             f"(`k8sdds testbed datapaths` lists what is)")

@@ -133,7 +133,7 @@ def run(
     if manifest is not None:
         run_dir = RunDir(resume)
         manifest = resumable(run_dir, chosen, engines)
-        check_available(chosen, [t.datapath for t in manifest.tests])
+        check_available(chosen.unavailable, [t.datapath for t in manifest.tests])
         if not quiet and not as_json:
             left = sum(len(reps) for _, reps in manifest.pending())
             err_console.print(f"resuming {resume}: {left} of "
@@ -154,7 +154,7 @@ def run(
         discovery="peers" if peers else None, no_print=True if no_print else None)
     tests = schedule.load(sch, defaults, chosen.limits(), engines)
     tests = schedule.expand(tests, names, sch, from_i, to_i)
-    check_available(chosen, [t.datapath for t in tests])
+    check_available(chosen.unavailable, [t.datapath for t in tests])
     if not quiet and not as_json:
         _announce(tests, name)
     runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
@@ -210,7 +210,7 @@ def baseline(
     tests = schedule.loads(text, "baseline.csv", model.Defaults(repeats=repeats),
                            chosen.limits(), engines)
     tests = schedule.expand(tests, names, "baseline.csv")
-    check_available(chosen, [t.datapath for t in tests])
+    check_available(chosen.unavailable, [t.datapath for t in tests])
     if not quiet and not as_json:
         _announce(tests, name, "baseline: ")
     run_options = RunOptions(out=out, schedule=Path("baseline.csv"), schedule_text=text,

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from k8sdds import model
-from k8sdds.cli.common import check_available, datapath_list, err_console, out_console
+from k8sdds.cli.common import datapath_list, err_console, out_console
 
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
@@ -38,11 +38,11 @@ def testbed_up(name: str = NAME,
                datapath: str = typer.Option("host", "--datapath", help="Datapath to wire."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
-    from k8sdds.deployment.emulated import EmulatedBackend
+    from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.wiring import WIRING
 
     [dp] = datapath_list(datapath, list(WIRING))[:1]
-    check_available(EmulatedBackend(name), [dp])
+    check_available(lambda name: datapath_unavailable(model.datapath(name)), [dp])
     tb = _testbed(name, nodes, profile, testbed_spec)
     with _locked(name):
         tb.up()

@@ -10,7 +10,7 @@ import re
 
 from k8sdds.parsers.base import Parsed, Value
 
-LINE = re.compile(r"^\s+(\w+)\s+=\s+([-+0-9.]+)\s*(\S+)", re.M)
+LINE = re.compile(r"^\s+(\w+)\s+=\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S+)", re.M)
 BYTES = {"bytes/sec": 1, "KB/sec": 1e3, "MB/sec": 1e6, "GB/sec": 1e9, "TB/sec": 1e12}
 SECONDS = {"ns": 1e-3, "us": 1, "ms": 1e3, "sec": 1e6}
 

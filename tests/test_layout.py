@@ -1,0 +1,128 @@
+"""The package's shape: no import cycle (late imports included), a leaf model, small
+modules, thin commands; and the one rule for skips."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "k8sdds"
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules `path` imports, wherever in the file (late imports count)."""
+    found = set()
+    tree = ast.parse(path.read_text())
+    for block in ast.walk(tree):  # `if TYPE_CHECKING:` imports never run
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test):
+            block.body = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        # a package's own __init__ and its parents run first anyway: not an edge
+        graph[name] = {m for m in _imports(path, modules)
+                       if m != name and not name.startswith(m + ".")}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = _graph()
+    assert "k8sdds.model" in graph and graph["k8sdds.runner"]  # the walk found the package
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_cycle_finder_finds_one():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_model_is_a_leaf():
+    assert _graph()["k8sdds.model"] == set()
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def test_commands_reach_the_backends_only_through_the_registry():
+    graph = _graph()
+    for name in graph:
+        if name.startswith("k8sdds.cli"):
+            backends = {m for m in graph[name] if m.startswith("k8sdds.deployment.")
+                        and m != "k8sdds.deployment.kubernetes"}  # `cleanup` of a killed run
+            assert not backends, f"{name} imports {backends}"
+    assert not {m for m in graph["k8sdds.runner"] if m.startswith("k8sdds.deployment.")}
+
+
+def test_a_skip_fails_where_every_test_must_run(tmp_path):
+    (tmp_path / "test_skips.py").write_text(
+        "import pytest\n\n@pytest.mark.skipif(True, reason='no such machine')\n"
+        "def test_it():\n    pass\n")
+
+    def pytest_with(env: dict) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "tests.skip_rule",
+             "-p", "no:cacheprovider", str(tmp_path / "test_skips.py")],
+            capture_output=True, text=True, cwd=ROOT, timeout=120,
+            env={**{k: v for k, v in os.environ.items()
+                    if k not in ("CI", "K8SDDS_REQUIRE_E2E")}, **env, "PYTHONPATH": str(ROOT)})
+
+    here = pytest_with({})
+    assert here.returncode == 0 and "1 skipped" in here.stdout
+    ci = pytest_with({"CI": "true"})
+    assert ci.returncode == 1 and ("1 failed" in ci.stdout or "1 error" in ci.stdout)
+    assert "no such machine" in ci.stdout
