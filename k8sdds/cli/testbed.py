@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from k8sdds import model
-from k8sdds.cli.common import datapath_list, err_console, out_console
+from k8sdds.cli.common import check_available, datapath_list, err_console, out_console
 
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
