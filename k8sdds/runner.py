@@ -88,9 +88,7 @@ def resumable(run: RunDir, backend: Backend, engines: Mapping[str, Engine]) -> M
                         f"--backend {manifest.backend}")
     limits = backend.limits()
     for test in manifest.tests:
-        problem = schedule.check(test, limits, engines) or (
-            None if test.datapath in model.DATAPATHS else ("datapath", test.datapath,
-                                                           "unknown datapath"))
+        problem = schedule.check_values(test) or schedule.check(test, limits, engines)
         if problem:
             name, value, reason = problem
             raise ScheduleError(f"{run.manifest_path}, test {test.number}, field {name}: "

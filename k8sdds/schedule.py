@@ -244,6 +244,22 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
     return test
 
 
+def check_values(test: Test) -> tuple[str, Any, str] | None:
+    """The column checks of a test's own values (a test read back from a manifest):
+    (field, value, what is allowed), or None."""
+    for fname, parse in COLUMNS.values():
+        value = getattr(test, fname)
+        if value is None:
+            continue
+        text = (("true" if value else "false") if isinstance(value, bool)
+                else f"{value:g}" if isinstance(value, float) else str(value))
+        try:
+            parse(text)
+        except _Bad as exc:
+            return (fname, value, f"allowed: {exc}")
+    return None
+
+
 def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
           ) -> tuple[str, Any, str] | None:
     """The first reason this test cannot run: (field, value, reason), or None."""

@@ -1,0 +1,146 @@
+"""The runner's own logic on a fake backend (no root, no namespaces): what a repeat records,
+failures that do not stop the run, stops and a full disk that leave a resumable run, and
+resume that runs exactly what is left."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import pandas as pd
+import pytest
+
+from k8sdds import perftest, schedule, stopping
+from k8sdds.errors import RunStopped, ScheduleError, UserError
+from k8sdds.results import RepeatKey, RunDir
+from k8sdds.runner import Runner, RunOptions, resumable
+
+from .fake_backend import FakeBackend
+
+SCHEDULE = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,repeats,duration\n"
+            "1024,false,1,false,0,2,1\n1024,false,1,false,0,1,1\n")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    sch = tmp_path / "s.csv"
+    sch.write_text(SCHEDULE)
+    engines = perftest.registry()
+    tests = schedule.expand(schedule.load(sch, engines=engines), ["flannel-hostgw"], sch)
+
+    def runner(backend: FakeBackend) -> Runner:
+        return Runner(backend, engines, RunOptions(out=tmp_path / "out", schedule=sch,
+                                                   backend_options={"testbed": "tb"}))
+    return tests, runner, engines
+
+
+def _rows(run_dir) -> pd.DataFrame:
+    return pd.read_csv(RunDir(run_dir).results_path)
+
+
+def test_a_run_records_every_repeat_and_its_rows(setup):
+    tests, runner, _ = setup
+    backend = FakeBackend()
+    outcome = runner(backend).run(tests)
+    manifest = RunDir(outcome.run_dir).read_manifest()
+    assert manifest.status == "complete" and outcome.repeats == 3 and not outcome.failed
+    assert sorted(manifest.repeats) == [RepeatKey(1, 1), RepeatKey(1, 2), RepeatKey(2, 1)]
+    entry = manifest.repeats[RepeatKey(1, 2)]
+    assert entry.status == "done" and entry.placement == {"pub": "node1", "sub0": "node2"}
+    assert entry.argv["sub0"][0] == "ddsperf" and entry.discovery == "peers"
+    assert manifest.backend_options == {"testbed": "tb"}
+    df = _rows(outcome.run_dir)
+    assert set(zip(df.test, df.repeat, strict=True)) == {(1, 1), (1, 2), (2, 1)}
+    assert (df[df.metric == "throughput_mbps"].value > 0).all()
+    assert backend.ups == backend.downs == 1
+    assert backend.started[:2] == ["sub0", "pub"]  # subscribers first, the publisher last
+
+
+def test_failures_are_recorded_with_their_reason_and_the_run_goes_on(setup):
+    tests, runner, _ = setup
+    outcome = runner(FakeBackend(fail_deploy={1}, exit_codes={"sub0": 3})).run(tests)
+    manifest = RunDir(outcome.run_dir).read_manifest()
+    assert manifest.status == "complete" and outcome.repeats == 3
+    first = manifest.repeats[RepeatKey(1, 1)]
+    assert first.status == "failed" and first.reason == "deployment failed: node1 is not Ready"
+    second = manifest.repeats[RepeatKey(1, 2)]
+    assert second.status == "failed" and "sub0 exited with status 3" in second.reason
+    assert len(outcome.failed) == 3
+
+
+def test_a_stop_leaves_a_run_that_resume_finishes_exactly(setup):
+    tests, runner, engines = setup
+
+    def stop_at_third(n: int) -> None:
+        if n == 3:
+            stopping.requested.set()  # as SIGTERM's handler does; checked between steps
+
+    first = runner(FakeBackend(before_repeat=stop_at_third))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            first.run(tests)
+    finally:
+        stopping.requested.clear()
+    run = RunDir(first.run_dir)
+    manifest = run.read_manifest()
+    assert manifest.status == "interrupted"
+    assert sorted(manifest.repeats) == [RepeatKey(1, 1), RepeatKey(1, 2)]
+    assert set(_rows(run.path).test) == {1}
+    # a kill between a repeat's rows and its manifest entry leaves rows without an entry:
+    # resume drops them and runs that repeat again
+    stray = _rows(run.path).query("repeat == 1").assign(test=2).to_dict("records")
+    run.append_results(stray)
+    backend = FakeBackend()
+    outcome = runner(backend).resume(run, resumable(run, backend, engines))
+    manifest = run.read_manifest()
+    assert manifest.status == "complete" and outcome.repeats == 1 and backend.deployed == 1
+    assert len(manifest.resumed) == 1
+    df = _rows(run.path)
+    per_repeat = df.groupby(["test", "repeat"]).size()
+    assert list(per_repeat.index) == [(1, 1), (1, 2), (2, 1)]
+    assert per_repeat.nunique() == 1  # no repeat's rows twice
+
+
+def test_a_full_disk_stops_the_run_resumable(setup, monkeypatch):
+    tests, runner, engines = setup
+    calls = {"n": 0}
+    real = RunDir.append_results
+
+    def full(self, rows):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.results_path))
+        real(self, rows)
+
+    monkeypatch.setattr(RunDir, "append_results", full)
+    first = runner(FakeBackend())
+    with pytest.raises(RunStopped, match="No space left on device.*--resume"):
+        first.run(tests)
+    run = RunDir(first.run_dir)
+    manifest = run.read_manifest()
+    assert manifest.status == "stopped" and list(manifest.repeats) == [RepeatKey(1, 1)]
+    monkeypatch.setattr(RunDir, "append_results", real)
+    outcome = runner(FakeBackend()).resume(run, resumable(run, FakeBackend(), engines))
+    assert outcome.repeats == 2 and run.read_manifest().status == "complete"
+
+
+def test_resume_checks_the_backend_and_the_tests_again(setup):
+    tests, runner, engines = setup
+    outcome = runner(FakeBackend()).run(tests)
+    run = RunDir(outcome.run_dir)
+    with pytest.raises(UserError, match="ran on the emulated backend; resume it with "
+                                        "--backend emulated"):
+        resumable(run, FakeBackend(name="ssh"), engines)
+    data = json.loads(run.manifest_path.read_text())
+    data["tests"][0]["data_len"] = -5  # a manifest is a file like any other
+    run.manifest_path.write_text(json.dumps(data))
+    with pytest.raises(ScheduleError, match=r"test 1, field data_len: value '-5'"):
+        resumable(run, FakeBackend(), engines)
+    data["tests"][0].update(data_len=1024, repeats=0, datapath="nowhere")
+    run.manifest_path.write_text(json.dumps(data))
+    with pytest.raises(ScheduleError, match=r"field repeats: value '0': allowed: a whole"):
+        resumable(run, FakeBackend(), engines)
+    data["tests"][0]["repeats"] = 2
+    run.manifest_path.write_text(json.dumps(data))
+    with pytest.raises(ScheduleError, match=r"field datapath: value 'nowhere': allowed: one"):
+        resumable(run, FakeBackend(), engines)
