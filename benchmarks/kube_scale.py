@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from k8sdds import model, schedule  # noqa: E402
 from k8sdds.deployment.kubernetes import KubernetesBackend  # noqa: E402
 from k8sdds.deployment.kubernetes import manifests as m  # noqa: E402
+from k8sdds.deployment.options import KubernetesOptions  # noqa: E402
 from k8sdds.perftest.base import Command  # noqa: E402
 from tests import kube_support as ks  # noqa: E402
 
@@ -96,8 +97,8 @@ def scale(cp, pods: int) -> dict:
                    f"1024,false,{pods - 1},false,0,10\n")
     [test] = schedule.expand(schedule.load(sch, limits=model.Limits(max_subscribers=pods)),
                              ["flannel-hostgw"], sch)
-    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG,
-                                pod_timeout=600)
+    backend = KubernetesBackend(KubernetesOptions(kubeconfig=cp.kubeconfig,
+                                                  image=ks.IMAGE_HANG, pod_timeout=600))
     backend.up()
     try:
         backend.use_datapath("flannel-hostgw")

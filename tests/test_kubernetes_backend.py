@@ -17,6 +17,8 @@ import pytest
 from k8sdds import model, schedule
 from k8sdds.deployment.kubernetes import KubernetesBackend
 from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.options import KubernetesOptions
+from k8sdds.perftest import registry
 from k8sdds.perftest.base import Command
 from k8sdds.runner import NoProgress, Runner, RunOptions
 
@@ -133,8 +135,8 @@ def _tests(text: str, tmp_path: Path, **over) -> list[model.Test]:
 
 
 def test_cni_detection_reads_the_daemonsets(cp):
-    backend = KubernetesBackend(kubeconfig=cp.kubeconfig)
-    found = backend.detected()
+    backend = KubernetesBackend(KubernetesOptions(kubeconfig=cp.kubeconfig))
+    found = backend.cluster.detected()
     assert found.datapath == "flannel-hostgw"
     assert found.daemonset == "kube-flannel/kube-flannel-ds"
     assert "host-gw" in found.cni
@@ -143,8 +145,8 @@ def test_cni_detection_reads_the_daemonsets(cp):
 
 
 def test_pods_are_placed_pinned_and_unprivileged(cp, tmp_path):
-    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG, arch="arm64",
-                                pod_timeout=30)
+    backend = KubernetesBackend(KubernetesOptions(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG,
+                                                  arch="arm64", pod_timeout=30))
     [test] = _tests(HEAD + "1024,false,2,false,0,5\n", tmp_path)
     backend.up()
     try:
@@ -177,7 +179,7 @@ def test_pods_are_placed_pinned_and_unprivileged(cp, tmp_path):
                                                   backend.namespace)
             assert cm.data == {f"{role}.xml": "<x/>"}
         # least privilege: inside its namespace k8sdds acts as the runner ServiceAccount
-        authz = client.AuthorizationV1Api(backend._ns_client)
+        authz = client.AuthorizationV1Api(backend.api.runner)
 
         def allowed(ns: str, verb: str, resource: str) -> bool:
             review = authz.create_self_subject_access_review({"spec": {"resourceAttributes": {
@@ -304,9 +306,9 @@ def test_a_node_that_vanishes_fails_its_repeats_and_the_run_goes_on(cp, tmp_path
     sch = tmp_path / "s.csv"
     sch.write_text(SCHEDULE)
     tests = _tests(SCHEDULE, tmp_path, repeats=1)
-    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_OK,
-                                sub_nodes=["pi4-temp"], pod_timeout=20)
-    outcome = Runner(backend, RunOptions(schedule=sch, out=tmp_path / "out"),
+    backend = KubernetesBackend(KubernetesOptions(kubeconfig=cp.kubeconfig, image=ks.IMAGE_OK,
+                                                  sub_nodes=("pi4-temp",), pod_timeout=20))
+    outcome = Runner(backend, registry(), RunOptions(schedule=sch, out=tmp_path / "out"),
                      _NodeGoes(cp, "pi4-temp")).run(tests)
     assert outcome.repeats == 2 and len(outcome.failed) == 2
     assert all("node pi4-temp does not exist" in f for f in outcome.failed)
@@ -428,7 +430,7 @@ def test_a_nodeport_forwards_tcp_and_udp_on_one_port(cp, tmp_path):
     from kubernetes import client
 
     core = client.CoreV1Api(cp.api())
-    backend = KubernetesBackend(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG)
+    backend = KubernetesBackend(KubernetesOptions(kubeconfig=cp.kubeconfig, image=ks.IMAGE_HANG))
     [test] = _tests("engine,path,transport,latencyTest," + HEAD.replace("duration\n", "")
                     + "duration\niperf3,external-nodeport,udp,false,1400,false,1,false,0,5\n",
                     tmp_path)

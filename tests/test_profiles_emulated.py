@@ -13,6 +13,7 @@ import pytest
 
 from k8sdds.deployment.base import Placement
 from k8sdds.deployment.emulated import EmulatedBackend
+from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.perftest.base import Command
 from k8sdds.testbed import capabilities, netns
 
@@ -26,8 +27,8 @@ def rpi3b(tmp_path_factory):
     """A running 3-node testbed whose workers are Raspberry Pi 3B."""
     old = os.environ.get("K8SDDS_STATE_DIR")
     os.environ["K8SDDS_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
-    backend = EmulatedBackend(testbed="kdp" + str(os.getpid() % 1000), nodes=3,
-                              profile="rpi3b")
+    backend = EmulatedBackend(EmulatedOptions(testbed="kdp" + str(os.getpid() % 1000),
+                                              nodes=3, profile="rpi3b"))
     backend.up()
     backend.use_datapath("host")
     yield backend

@@ -75,6 +75,11 @@ class Api:
     def custom(self):
         return client_modules()[0].CustomObjectsApi(self.admin)
 
+    @property
+    def runner(self):
+        """The runner ServiceAccount's API client, or None before it exists."""
+        return self._runner
+
     def use_runner_token(self) -> None:
         """From now on act as the runner ServiceAccount inside the namespace."""
         self._runner = self._runner_client()
