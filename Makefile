@@ -13,7 +13,10 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # bare-host commands
 TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server
 
-.PHONY: demo test install system-deps test-deps k8s-test-binaries lint clean
+.PHONY: demo test check install system-deps test-deps k8s-test-binaries lint clean
+
+# the tests that need no root, no namespaces, no sshd and no kube-apiserver
+FAST := not emulated and not kube and not ssh
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
 demo: install
@@ -23,6 +26,11 @@ demo: install
 test: install test-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs
+
+## check: lint and the fast tests (no root, no namespaces, no network), for developers
+check: $(BIN)/k8sdds
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -m "$(FAST)" -n 2
 
 ## install: Debian packages (as root) and the Python package in .venv
 install: system-deps $(BIN)/k8sdds
