@@ -9,7 +9,7 @@ import errno
 import json
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -109,37 +109,39 @@ class Runner:
 
     def run(self, tests: Sequence[Test]) -> Outcome:
         """Run `tests` into a new run directory under `options.out`."""
-        if self.backend.local_engines:
-            check_engines(tests, self.engines)
-        writable(self.options.out, self.options.min_free_mb)
-        started = time.monotonic()
-        self.backend.up()
-        try:
+        def prepare() -> tuple[RunDir, Manifest]:
             manifest = self._manifest(tests)  # all that can fail before the directory
             run = RunDir.create(self.options.out)
             manifest.run_id = run.run_id
             manifest.schedule = run.copy_schedule(self.options.schedule or "schedule",
                                                   self.options.schedule_text)
-            outcome = self._drive(run, manifest)
-        finally:
-            self.backend.down()
-        outcome.wall_s = time.monotonic() - started
-        return outcome
+            return run, manifest
+
+        return self._session(tests, self.options.out, prepare)
 
     def resume(self, run: RunDir, manifest: Manifest) -> Outcome:
         """Continue the run in `run` (see `resumable`): its finished repeats are kept, the
         rows of the repeat in flight are dropped and every repeat without an entry runs."""
-        if self.backend.local_engines:
-            check_engines(manifest.tests, self.engines)
-        writable(run.path, self.options.min_free_mb)
-        started = time.monotonic()
-        self.backend.up()
-        try:
+        def prepare() -> tuple[RunDir, Manifest]:
             run.keep_results(lambda key: key in manifest.repeats)
             manifest.resumed.append({"at": now(),
                                      "command_line": list(self.options.command_line),
                                      "environment": environment.capture()})
-            outcome = self._drive(run, manifest)
+            return run, manifest
+
+        return self._session(manifest.tests, run.path, prepare)
+
+    def _session(self, tests: Sequence[Test], where: Path,
+                 prepare: Callable[[], tuple[RunDir, Manifest]]) -> Outcome:
+        """Checks, the backend up, the run directory `prepare()` gives driven, the backend
+        down (whatever happened)."""
+        if self.backend.local_engines:
+            check_engines(tests, self.engines)
+        writable(where, self.options.min_free_mb)
+        started = time.monotonic()
+        self.backend.up()
+        try:
+            outcome = self._drive(*prepare())
         finally:
             self.backend.down()
         outcome.wall_s = time.monotonic() - started

@@ -9,6 +9,18 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytest_plugins = ["tests.skip_rule"]  # in CI a skip is a failure
 
 
+def user_python() -> str:
+    """The interpreter a user's `python3` resolves to: never this virtualenv's."""
+    import os
+    import shutil
+    import sys
+
+    venv_bin = (Path(sys.prefix) / "bin").resolve()
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and Path(p).resolve() != venv_bin)
+    return shutil.which("python3", path=path) or sys._base_executable
+
+
 @pytest.fixture
 def write_schedule(tmp_path):
     """Write a schedule file from text and return its path."""

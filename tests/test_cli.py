@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import user_python
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -121,3 +123,46 @@ def test_a_swallowed_stop_is_not_lost():
             stopping.check()
     finally:
         stopping.requested.clear()
+
+
+def _bare_venv(where: Path) -> Path:
+    subprocess.run([user_python(), "-m", "venv", "--without-pip", str(where)], check=True,
+                   capture_output=True, timeout=120)
+    return where / "bin" / "python"
+
+
+def test_perftest_py_without_k8sdds_says_so_and_fails(tmp_path):
+    import shutil
+
+    shutil.copy(ROOT / "perftest.py", tmp_path / "perftest.py")
+    python = _bare_venv(tmp_path / "elsewhere")  # an interpreter with nothing installed
+    proc = subprocess.run([str(python), "perftest.py", "--sch", "x.csv"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONNOUSERSITE": "1"})
+    assert proc.returncode == 1
+    assert "k8sdds is not installed: run `make install`" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_perftest_py_goes_to_the_virtualenv_once_and_never_loops(tmp_path):
+    import shutil
+
+    shutil.copy(ROOT / "perftest.py", tmp_path / "perftest.py")
+    _bare_venv(tmp_path / ".venv")  # the project's virtualenv, but k8sdds is not in it
+    python = _bare_venv(tmp_path / "elsewhere")
+    proc = subprocess.run([str(python), "perftest.py", "--sch", "x.csv"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONNOUSERSITE": "1"})
+    assert proc.returncode == 1
+    # the message comes from the virtualenv's interpreter: it re-executed there, once
+    assert f"k8sdds is not installed (in {tmp_path / '.venv'}" in proc.stderr
+
+
+def test_perftest_py_with_the_users_python3_reaches_k8sdds(tmp_path):
+    # the user's python3 (not this virtualenv's), from the repository root, as the README says
+    proc = subprocess.run([user_python(), "perftest.py", "--sch", "nowhere.csv", "--fromI",
+                           "0", "--toI", "0", "--out", str(tmp_path / "logs")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
+    assert proc.returncode == 2, proc.stderr  # k8sdds itself answered: the schedule is absent
+    assert "nowhere.csv: no such schedule file" in proc.stderr

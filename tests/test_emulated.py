@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,6 +18,7 @@ from k8sdds.testbed import capabilities, netns, spec
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import WIRING, wg_interface
 
+from .conftest import user_python
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
 
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
@@ -291,15 +293,18 @@ def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
 def test_legacy_perftest_py_runs_a_k8sdds_row(tmp_path, env):
     name = "kdl" + str(os.getpid() % 1000)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # as a user runs it: their own python3 (not this virtualenv's), from the repository root,
+    # on the study's schedule; perftest.py finds the project's virtualenv itself
     proc = subprocess.run(
-        [sys.executable, os.path.join(root, "perftest.py"), "--sch",
-         os.path.join(root, "schedules", "k8sdds.csv"), "--fromI", "2", "--toI", "2",
+        [user_python(), "perftest.py", "--sch", "schedules/k8sdds.csv", "--fromI", "2",
+         "--toI", "2",
          "--transport", "UDP", "--noPrint", "--sendQueueSize", "50", "--duration", "3",
          "--out", str(tmp_path / "logs"), "--testbed", name, "--json"],
-        capture_output=True, text=True, env=env, timeout=120)
+        capture_output=True, text=True, env=env, timeout=120, cwd=root)
     assert proc.returncode == 0, proc.stderr
     outcome = json.loads(proc.stdout)
     assert outcome["repeats"] == 1 and outcome["failed"] == []
+    assert Path(outcome["run_dir"]).parent == tmp_path / "logs"
     df = pd.read_csv(f"{outcome['run_dir']}/results.csv")
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
     assert thr.data_len.tolist() == [1024] and thr.value.iloc[0] > 1.0

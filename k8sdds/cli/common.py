@@ -25,6 +25,7 @@ from rich.progress import (
 from k8sdds import deployment, model
 from k8sdds.deployment import BACKENDS
 from k8sdds.errors import UserError
+from k8sdds.perftest import RtiSettings
 
 out_console = Console()
 err_console = Console(stderr=True)
@@ -85,51 +86,62 @@ def check_available(unavailable: Callable[[str], str | None], names: list[str]) 
                             f"(`k8sdds testbed datapaths` lists what is)")
 
 
-# ---- backend options: one dataclass per backend, one --flag per field ------------------
+# ---- options declared as dataclasses (k8sdds.flags): one --flag per field -------------
 
-def _option(backend: str, f) -> Any:
+def _option(f, about: str = "") -> Any:
     meta = f.metadata
     shown = f.default if f.default is not MISSING else None
     default = "" if shown in (None, ()) else f" [{shown}]"
     return typer.Option(None, meta["flag"], *meta["aliases"],
-                        help=escape(f"{backend}: {meta['help']}{default}."), **meta["bounds"])
+                        help=escape(f"{about}{meta['help']}{default}."), **meta["bounds"])
 
 
-def _parameters() -> list[inspect.Parameter]:
+_FIELD: dict[str, str] = {}  # parameter name -> the field it stands for
+
+
+def parameters(cls: type, about: str = "", prefix: str = "") -> list[inspect.Parameter]:
+    """A keyword parameter (typer option) per field of `cls`, named `prefix + field`;
+    `about` starts each help text."""
     params = []
-    for backend, kind in BACKENDS.items():
-        for f in fields(kind.options):
-            given = f.metadata["cli_type"]
-            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                            default=_option(backend, f),
-                                            annotation=Optional[given]))  # noqa: UP045
+    for f in fields(cls):
+        _FIELD[prefix + f.name] = f.name
+        given = f.metadata["cli_type"]
+        params.append(inspect.Parameter(prefix + f.name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=_option(f, about),
+                                        annotation=Optional[given]))  # noqa: UP045
     return params
+
+
+BACKEND_PARAMETERS = [p for backend, kind in BACKENDS.items()
+                      for p in parameters(kind.options, f"{backend}: ")]
+RTI_PARAMETERS = parameters(RtiSettings, prefix="rti_")
 
 
 def backend_option(name: str) -> Any:
     """The --flag of one backend option, for a command that takes only that one."""
     backend = deployment.owner(name)[0]
     [f] = [f for f in fields(BACKENDS[backend].options) if f.name == name]
-    return _option(backend, f)
+    return _option(f, f"{backend}: ")
 
 
-BACKEND_PARAMETERS = _parameters()
+def with_options(**groups: list[inspect.Parameter]):
+    """Give a command the options of each group (`name=parameters`) as --flags; it receives
+    each group as one dict keyword `name` (field -> value, None where not given)."""
+    def decorate(command):
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name not in groups]
+        extra = [p for params in groups.values() for p in params]
 
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any):
+            for group, params in groups.items():
+                kwargs[group] = {_FIELD[p.name]: kwargs.pop(p.name) for p in params
+                                 if p.name in kwargs}
+            return command(**kwargs)
 
-def with_backend_options(command):
-    """Give `command` every backend's options as --flags; it receives the ones given as
-    `backend_options` (a dict, None where not given)."""
-    names = {p.name for p in BACKEND_PARAMETERS}
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.name != "backend_options"]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any):
-        given = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-        return command(**kwargs, backend_options=given)
-
-    wrapper.__signature__ = signature.replace(parameters=own + BACKEND_PARAMETERS)
-    return wrapper
+        wrapper.__signature__ = signature.replace(parameters=own + extra)
+        return wrapper
+    return decorate
 
 
 BACKEND = typer.Option(

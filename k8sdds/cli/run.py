@@ -15,10 +15,12 @@ from k8sdds import deployment, model, perftest, schedule
 from k8sdds.cli.common import (
     AS_JSON,
     BACKEND,
+    BACKEND_PARAMETERS,
     MIN_FREE,
     OUT,
     QUIET,
     REPORT,
+    RTI_PARAMETERS,
     RichProgress,
     backend_option,
     check_available,
@@ -26,9 +28,10 @@ from k8sdds.cli.common import (
     datapath_list,
     err_console,
     out_console,
-    with_backend_options,
+    with_options,
 )
 from k8sdds.errors import UserError
+from k8sdds.flags import recorded
 from k8sdds.results import RunDir
 from k8sdds.runner import Runner, RunOptions, resumable
 
@@ -87,27 +90,12 @@ def run(
         False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
     out: Path = OUT,
     min_free: float = MIN_FREE,
-    rtiperftest: Path | None = typer.Option(
-        None, "--rtiperftest", help="RTI Perftest executable (perftest_cpp), for "
-        "engine=rtiperftest [$K8SDDS_RTIPERFTEST]."),
-    rti_license: Path | None = typer.Option(
-        None, "--rti-license", help="RTI license file, given to Perftest as "
-        "RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]."),
-    rtiperftest_image: str | None = typer.Option(
-        None, "--rtiperftest-image", help="kubernetes: an image holding RTI Perftest (and "
-        "rticlouddiscoveryservice, for discovery=cds), for engine=rtiperftest; --rtiperftest "
-        "then names perftest_cpp inside it [perftest_cpp on its PATH]."),
-    rti_cds: str | None = typer.Option(
-        None, "--rti-cds", help="RTI Cloud Discovery Service executable, for discovery=cds "
-        "[$K8SDDS_RTI_CDS, else rticlouddiscoveryservice on the PATH]."),
-    rti_tls_dir: Path | None = typer.Option(
-        None, "--rti-tls-dir", help="Certificates for Perftest over TLS or DTLS, in Perftest's "
-        "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
     with_report: bool = REPORT,
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,
     backend_options: dict | None = None,
+    rti: dict | None = None,
 ) -> None:
     """Run a schedule and write one run directory under --out."""
     given = dict(backend_options or {})
@@ -121,15 +109,14 @@ def run(
         backend = manifest.backend
         given = {**manifest.backend_options, **{k: v for k, v in given.items() if v is not None}}
     name, options, chosen = _backend(backend, given)
-    if rtiperftest_image and not chosen.images:
+    rti = {k: v for k, v in (rti or {}).items() if v is not None}
+    if rti.get("image") and not chosen.images:
         raise UserError(f"--rtiperftest-image is for backends that run roles in images "
                         f"(--backend kubernetes), not {name}")
-    engines = perftest.registry(perftest.RtiSettings.from_environment(
-        str(rtiperftest) if rtiperftest else None, str(rti_license) if rti_license else None,
-        str(rti_tls_dir) if rti_tls_dir else None, rtiperftest_image, rti_cds))
+    engines = perftest.registry(perftest.RtiSettings.from_environment(**rti))
     run_options = RunOptions(out=out if resume is None else Path(resume).parent,
                              schedule=sch, command_line=tuple(sys.argv), min_free_mb=min_free,
-                             backend_options=deployment.options.recorded(options))
+                             backend_options=recorded(options))
     if manifest is not None:
         run_dir = RunDir(resume)
         manifest = resumable(run_dir, chosen, engines)
@@ -215,7 +202,7 @@ def baseline(
         _announce(tests, name, "baseline: ")
     run_options = RunOptions(out=out, schedule=Path("baseline.csv"), schedule_text=text,
                              command_line=tuple(sys.argv), min_free_mb=min_free,
-                             backend_options=deployment.options.recorded(options))
+                             backend_options=recorded(options))
     runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
     execute(runner, lambda: runner.run(tests), as_json, quiet, False, with_report)
 
@@ -287,6 +274,6 @@ def cleanup(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_backend_options(run))
-    app.command()(with_backend_options(baseline))
+    app.command()(with_options(backend_options=BACKEND_PARAMETERS, rti=RTI_PARAMETERS)(run))
+    app.command()(with_options(backend_options=BACKEND_PARAMETERS)(baseline))
     app.command()(cleanup)

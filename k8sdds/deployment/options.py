@@ -3,22 +3,14 @@ CLI builds its `--flags` (help, bounds, aliases) from the same fields."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from k8sdds.flags import build, option, recorded
+
+__all__ = ["EmulatedOptions", "KubernetesOptions", "SshOptions", "build", "recorded"]
 
 DEFAULT_IMAGE = "ghcr.io/k8sdds/engines:0.1"
-
-
-def option(default: Any, flag: str, help: str, *aliases: str, cli_type: type = str,
-           parse: Callable[[Any], Any] | None = None, **bounds: float) -> Any:
-    """A field that is also a command-line option: `flag` (and `aliases`) with `help`;
-    `cli_type` is what the command line gives, `parse` turns it into the field's value;
-    `bounds`: min/max for numbers."""
-    meta = {"flag": flag, "aliases": aliases, "help": help, "cli_type": cli_type,
-            "parse": parse, "bounds": bounds}
-    return field(default=default, metadata=meta)
 
 
 def _names(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -79,26 +71,3 @@ class SshOptions:
     known_hosts: Path | None = option(
         None, "--known-hosts", "known_hosts the host keys are checked against [the "
         "inventory's, ~/.ssh/known_hosts]", cli_type=Path)
-
-
-def build(cls: type, given: dict[str, Any]) -> Any:
-    """An options object of `cls` from the values given (None: the field's default)."""
-    values = {}
-    for f in fields(cls):
-        value = given.get(f.name)
-        if value is None:
-            continue
-        parse = f.metadata.get("parse")
-        values[f.name] = parse(value) if parse else value
-    return cls(**values)
-
-
-def recorded(options: Any) -> dict[str, Any]:
-    """What the user gave, as JSON values, for the manifest (and `--resume`)."""
-    out = {}
-    for f in fields(options):
-        value = getattr(options, f.name)
-        if value != f.default:
-            out[f.name] = str(value) if isinstance(value, Path) else (
-                list(value) if isinstance(value, tuple) else value)
-    return out

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from k8sdds.flags import option
 from k8sdds.model import Test
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
 
@@ -35,14 +36,23 @@ class RtiSettings:
     """Where the user's RTI Perftest, its license, TLS certificates, an image holding it and
     the Cloud Discovery Service are; read once per run (command line, then environment)."""
 
-    path: str | None = None  # perftest_cpp here, or inside `image`
-    license: str | None = None
-    tls_dir: str | None = None
-    image: str | None = None  # an image holding Perftest (kubernetes): nothing needed here
-    cds: str = "rticlouddiscoveryservice"
+    path: str | None = option(None, "--rtiperftest", "RTI Perftest executable "
+                              "(perftest_cpp), for engine=rtiperftest [$K8SDDS_RTIPERFTEST]")
+    license: str | None = option(None, "--rti-license", "RTI license file, given to "
+                                 "Perftest as RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]")
+    tls_dir: str | None = option(
+        None, "--rti-tls-dir", "certificates for Perftest over TLS or DTLS, in Perftest's "
+        "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]")
+    image: str | None = option(
+        None, "--rtiperftest-image", "kubernetes: an image holding RTI Perftest (and "
+        "rticlouddiscoveryservice, for discovery=cds), for engine=rtiperftest; --rtiperftest "
+        "then names perftest_cpp inside it [perftest_cpp on its PATH]")
+    cds: str | None = option(None, "--rti-cds", "RTI Cloud Discovery Service "
+                      "executable, for discovery=cds [$K8SDDS_RTI_CDS, else "
+                      "rticlouddiscoveryservice on the PATH]")
 
     @classmethod
-    def from_environment(cls, path: str | None = None, license_file: str | None = None,
+    def from_environment(cls, path: str | None = None, license: str | None = None,
                          tls_dir: str | None = None, image: str | None = None,
                          cds: str | None = None, env: Mapping[str, str] = os.environ,
                          ) -> RtiSettings:
@@ -50,10 +60,10 @@ class RtiSettings:
         $K8SDDS_RTI_TLS_DIR, $K8SDDS_RTI_CDS; local files as absolute paths. With an image,
         `path` and `cds` are paths inside it."""
         path = path or env.get("K8SDDS_RTIPERFTEST")
-        license_file = license_file or env.get("K8SDDS_RTI_LICENSE")
+        license = license or env.get("K8SDDS_RTI_LICENSE")
         tls_dir = tls_dir or env.get("K8SDDS_RTI_TLS_DIR")
         return cls(path=path if (image or not path) else str(Path(path).resolve()),
-                   license=str(Path(license_file).resolve()) if license_file else None,
+                   license=str(Path(license).resolve()) if license else None,
                    tls_dir=str(Path(tls_dir).resolve()) if tls_dir else None,
                    image=image, cds=cds or env.get("K8SDDS_RTI_CDS")
                    or "rticlouddiscoveryservice")
@@ -70,7 +80,7 @@ class RtiPerftest:
         self.settings = settings
         self.path, self.license, self.tls_dir = settings.path, settings.license, \
             settings.tls_dir
-        self.image, self.cds = settings.image, settings.cds
+        self.image, self.cds = settings.image, settings.cds or "rticlouddiscoveryservice"
 
     def _certs(self, role: str) -> list[str]:
         """The certificate authority, certificate and key files of a role (pub or sub)."""
