@@ -11,12 +11,12 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
 # bare-host commands
-TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server
+TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server debootstrap umoci skopeo
 
 .PHONY: demo test check install system-deps test-deps k8s-test-binaries lint clean
 
 # the tests that need no root, no namespaces, no sshd and no kube-apiserver
-FAST := not emulated and not kube and not ssh
+FAST := not emulated and not kube and not ssh and not image
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
 demo: install

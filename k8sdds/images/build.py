@@ -1,0 +1,158 @@
+"""`k8sdds image build`: the engine image from docker/Dockerfile with no Docker and no
+registry. A Debian base from debootstrap (cached per suite and architecture), each RUN step in
+a chroot inside its own mount and PID namespaces (nothing is mounted on the host), packed as
+an OCI image by umoci and written as an image archive by skopeo, which `ctr images import`
+(containerd) and `docker load` read. The archive is cached by the Dockerfile's content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from k8sdds.deployment.options import DEFAULT_IMAGE  # the tag pods use (IfNotPresent)
+from k8sdds.errors import UserError
+from k8sdds.images.dockerfile import Recipe, parse
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+ARCHS = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}
+TOOLS = {"debootstrap": "debootstrap", "umoci": "umoci", "skopeo": "skopeo",
+         "unshare": "util-linux", "chroot": "coreutils"}
+# how a RUN step sees the world: no services start in a chroot (policy-rc.d), no questions
+STEP_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8", "HOME": "/root"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("K8SDDS_CACHE", "/var/cache/k8sdds")) / "images"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    dockerfile: Path
+    out: Path
+    tag: str = DEFAULT_IMAGE
+    mirror: str = DEFAULT_MIRROR
+    arch: str = ARCHS.get(platform.machine(), platform.machine())
+    cache: Path | None = None  # [cache_dir()]
+
+
+def missing_tools() -> list[str]:
+    """The Debian packages the build needs and this machine lacks."""
+    return sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
+
+
+def step_argv(rootfs: Path, command: str) -> list[str]:
+    """One RUN step: a shell in the chroot, with its own /proc in private mount and PID
+    namespaces (they end with it, so nothing stays mounted)."""
+    return ["unshare", "--mount", "--pid", "--fork", "--propagation", "private",
+            f"--mount-proc={rootfs / 'proc'}", "chroot", str(rootfs), "/bin/sh", "-ec", command]
+
+
+def key(recipe: Recipe, text: str, options: BuildOptions) -> str:
+    """What makes an archive: the Dockerfile, the base, the tag and the architecture."""
+    seed = "\n".join([text, recipe.suite, options.arch, options.mirror, options.tag])
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
+
+
+def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) -> Path:
+    """Build (or take from the cache) the image archive; copy it to `options.out`."""
+    if os.geteuid() != 0:
+        raise UserError("k8sdds image build needs root (debootstrap and chroot)")
+    lacking = missing_tools()
+    if lacking:
+        raise UserError(f"k8sdds image build needs {', '.join(lacking)} "
+                        f"(apt-get install {' '.join(lacking)})")
+    try:
+        text = Path(options.dockerfile).read_text()
+    except OSError as exc:
+        raise UserError(f"{options.dockerfile}: cannot read it ({exc.strerror})") from None
+    recipe = parse(text, str(options.dockerfile))
+    cache = Path(options.cache or cache_dir())
+    cache.mkdir(parents=True, exist_ok=True)
+    archive = cache / f"engines-{key(recipe, text, options)}.tar"
+    if archive.exists():
+        say(f"cached: {archive}")
+    else:
+        base = _base(recipe.suite, options, cache, say)
+        with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
+            _image(Path(work), base, recipe, options, say, archive)
+    Path(options.out).parent.mkdir(parents=True, exist_ok=True)
+    if Path(options.out).resolve() != archive.resolve():
+        shutil.copyfile(archive, options.out)
+    return Path(options.out)
+
+
+def _run(argv: Sequence[str], what: str, env: dict | None = None) -> None:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise UserError(f"image build: {what} failed (exit {proc.returncode}): "
+                        + " | ".join(tail))
+
+
+def _base(suite: str, options: BuildOptions, cache: Path, say) -> Path:
+    """A minimal Debian root file system as a tar, made once per suite and architecture."""
+    tar = cache / f"debian-{suite}-minbase-{options.arch}.tar"
+    if tar.exists():
+        return tar
+    say(f"debootstrap {suite} ({options.arch}) from {options.mirror} (about a minute, once)")
+    with tempfile.TemporaryDirectory(prefix="base-", dir=cache) as work:
+        rootfs = Path(work) / "rootfs"
+        _run(["debootstrap", "--variant=minbase", f"--arch={options.arch}", suite,
+              str(rootfs), options.mirror], f"debootstrap {suite}")
+        partial = tar.with_suffix(".tar.part")
+        _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
+             "packing the base")
+        os.replace(partial, tar)
+    return tar
+
+
+def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
+           archive: Path) -> None:
+    rootfs = work / "rootfs"
+    rootfs.mkdir()
+    with tarfile.open(base) as tf:
+        tf.extractall(rootfs, filter="fully_trusted")  # our own debootstrap output
+    policy = rootfs / "usr/sbin/policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    resolv = rootfs / "etc/resolv.conf"
+    resolv.unlink(missing_ok=True)
+    shutil.copyfile("/etc/resolv.conf", resolv)
+    env = {**STEP_ENV, **dict(recipe.env)}
+    for i, command in enumerate(recipe.runs, start=1):
+        say(f"RUN {i}/{len(recipe.runs)}: {command[:70]}")
+        _run(step_argv(rootfs, command), f"RUN step {i}", env=env)
+    policy.unlink()
+    resolv.write_text("")
+    for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
+        shutil.rmtree(rootfs / leftover, ignore_errors=True)
+        (rootfs / leftover / "partial").mkdir(parents=True, exist_ok=True)
+    say("packing the image (umoci, skopeo)")
+    layout, tag = f"{work / 'oci'}:k8sdds", options.tag
+    bundle = work / "bundle"
+    _run(["umoci", "init", "--layout", str(work / "oci")], "umoci init")
+    _run(["umoci", "new", "--image", layout], "umoci new")
+    _run(["umoci", "unpack", "--image", layout, str(bundle)], "umoci unpack")
+    shutil.rmtree(bundle / "rootfs")
+    os.replace(rootfs, bundle / "rootfs")
+    _run(["umoci", "repack", "--image", layout, str(bundle)], "umoci repack")
+    config = ["umoci", "config", "--image", layout, f"--config.user={recipe.user}",
+              f"--config.workingdir={recipe.workdir}", f"--architecture={options.arch}",
+              "--os=linux"]
+    for k, v in [("PATH", STEP_ENV["PATH"]), ("LANG", STEP_ENV["LANG"]), *recipe.env]:
+        config.append(f"--config.env={k}={v}")
+    _run(config, "umoci config")
+    partial = archive.with_suffix(".tar.part")
+    partial.unlink(missing_ok=True)
+    _run(["skopeo", "copy", "--quiet", f"oci:{layout}",
+          f"docker-archive:{partial}:{tag}"], "skopeo copy")
+    os.replace(partial, archive)

@@ -1,0 +1,94 @@
+"""The engine image without Docker or a registry: the Dockerfile as a recipe (pure), and a
+real build (debootstrap, chroot, umoci, skopeo) whose archive holds the engines and runs
+them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from k8sdds.images.dockerfile import DockerfileError, parse
+
+from .emulated_support import cli
+
+ROOT = Path(__file__).parent.parent
+ENGINES = ("ddsperf", "iperf3", "qperf", "ping", "ab")
+
+
+def test_the_engine_dockerfile_is_a_recipe():
+    recipe = parse((ROOT / "docker" / "Dockerfile").read_text())
+    assert recipe.suite == "bookworm" and recipe.user == "65532:65532"
+    assert recipe.workdir == "/tmp" and len(recipe.runs) == 1
+    assert "cyclonedds-tools" in recipe.runs[0] and "\\" not in recipe.runs[0]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("FROM alpine:3\n", "Debian bases only"),
+    ("RUN true\n", "line 1: RUN before FROM"),
+    ("FROM debian:bookworm\nCOPY a /b\n", "line 2: COPY is not one of"),
+    ("FROM debian:bookworm\nRUN [\"true\"]\n", "exec form"),
+    ("FROM debian:bookworm\nENV A\n", "KEY=VALUE"),
+    ("# nothing\n", "no FROM line"),
+])
+def test_what_the_builder_cannot_do_is_named(text, message):
+    with pytest.raises(DockerfileError, match=message):
+        parse(text, "Dockerfile")
+
+
+def test_continuations_comments_and_env():
+    recipe = parse("FROM debian:12-slim\n# a comment\nRUN a \\\n  # inside\n  && b\n"
+                   "ENV X=1 Y=\"two words\"\n")
+    assert recipe.runs == ("a && b",) and recipe.env == (("X", "1"), ("Y", "two words"))
+
+
+def _build_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (debootstrap, chroot)"
+    lacking = [t for t in ("debootstrap", "umoci", "skopeo") if shutil.which(t) is None]
+    return f"needs {', '.join(lacking)} (make test installs them)" if lacking else None
+
+
+def _mounts() -> set[str]:
+    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+
+
+@pytest.mark.image
+@pytest.mark.skipif(_build_reason() is not None, reason=_build_reason() or "")
+def test_the_built_image_holds_the_engines_and_they_run(tmp_path):
+    before = _mounts()
+    out = tmp_path / "engines.tar"
+    done = cli("image", "build", "--out", str(out), cwd=ROOT, timeout=1800,
+               env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    assert _mounts() == before  # every RUN step's /proc went with its namespace
+    with tarfile.open(out) as tf:
+        [entry] = json.load(tf.extractfile("manifest.json"))
+        assert entry["RepoTags"] == ["ghcr.io/k8sdds/engines:0.1"]
+        config = json.load(tf.extractfile(entry["Config"]))
+        assert config["config"]["User"] == "65532:65532"
+        assert config["config"]["WorkingDir"] == "/tmp"
+        rootfs = tmp_path / "rootfs"
+        rootfs.mkdir()
+        for layer in entry["Layers"]:
+            with tarfile.open(fileobj=tf.extractfile(layer)) as lt:
+                lt.extractall(rootfs, filter="fully_trusted")
+    for engine in ENGINES:
+        assert (rootfs / "usr/bin" / engine).exists(), engine
+    assert not list((rootfs / "var/lib/apt/lists").glob("*_Packages"))  # no apt lists kept
+    # the engines run in it: iperf3 and ddsperf, as the pod's user
+    for argv, says in ((["iperf3", "--version"], "iperf 3."),
+                       (["ddsperf", "-h"], "ddsperf [OPTIONS] MODE")):
+        run = subprocess.run(["chroot", "--userspec=65532:65532", str(rootfs), *argv],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode not in (126, 127) and says in run.stdout + run.stderr, argv
+    # a second build is the cached archive, unchanged
+    again = cli("image", "build", "--out", str(tmp_path / "again.tar"), cwd=ROOT,
+                env={**os.environ, "COLUMNS": "200"})
+    assert again.returncode == 0 and "cached:" in again.stderr
+    assert (tmp_path / "again.tar").read_bytes() == out.read_bytes()
