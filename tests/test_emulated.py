@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from k8sdds import model
+from k8sdds.results import SCHEMA_VERSION
 from k8sdds.testbed import capabilities, netns, spec
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import WIRING, wg_interface
@@ -179,7 +180,7 @@ def test_run_two_rows_on_two_datapaths(tmp_path, env):
     assert outcome["repeats"] == 4 and outcome["failed"] == []
     run = outcome["run_dir"]
     manifest = json.loads(open(f"{run}/manifest.json").read())
-    assert manifest["status"] == "complete" and manifest["schema_version"] == 1
+    assert manifest["status"] == "complete" and manifest["schema_version"] == SCHEMA_VERSION == 2
     assert manifest["datapaths"] == ["flannel-hostgw", "flannel-vxlan"]
     assert manifest["environment"]["kernel"] and manifest["tools"]["ddsperf"] != ""
     assert {e["status"] for e in manifest["repeats"].values()} == {"done"}

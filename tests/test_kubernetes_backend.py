@@ -436,7 +436,8 @@ def test_a_nodeport_forwards_tcp_and_udp_on_one_port(cp, tmp_path):
                     tmp_path)
     backend.up()
     try:
-        placed = backend.deploy(test, ["client", "server"], 1)
+        placed = backend.deploy(test, ["client", "server"], 1,
+                                registry()["iperf3"].service_ports(test))
         [svc] = core.list_namespaced_service(
             backend.namespace, label_selector=f"{m.REPEAT_LABEL}={backend._repeat}").items
         assert svc.spec.type == "NodePort"
