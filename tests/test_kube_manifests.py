@@ -186,3 +186,21 @@ def test_usage_gauges_are_kept_and_counters_differenced(tmp_path):
     values = {v.metric: v.value for v in records.datapath_usage(json.dumps(usage)).values}
     assert values == {"datapath_cpu_pct": 10.0, "node_cpu_pct": 40.0,
                       "datapath_memory_mb": 31.5}
+
+
+def test_a_pod_waits_for_the_names_of_the_roles_started_before_it():
+    names = {"pub": "t1-r1-pub-abc.k8sdds", "sub0": "t1-r1-sub0-abc.k8sdds",
+             "server": "10.96.4.2"}
+    assert m.peers(names, "pub") == ("t1-r1-sub0-abc.k8sdds",)  # a Service's IP is no name
+    params = m.PodParams(name="t1-r1-pub-abc", namespace="k8sdds-abc", run_id="abc",
+                         repeat="t1-r1-abc", role="pub", node="node1", image="img:1",
+                         argv=("ddsperf", "pub"), peers=m.peers(names, "pub"))
+    spec = m.pod(params)["spec"]
+    [init] = spec["initContainers"]
+    assert init["image"] == "img:1" and init["command"][:2] == ["sh", "-c"]
+    assert init["command"][3:] == ["sh", "t1-r1-sub0-abc.k8sdds"]  # $0, then the names
+    assert init["securityContext"]["runAsNonRoot"] is True  # as restricted as the engine
+    # the names are arguments of the script, never part of it
+    assert "t1-r1-sub0" not in init["command"][2]
+    no_peers = m.pod(m.PodParams(**{**params.__dict__, "peers": ()}))["spec"]
+    assert "initContainers" not in no_peers

@@ -35,19 +35,40 @@ def testbed_up(name: str = NAME,
                testbed_spec: Path | None = typer.Option(
                    None, "--spec", "--cluster", help="Testbed spec (YAML): nodes with name, "
                    "role, arch, profile (--cluster is the old spelling)."),
-               datapath: str = typer.Option("host", "--datapath", help="Datapath to wire."),
+               datapath: str | None = typer.Option(
+                   None, "--datapath", help="Datapath to wire [host; with --kubernetes: "
+                   "flannel-hostgw]."),
+               kubernetes: bool = typer.Option(
+                   False, "--kubernetes", help="Also run a real Kubernetes cluster on it: the "
+                   "control plane on node0, containerd + kubelet + kube-proxy on every worker, "
+                   "CoreDNS; prints the kubeconfig for `k8sdds run --backend kubernetes`."),
+               image_archive: Path | None = typer.Option(
+                   None, "--image-archive", help="With --kubernetes: the engine image archive "
+                   "the nodes import [built by `k8sdds image build`, cached]."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
     from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.wiring import WIRING
 
-    [dp] = datapath_list(datapath, list(WIRING))[:1]
+    dp = datapath or ("flannel-hostgw" if kubernetes else "host")
+    [dp] = datapath_list(dp, list(WIRING))[:1]
     check_available(lambda name: datapath_unavailable(model.datapath(name)), [dp])
+    if kubernetes:
+        from k8sdds.testbed.kube.up import check_datapath
+
+        check_datapath(dp)
     tb = _testbed(name, nodes, profile, testbed_spec)
     with _locked(name):
         tb.up()
         tb.use_datapath(dp)
+        if kubernetes:
+            from k8sdds.testbed.kube.up import bring_up
+
+            kubeconfig = bring_up(tb, image_archive, say=lambda line: err_console.print(
+                line, markup=False, highlight=False))
     _status(tb)
+    if kubernetes:
+        out_console.print(f"kubeconfig: {kubeconfig}")
 
 
 def testbed_datapaths() -> None:
@@ -103,11 +124,13 @@ def testbed_status(name: str = NAME) -> None:
 
 def testbed_down(name: str = NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
+    from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.spec import TestbedSpec
     from k8sdds.testbed.testbed import Testbed
 
     tb = Testbed.existing(name) or Testbed(TestbedSpec(name=name))
     with _locked(name):  # a crashed run holds no lock; a live one must finish first
+        KubeCluster(tb).down()  # its cluster first, if it runs one (or a killed one left)
         gone = tb.down()
     out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
 

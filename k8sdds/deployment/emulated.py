@@ -13,9 +13,11 @@ from k8sdds import model
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, sides
+from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command
 from k8sdds.testbed import capabilities, cgroups, netns, spec
+from k8sdds.testbed.kube.cluster import KubeCluster
 from k8sdds.testbed.profiles import PROFILES
 from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed, TestbedLock
 from k8sdds.testbed.wiring import WIRING
@@ -61,6 +63,11 @@ class EmulatedBackend:
         return capabilities.datapath_unavailable(model.datapath(datapath))
 
     def up(self) -> None:
+        if KubeCluster(self.testbed).running():
+            name = self.testbed.spec.name
+            raise UserError(f"testbed {name} runs a Kubernetes cluster: run on it with "
+                            f"--backend kubernetes --kubeconfig "
+                            f"{KubeCluster(self.testbed).kubeconfig}, or use another --testbed")
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
         try:

@@ -37,7 +37,7 @@ def cache_dir() -> Path:
 @dataclass(frozen=True)
 class BuildOptions:
     dockerfile: Path
-    out: Path
+    out: Path | None  # None: the cached archive itself
     tag: str = DEFAULT_IMAGE
     mirror: str = DEFAULT_MIRROR
     arch: str = ARCHS.get(platform.machine(), platform.machine())
@@ -63,7 +63,8 @@ def key(recipe: Recipe, text: str, options: BuildOptions) -> str:
 
 
 def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) -> Path:
-    """Build (or take from the cache) the image archive; copy it to `options.out`."""
+    """Build (or take from the cache) the image archive; copy it to `options.out` (or
+    return the cached one)."""
     if os.geteuid() != 0:
         raise UserError("k8sdds image build needs root (debootstrap and chroot)")
     lacking = missing_tools()
@@ -84,9 +85,10 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) ->
         base = _base(recipe.suite, options, cache, say)
         with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
             _image(Path(work), base, recipe, options, say, archive)
+    if options.out is None:
+        return archive
     Path(options.out).parent.mkdir(parents=True, exist_ok=True)
-    if Path(options.out).resolve() != archive.resolve():
-        shutil.copyfile(archive, options.out)
+    shutil.copyfile(archive, options.out)
     return Path(options.out)
 
 
@@ -156,3 +158,35 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
     _run(["skopeo", "copy", "--quiet", f"oci:{layout}",
           f"docker-archive:{partial}:{tag}"], "skopeo copy")
     os.replace(partial, archive)
+
+
+def pause(tag: str, cache: Path | None = None) -> Path:
+    """The sandbox ("pause") image containerd starts first in every pod: a static busybox
+    that sleeps (Debian's busybox-static), as an image archive; cached."""
+    busybox = Path("/bin/busybox")
+    if not busybox.exists():
+        raise UserError("the pause image needs Debian's busybox-static "
+                        "(apt-get install busybox-static)")
+    cache = Path(cache or cache_dir())
+    cache.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(busybox.read_bytes() + tag.encode()).hexdigest()[:16]
+    archive = cache / f"pause-{digest}.tar"
+    if archive.exists():
+        return archive
+    with tempfile.TemporaryDirectory(prefix="pause-", dir=cache) as work:
+        layout, bundle = f"{Path(work) / 'oci'}:pause", Path(work) / "bundle"
+        _run(["umoci", "init", "--layout", str(Path(work) / "oci")], "umoci init")
+        _run(["umoci", "new", "--image", layout], "umoci new")
+        _run(["umoci", "unpack", "--image", layout, str(bundle)], "umoci unpack")
+        (bundle / "rootfs" / "bin").mkdir(parents=True)
+        shutil.copy2(busybox, bundle / "rootfs" / "bin" / "busybox")
+        _run(["umoci", "repack", "--image", layout, str(bundle)], "umoci repack")
+        _run(["umoci", "config", "--image", layout, "--config.entrypoint=/bin/busybox",
+              "--config.cmd=sleep", "--config.cmd=2147483647", "--config.user=65535:65535",
+              "--os=linux", f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"],
+             "umoci config")
+        partial = archive.with_suffix(".tar.part")
+        _run(["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker-archive:{partial}:{tag}"],
+             "skopeo copy")
+        os.replace(partial, archive)
+    return archive

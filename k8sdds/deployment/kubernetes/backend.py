@@ -57,6 +57,7 @@ class KubernetesBackend:
         self._nodes_of: dict[str, str] = {}  # pod -> node, of the current repeat
         self._repeat = ""  # the current repeat's label value
         self._host_roles: set[str] = set()
+        self._names: dict[str, str] = {}  # role -> the address its peers are given
         self._secrets_dir: Path | None = None
         self._credentials_digest = ""
 
@@ -145,6 +146,7 @@ class KubernetesBackend:
             out[role] = Placement(role, on[role], m.dns_name(pod), "" if host else "eth0",
                                   pod, pod)
         self._host_roles = {r for r in roles if out[r].interface == ""}
+        self._names = {r: p.address for r, p in out.items()}
         if test.effective_path in SERVICE_PATHS:
             server = roles[1]  # the first role the driver talks to
             out[server], service = behind_service(
@@ -176,7 +178,10 @@ class KubernetesBackend:
             role=placement.role, node=placement.node, image=command.image or self.options.image,
             argv=tuple(command.argv), env=dict(command.env), config_map=config_map,
             credentials=needs_credentials, host_network=placement.role in self._host_roles,
-            arch=self.options.arch, listen=listen)
+            arch=self.options.arch, listen=listen,
+            # the roles started before it: theirs exist (later ones find it themselves)
+            peers=m.peers({h.role: self._names[h.role] for h in self._handles},
+                          placement.role))
         api.call(f"create pod {pod} on {placement.node}", core.create_namespaced_pod,
                  self.namespace, m.pod(params))
         self._repeat_labels.add(self._repeat)

@@ -6,6 +6,7 @@ with the run's id, so `k8sdds cleanup` finds whatever a killed run left behind.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -132,6 +133,7 @@ class PodParams:
     listen: int | None = None  # TCP port: the pod is Ready once it accepts connections
     pull_policy: str = "IfNotPresent"
     license_secret: str | None = None  # RTI license Secret, mounted beside the credentials
+    peers: tuple[str, ...] = ()  # DNS names that must resolve before the engine starts
 
 
 def pod(p: PodParams) -> dict:
@@ -177,6 +179,9 @@ def pod(p: PodParams) -> dict:
         "containers": [container],
         "volumes": volumes,
     }
+    if p.peers:
+        spec["initContainers"] = [peers_container(p.image, p.pull_policy, p.peers,
+                                                  container["securityContext"])]
     if p.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
@@ -184,6 +189,32 @@ def pod(p: PodParams) -> dict:
             "metadata": _meta(p.name, p.run_id, p.namespace,
                               **{REPEAT_LABEL: p.repeat, ROLE_LABEL: p.role}),
             "spec": spec}
+
+
+# an engine resolves its peers once, when it starts (Cyclone DDS, Perftest): it must not
+# start before their names exist, which is only once their pods have addresses
+WAIT_FOR_PEERS = 'for h in "$@"; do until getent hosts "$h" >/dev/null; do sleep 0.2; done; done'
+
+
+def peers(addresses: Mapping[str, str], role: str) -> tuple[str, ...]:
+    """The DNS names (not IP addresses: a Service's) among the other roles' addresses."""
+    def is_ip(text: str) -> bool:
+        try:
+            ipaddress.ip_address(text)
+            return True
+        except ValueError:
+            return False
+
+    return tuple(a for r, a in addresses.items() if r != role and not is_ip(a))
+
+
+def peers_container(image: str, pull_policy: str, peers: Sequence[str],
+                    security: dict) -> dict:
+    """An init container that waits until every peer's DNS name resolves (the pod's own
+    timeout bounds it)."""
+    return {"name": "peers", "image": image, "imagePullPolicy": pull_policy,
+            "command": ["sh", "-c", WAIT_FOR_PEERS, "sh", *peers],
+            "securityContext": security}
 
 
 def pod_name(test: int, repeat: int, role: str) -> str:

@@ -1,0 +1,155 @@
+"""One worker of a testbed cluster: containerd + runc + kubelet in the node's network
+namespace and in one private mount namespace they share. What the kubelet would change on the
+machine (host-wide sysctls, /run/containerd, /var/lib/cni) is shadowed inside that mount
+namespace only, so the machine stays as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from k8sdds.errors import TestbedError
+
+# what the kubelet sets at start when it finds other values: shown to it as already set
+KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
+                   "kernel/panic_on_oops": "1", "kernel/keys/root_maxkeys": "1000000",
+                   "kernel/keys/root_maxbytes": "25000000"}
+CNI_BIN = "/usr/lib/cni"  # Debian's containernetworking-plugins
+PAUSE = "localhost/k8sdds/pause:1"
+
+
+@dataclass(frozen=True)
+class NodeFiles:
+    """Where a node keeps its own state (removed at down)."""
+
+    root: Path  # /var/lib/k8sdds/<testbed>/<node>: images, snapshots, kubelet
+    run: Path  # /run/k8sdds/<testbed>-kube/<node>: sockets, netns, logs
+
+    @property
+    def socket(self) -> Path:
+        return self.run / "containerd.sock"
+
+
+def containerd_config(files: NodeFiles) -> str:
+    return f"""version = 2
+root = "{files.root / 'containerd'}"
+state = "{files.run / 'containerd'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "{files.socket}"
+[ttrpc]
+  address = "{files.run / 'containerd.sock.ttrpc'}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{files.root / 'opt'}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE}"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN}"
+    conf_dir = "{files.run / 'net.d'}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+"""
+
+
+def cni_config(pod_cidr: str, gateway: str, mtu: int, files: NodeFiles) -> str:
+    """The bridge plugin on the node's cni0 (the testbed made it and routes its pod CIDR);
+    no masquerade: cross-node pod traffic keeps its addresses."""
+    import json
+
+    return json.dumps({
+        "cniVersion": "0.4.0", "name": "k8sdds",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False,
+             "mtu": mtu, "hairpinMode": True,
+             "ipam": {"type": "host-local", "dataDir": str(files.run / "ipam"),
+                      "ranges": [[{"subnet": pod_cidr, "gateway": gateway}]],
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=1)
+
+
+def kubelet_config(files: NodeFiles, cgroup_root: str, dns: str | None) -> str:
+    import yaml
+
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "cgroupRoot": cgroup_root,
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "containerRuntimeEndpoint": f"unix://{files.socket}",
+        "podLogsDir": str(files.root / "pod-logs"), "failSwapOn": False,
+        "resolvConf": str(files.run / "resolv.conf"),
+        "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%",
+                         "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False, "protectKernelDefaults": False,
+        "healthzBindAddress": "127.0.0.1", "localStorageCapacityIsolation": False,
+        "maxPods": 110, "makeIPTablesUtilChains": False,
+    }
+    if dns:
+        config.update(clusterDNS=[dns], clusterDomain="cluster.local")
+    return yaml.safe_dump(config)
+
+
+def in_namespaces(holder: int, argv: list[str]) -> list[str]:
+    """`argv` in the node's network namespace and its private mount namespace."""
+    return ["nsenter", "-t", str(holder), "-m", "-n", "--", *argv]
+
+
+def mount_private(holder: int, files: NodeFiles) -> None:
+    """Inside the node's mount namespace only: its own /run/containerd and /var/lib/cni, and
+    the sysctls the kubelet checks shown with the values it wants."""
+    sysctls = files.run / "sysctl"
+    sysctls.mkdir(parents=True, exist_ok=True)
+    steps = []
+    for source, target in ((files.run / "run-containerd", "/run/containerd"),
+                           (files.root / "var-lib-cni", "/var/lib/cni")):
+        Path(source).mkdir(parents=True, exist_ok=True)
+        steps.append(["mkdir", "-p", target])
+        steps.append(["mount", "--bind", str(source), target])
+    for key, value in KUBELET_SYSCTLS.items():
+        shadow = sysctls / key.replace("/", ".")
+        shadow.write_text(value + "\n")
+        steps.append(["mount", "--bind", str(shadow), f"/proc/sys/{key}"])
+        steps.append(["mount", "-o", "remount,bind,ro", f"/proc/sys/{key}"])
+    for argv in steps:
+        proc = subprocess.run(["nsenter", "-t", str(holder), "-m", "--", *argv],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise TestbedError(f"{' '.join(argv)} in the node's mount namespace: "
+                               f"{proc.stderr.strip()}")
+
+
+def wait_socket(path: Path, proc: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise TestbedError(f"{what} exited with status {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise TestbedError(f"{what} did not open {path} within {timeout:g} s")
+        time.sleep(0.05)  # a socket appearing: no event to wait on
+
+
+def proxy_config(kubeconfig: Path, node) -> str:
+    """kube-proxy in iptables mode, in the node's network namespace; it changes no host-wide
+    setting (conntrack sizes and timeouts left as they are)."""
+    import yaml
+
+    return yaml.safe_dump({
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+        "mode": "iptables", "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": node.name, "bindAddress": node.address,
+        "clusterCIDR": "10.244.0.0/16", "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                      "tcpCloseWaitTimeout": "0s"},
+        "nodePortAddresses": [f"{node.address}/32"]})

@@ -1,0 +1,88 @@
+"""The cluster's credentials: a CA, the API server's serving certificate, the ServiceAccount
+signing key, and one static token per client (admin, each kubelet, the controllers)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+
+SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: first address of the service range
+
+
+@dataclass(frozen=True)
+class Pki:
+    directory: Path
+    tokens: dict[str, str]  # client -> its bearer token
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "ca.crt"
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _private(path: Path, data: bytes) -> None:
+    path.touch(mode=0o600)
+    path.write_bytes(data)
+
+
+def make(directory: Path, api_address: str, clients: dict[str, tuple[str, str]]) -> Pki:
+    """Credentials in `directory` (0700); `clients`: name -> (user, group) of a token."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8sdds-testbed-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - dt.timedelta(minutes=5))
+          .not_valid_after(now + dt.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [x509.DNSName(n) for n in ("kubernetes", "kubernetes.default",
+                                        "kubernetes.default.svc", "localhost")]
+    ips = [x509.IPAddress(ipaddress.ip_address(a)) for a in (api_address, SERVICE_IP,
+                                                                "127.0.0.1")]
+    api = (x509.CertificateBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+           .issuer_name(ca_name).public_key(key.public_key())
+           .serial_number(x509.random_serial_number())
+           .not_valid_before(now - dt.timedelta(minutes=5))
+           .not_valid_after(now + dt.timedelta(days=30))
+           .add_extension(x509.SubjectAlternativeName(names + ips), critical=False)
+           .sign(ca_key, hashes.SHA256()))
+    (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "apiserver.crt").write_bytes(api.public_bytes(serialization.Encoding.PEM))
+    _private(directory / "apiserver.key", _key_pem(key))
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _private(directory / "sa.key", _key_pem(sa))
+    (directory / "sa.pub").write_bytes(sa.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    tokens = {name: secrets.token_hex(16) for name in clients}
+    _private(directory / "tokens.csv", "".join(
+        f'{tokens[name]},{user},{name},"{group}"\n' for name, (user, group) in clients.items())
+        .encode())
+    return Pki(directory, tokens)
+
+
+def kubeconfig(pki: Pki, server: str, client: str) -> str:
+    """A kubeconfig for `client` (its token), as YAML text."""
+    import yaml
+
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "k8sdds",
+        "clusters": [{"name": "k8sdds", "cluster": {"server": server,
+                                                    "certificate-authority": str(pki.ca)}}],
+        "users": [{"name": client, "user": {"token": pki.tokens[client]}}],
+        "contexts": [{"name": "k8sdds", "context": {"cluster": "k8sdds", "user": client}}]})

@@ -1,0 +1,40 @@
+"""`k8sdds testbed up --kubernetes`: the images the nodes need, then the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from k8sdds import model
+from k8sdds.errors import UserError
+from k8sdds.testbed.kube.cluster import KubeCluster
+from k8sdds.testbed.kube.node import PAUSE
+from k8sdds.testbed.testbed import Testbed
+
+DOCKERFILE = Path(__file__).resolve().parents[3] / "docker" / "Dockerfile"
+
+
+def check_datapath(name: str) -> None:
+    """The CNI bridge gives each node's pods its own /24: a routed datapath carries them."""
+    dp = model.datapath(name)
+    if dp.host_network or dp.pod_prefix != 24:
+        raise UserError(f"--kubernetes needs a datapath that routes a pod CIDR per node "
+                        f"(flannel-hostgw, flannel-vxlan, kube-router, calico-vxlan), not "
+                        f"{name}")
+
+
+def bring_up(tb: Testbed, image_archive: Path | None,
+             say: Callable[[str], None] = lambda _: None) -> Path:
+    """The pause and engine images (built once, cached), then the cluster; the kubeconfig."""
+    from k8sdds.images.build import BuildOptions, build, pause
+
+    images = [pause(PAUSE)]
+    if image_archive is None:
+        if not DOCKERFILE.exists():
+            raise UserError(f"no {DOCKERFILE}: give the engine image with --image-archive")
+        image_archive = build(BuildOptions(DOCKERFILE, None), say)
+    elif not Path(image_archive).is_file():
+        raise UserError(f"--image-archive {image_archive}: no such file")
+    images.append(Path(image_archive))
+    say(f"bringing up Kubernetes on testbed {tb.spec.name}")
+    return KubeCluster(tb).up(images)
