@@ -11,12 +11,13 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
 # bare-host commands
-TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server debootstrap umoci skopeo
+TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server debootstrap umoci skopeo \
+                     containerd runc containernetworking-plugins busybox-static iptables
 
 .PHONY: demo test check install system-deps test-deps k8s-test-binaries lint clean
 
 # the tests that need no root, no namespaces, no sshd and no kube-apiserver
-FAST := not emulated and not kube and not ssh and not image
+FAST := not emulated and not kube and not ssh and not image and not kubelet
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
 demo: install
@@ -38,7 +39,7 @@ install: system-deps $(BIN)/k8sdds
 test-deps: k8s-test-binaries
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 
-## k8s-test-binaries: kube-apiserver and kwok for the kubernetes backend's tests (Go; cached)
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, coredns and kwok (Go; cached)
 k8s-test-binaries:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
 	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries; \

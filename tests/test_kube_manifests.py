@@ -57,7 +57,13 @@ def test_pod_options_host_network_arch_config_credentials_listen():
     assert mounts["config"] == {"name": "config", "mountPath": m.CONFIG_MOUNT,
                                 "readOnly": True}
     assert mounts["credentials"]["mountPath"] == m.SECRETS_MOUNT
-    assert spec["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 5201}
+    probe = spec["containers"][0]["readinessProbe"]["exec"]["command"]
+    assert "tcpSocket" not in spec["containers"][0]["readinessProbe"]  # it never connects
+    import re
+    line = "   3: 00000000:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n"
+    assert probe[:2] == ["grep", "-qE"] and re.search(probe[2], line, re.M)
+    assert not re.search(probe[2], line.replace(" 0A ", " 01 "), re.M)  # connected, not
+    assert not re.search(probe[2], line.replace(":1451", ":1452"), re.M)  # listening
 
 
 def test_runner_role_is_namespaced_and_minimal():
@@ -66,7 +72,9 @@ def test_runner_role_is_namespaced_and_minimal():
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     assert resources == {"pods", "pods/log", "pods/exec", "configmaps", "secrets", "services",
-                         "events"}
+                         "events", "endpointslices"}
+    [slices] = [r for r in role["rules"] if "endpointslices" in r["resources"]]
+    assert slices["verbs"] == ["list", "watch"]  # read only: whether a Service has endpoints
     verbs = {v for rule in role["rules"] for v in rule["verbs"]}
     assert "*" not in verbs and "escalate" not in verbs and "bind" not in verbs
     binding = m.role_binding("ns1", "abc123")

@@ -22,7 +22,7 @@ from k8sdds.deployment.kubernetes import pods, watch
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.deployment.kubernetes.cleanup import delete_repeat, remove
 from k8sdds.deployment.kubernetes.cluster import ClusterView
-from k8sdds.deployment.kubernetes.services import behind_service
+from k8sdds.deployment.kubernetes.services import behind_service, wait_endpoints
 from k8sdds.deployment.kubernetes.usage import Usage
 from k8sdds.deployment.options import KubernetesOptions
 from k8sdds.deployment.placement import place, sides
@@ -222,7 +222,8 @@ class KubernetesBackend:
         except KubernetesError:
             return False
         pod = self.api.pod(handle.ref)
-        return pod is not None and pods.phase(pod) == "Running"
+        return (pod is not None and pods.phase(pod) == "Running"
+                and all(wait_endpoints(self.api, svc, timeout) for svc in self._services))
 
     def wait(self, handle: Handle, timeout: float) -> int | None:
         try:

@@ -36,6 +36,9 @@ RUNNER_RULES = (
     {"apiGroups": [""], "resources": ["services"],
      "verbs": ["create", "get", "list", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+    # a path through a Service starts once the Service has a ready endpoint
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+     "verbs": ["list", "watch"]},
 )
 
 
@@ -159,7 +162,7 @@ def pod(p: PodParams) -> dict:
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
     }
     if p.listen:
-        container["readinessProbe"] = {"tcpSocket": {"port": p.listen},
+        container["readinessProbe"] = {"exec": {"command": listening(p.listen)},
                                        "periodSeconds": 1, "failureThreshold": 30}
     selector = {"kubernetes.io/os": "linux"}
     if p.arch:
@@ -194,6 +197,14 @@ def pod(p: PodParams) -> dict:
 # an engine resolves its peers once, when it starts (Cyclone DDS, Perftest): it must not
 # start before their names exist, which is only once their pods have addresses
 WAIT_FOR_PEERS = 'for h in "$@"; do until getent hosts "$h" >/dev/null; do sleep 0.2; done; done'
+
+
+def listening(port: int) -> list[str]:
+    """A probe that the pod listens on TCP `port`, without connecting to it: a connection
+    would be a client to a one-off server (iperf3 -s -1 ends after its first client), so the
+    probe reads the pod's own socket table (state 0A: LISTEN), as the emulated backend does."""
+    pattern = rf"^ *[0-9]+: [0-9A-F]+:{port:04X} [0-9A-F]+:[0-9A-F]+ 0A "
+    return ["grep", "-qE", pattern, "/proc/net/tcp", "/proc/net/tcp6"]
 
 
 def peers(addresses: Mapping[str, str], role: str) -> tuple[str, ...]:

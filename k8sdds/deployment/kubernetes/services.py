@@ -39,3 +39,55 @@ def behind_service(api: Api, run_id: str, repeat: str, server: Placement, node_p
         raise KubernetesError(f"node {server.node} has no InternalIP for its NodePort")
     return replace(server, address=node_address,
                    ports={port: allocated for port, _ in ports}), name
+
+
+NO_CONTROLLER = 5.0  # seconds after which a Service still without EndpointSlices has none
+# kube-proxy programs a ready endpoint on every node on its own time and reports it nowhere:
+# the one wait here that is not on an event (measured: well under a second with
+# minSyncPeriod 0; without it, a client dialled the ClusterIP into kube-proxy's REJECT rule)
+PROXY_SETTLE = 1.0
+
+
+def wait_endpoints(api: Api, service: str, timeout: float) -> bool:
+    """Watch the Service's EndpointSlices until one lists a ready endpoint (kube-proxy then
+    forwards to it); False after `timeout` s. A Service that gets no EndpointSlice within
+    NO_CONTROLLER s is on a cluster without the controller that makes them: True."""
+    from kubernetes import client, watch
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    def ready(slice_: dict) -> bool:
+        return any((ep.get("conditions") or {}).get("ready")
+                   for ep in slice_.get("endpoints") or [])
+
+    discovery = client.DiscoveryV1Api(api.core().api_client)
+    selector = f"kubernetes.io/service-name={service}"
+    try:
+        listed = discovery.list_namespaced_endpoint_slice(
+            api.namespace, label_selector=selector, _request_timeout=30)
+        slices = [api.serialize(item) for item in listed.items]
+        if any(ready(s) for s in slices):
+            return _settled()
+        window = timeout if slices else min(timeout, NO_CONTROLLER)
+        w = watch.Watch()
+        try:
+            for event in w.stream(discovery.list_namespaced_endpoint_slice, api.namespace,
+                                  label_selector=selector,
+                                  resource_version=listed.metadata.resource_version,
+                                  timeout_seconds=max(1, int(window)),
+                                  _request_timeout=window + 10):
+                slices.append(event["raw_object"])
+                if ready(event["raw_object"]):
+                    return _settled()
+        finally:
+            w.stop()
+    except (ApiException, HTTPError):
+        return False
+    return not slices
+
+
+def _settled() -> bool:
+    import time
+
+    time.sleep(PROXY_SETTLE)
+    return True

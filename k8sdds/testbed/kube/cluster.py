@@ -19,11 +19,15 @@ import urllib.request
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
+from k8sdds.testbed import netns
 from k8sdds.testbed.kube import node as agent
 from k8sdds.testbed.kube import pki
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
 
 API_PORT = 6443
+# the testbed leaves pod-to-pod traffic untracked (testbed.MASQUERADE); a Service's reply
+# must be un-NATed by conntrack, so on a cluster every packet is tracked, as on real nodes
+UNTRACKED_OFF = "flush chain ip k8sdds raw_prerouting\nflush chain ip k8sdds raw_output\n"
 SERVICE_RANGE = "10.96.0.0/16"
 
 
@@ -116,6 +120,8 @@ class KubeCluster:
             raise TestbedError("a testbed cluster needs a worker beside the control plane")
         self.down()  # what a killed bring-up left
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        for n in self.tb.nodes:  # kube-proxy's NAT needs pod traffic tracked, both ways
+            netns.nft(n.ns, UNTRACKED_OFF)
         clients = {"admin": ("admin", "system:masters"),
                    "controller-manager": ("system:kube-controller-manager", "k8sdds"),
                    "scheduler": ("system:kube-scheduler", "k8sdds"),

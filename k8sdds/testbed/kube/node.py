@@ -147,6 +147,7 @@ def proxy_config(kubeconfig: Path, node) -> str:
     return yaml.safe_dump({
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
         "mode": "iptables", "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "iptables": {"minSyncPeriod": "0s", "syncPeriod": "30s"},  # endpoints at once
         "hostnameOverride": node.name, "bindAddress": node.address,
         "clusterCIDR": "10.244.0.0/16", "healthzBindAddress": "127.0.0.1:10256",
         "metricsBindAddress": "127.0.0.1:10249",
