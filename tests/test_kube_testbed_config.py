@@ -1,0 +1,100 @@
+"""The testbed cluster's configuration, pure: what each daemon is told (node-private paths
+only, no host-wide setting) and the credentials; the API forwarder on loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+
+from k8sdds.testbed.kube import forward, node, pki
+from k8sdds.testbed.testbed import Node
+
+tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11")
+FILES = node.NodeFiles(root=Path("/var/lib/k8sdds/tb/node1"),
+                       run=Path("/run/k8sdds/tb-kube/node1"))
+NODE = Node(name="node1", index=1, ns="tb-node1", address="10.99.0.11",
+            pod_cidr="10.244.1.0/24", gateway="10.244.1.1")
+
+
+def test_containerd_keeps_to_the_node_and_never_raises_oom_priority():
+    config = tomllib.loads(node.containerd_config(FILES))
+    assert config["root"].startswith(str(FILES.root))
+    assert config["state"].startswith(str(FILES.run))
+    assert config["grpc"]["address"] == str(FILES.socket)
+    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True and cri["netns_mounts_under_state_dir"]
+    assert cri["sandbox_image"] == node.PAUSE
+    assert cri["cni"]["conf_dir"].startswith(str(FILES.run))
+    assert "/run/containerd" not in node.containerd_config(FILES)
+
+
+def test_cni_gives_the_nodes_pod_cidr_without_masquerade():
+    conf = json.loads(node.cni_config(NODE.pod_cidr, NODE.gateway, 1450, FILES))
+    bridge = conf["plugins"][0]
+    assert bridge["bridge"] == "cni0" and bridge["ipMasq"] is False and bridge["mtu"] == 1450
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.1.0/24", "gateway": "10.244.1.1"}]]
+    assert bridge["ipam"]["dataDir"].startswith(str(FILES.run))
+
+
+def test_the_kubelet_runs_on_cgroup_v1_with_its_own_root_and_the_clusters_dns():
+    config = yaml.safe_load(node.kubelet_config(FILES, "/k8sdds-kube/tb/node1", "10.99.0.10"))
+    assert config["failCgroupV1"] is False and config["cgroupDriver"] == "cgroupfs"
+    assert config["cgroupRoot"] == "/k8sdds-kube/tb/node1"
+    assert config["clusterDNS"] == ["10.99.0.10"]
+    assert config["protectKernelDefaults"] is False  # it is shown the values it wants instead
+    assert set(node.KUBELET_SYSCTLS) >= {"vm/overcommit_memory", "kernel/panic",
+                                          "kernel/panic_on_oops"}
+
+
+def test_kube_proxy_leaves_host_wide_conntrack_alone():
+    config = yaml.safe_load(node.proxy_config(FILES.run / "kp.kubeconfig", NODE))
+    assert config["mode"] == "iptables"
+    assert config["conntrack"]["maxPerCore"] == 0 and config["conntrack"]["min"] == 0
+    assert config["nodePortAddresses"] == ["10.99.0.11/32"]
+    assert config["iptables"]["minSyncPeriod"] == "0s"
+
+
+def test_credentials(tmp_path):
+    creds = pki.make(tmp_path / "pki", "10.99.0.10",
+                     {"admin": ("admin", "system:masters"),
+                      "node1": ("system:node:node1", "system:nodes")})
+    assert stat.S_IMODE((tmp_path / "pki").stat().st_mode) == 0o700
+    for secret in ("apiserver.key", "sa.key", "tokens.csv"):
+        assert stat.S_IMODE((tmp_path / "pki" / secret).stat().st_mode) == 0o600
+    cert = x509.load_pem_x509_certificate((tmp_path / "pki" / "apiserver.crt").read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)} == {
+        "10.99.0.10", "10.96.0.1", "127.0.0.1"}
+    tokens = (tmp_path / "pki" / "tokens.csv").read_text()
+    assert f'{creds.tokens["node1"]},system:node:node1,node1,"system:nodes"' in tokens
+    config = yaml.safe_load(pki.kubeconfig(creds, "https://127.0.0.1:1", "node1"))
+    assert config["users"][0]["user"]["token"] == creds.tokens["node1"]
+
+
+def test_the_forwarder_carries_both_directions():
+    upstream = socket.socket()
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(1)
+
+    def echo():
+        conn, _ = upstream.accept()
+        conn.sendall(conn.recv(100).upper())
+        conn.close()
+
+    threading.Thread(target=echo, daemon=True).start()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    threading.Thread(target=forward.serve, args=(listener, "127.0.0.1",
+                                                 upstream.getsockname()[1]),
+                     daemon=True).start()
+    with socket.create_connection(listener.getsockname(), timeout=5) as client:
+        client.sendall(b"hello")
+        assert client.recv(100) == b"HELLO"
