@@ -16,7 +16,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -277,27 +276,17 @@ class ControlPlane:
                                            start_new_session=True, preexec_fn=_die_with_parent))
 
     def _wait_api(self, timeout: float = 90) -> None:
-        import ssl
-        import urllib.request
+        from k8sdds.testbed.kube.cluster import wait_readyz
 
-        ctx = ssl.create_default_context(cafile=str(self.directory / "apiserver.crt"))
-        deadline = time.monotonic() + timeout
-        while True:
+        def alive() -> None:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(f"{p.args[0]} exited: see {self.directory}")
-            try:
-                req = urllib.request.Request(self.server + "/readyz",
-                                             headers={"Authorization": f"Bearer {TOKEN}"})
-                with urllib.request.urlopen(req, context=ctx, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"kube-apiserver not ready in {timeout} s: see "
-                                   f"{self.directory / 'kube-apiserver.log'}")
-            time.sleep(0.2)  # readiness of a process we started: no event to wait on
+
+        if not wait_readyz(self.server, self.directory / "apiserver.crt", TOKEN, timeout,
+                           alive):
+            raise RuntimeError(f"kube-apiserver not ready in {timeout} s: see "
+                               f"{self.directory / 'kube-apiserver.log'}")
 
     def api(self):
         from kubernetes import config

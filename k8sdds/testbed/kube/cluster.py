@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
@@ -236,21 +237,10 @@ class KubeCluster:
             node.ns)
 
     def _wait_api(self, creds: pki.Pki, port: int, timeout: float) -> None:
-        ctx = ssl.create_default_context(cafile=str(creds.ca))
-        deadline = time.monotonic() + timeout
-        request = urllib.request.Request(f"https://127.0.0.1:{port}/readyz", headers={
-            "Authorization": f"Bearer {creds.tokens['admin']}"})
-        while True:
-            try:
-                with urllib.request.urlopen(request, context=ctx, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TestbedError(f"kube-apiserver not ready within {timeout:g} s (see "
-                                   f"{self.run_dir / 'kube-apiserver.log'})")
-            time.sleep(0.2)  # readiness of a process we started: polled
+        if not wait_readyz(f"https://127.0.0.1:{port}", creds.ca, creds.tokens["admin"],
+                           timeout):
+            raise TestbedError(f"kube-apiserver not ready within {timeout:g} s (see "
+                               f"{self.run_dir / 'kube-apiserver.log'})")
 
     def _wait_ready(self, names: list[str], timeout: float) -> None:
         from kubernetes import client, config
@@ -283,6 +273,26 @@ class KubeCluster:
         except OSError:
             pass
         self.state_file.unlink(missing_ok=True)
+
+
+def wait_readyz(server: str, ca: Path, token: str, timeout: float,
+                check: Callable[[], None] = lambda: None) -> bool:
+    """Whether the API server at `server` answers /readyz within `timeout` s; `check()` runs
+    between tries (to raise when the process serving it has died)."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    request = urllib.request.Request(f"{server}/readyz",
+                                     headers={"Authorization": f"Bearer {token}"})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        check()
+        try:
+            with urllib.request.urlopen(request, context=ctx, timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)  # readiness of a process we started: polled
+    return False
 
 
 def _free_port() -> int:
