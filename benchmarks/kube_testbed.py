@@ -98,11 +98,11 @@ def main() -> None:
           f"Ready (binaries and image cached)")
     print(f"idle cluster: {rss:.0f} MiB RSS, {cpu:.1f} % of one core")
     a, b = summary(Path(procs["run_dir"])), summary(Path(pods["run_dir"]))
-    table = a.join(b, lsuffix=" processes", rsuffix=" pods")
+    table = a.add_suffix(" processes").join(b.add_suffix(" pods"))
     table["Mb/s pods/processes"] = table["Mb/s pods"] / table["Mb/s processes"]
     table["p50 pods/processes"] = table["p50 us pods"] / table["p50 us processes"]
     print(f"\nflannel-hostgw wiring, {args.repeats} x {args.duration:g} s, ddsperf:")
-    print(table.round(3).to_markdown() if hasattr(table, "to_markdown") else table.round(3))
+    print(table.round(3).to_string())
     print(f"\nfailed: processes {procs['failed']}, pods {pods['failed']}")
 
 
