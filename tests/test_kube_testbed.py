@@ -54,7 +54,7 @@ def cluster(tmp_path_factory):
         assert down.returncode == 0, down.stderr
         assert (_sysctls(), root_links(), _mounts()) == before
         assert namespaces(name) == []
-        assert not any(Path(f"/sys/fs/cgroup/{h}/k8sdds-kube/{name}").exists()
+        assert not any(Path(f"/sys/fs/cgroup/{h}/k8sdds/{name}").exists()
                        for h in ("cpu", "memory", "pids", "cpuset"))
         assert not Path(f"/var/lib/k8sdds/{name}").exists()
         leftover = subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
@@ -83,6 +83,9 @@ def test_the_nodes_are_real_kubelets(cluster):
         assert node.status.node_info.kubelet_version == "v1.34.3"
         assert node.status.node_info.container_runtime_version.startswith("containerd://")
         assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+    # the pods' cgroups are the node's own, where its profile's CPU quota is
+    for name in nodes:
+        assert Path(f"/sys/fs/cgroup/cpu/k8sdds/{cluster['name']}/{name}/kube/kubepods").is_dir()
 
 
 def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_path):

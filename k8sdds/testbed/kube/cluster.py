@@ -90,7 +90,7 @@ class KubeCluster:
         try:
             return json.loads(self.state_file.read_text())
         except (OSError, ValueError):
-            return {"pids": [], "cgroups": [], "port": None}
+            return {"pids": [], "cgroups": [], "made": [], "port": None}
 
     def _record(self, **add) -> None:
         state = self._state()
@@ -202,12 +202,15 @@ class KubeCluster:
         files = agent.NodeFiles(self.data_dir / node.name, self.run_dir / node.name)
         for path in (files.root, files.run, files.run / "net.d"):
             path.mkdir(parents=True, exist_ok=True)
-        cgroup_root = f"/k8sdds-kube/{self.tb.spec.name}/{node.name}"
-        self._record(cgroups=[cgroup_root])
+        # under the node's own cgroup, where the testbed puts its profile's CPU quota: the
+        # pods are held to the node's CPU as its processes are
+        cgroup_root = f"/k8sdds/{self.tb.spec.name}/{node.name}/kube"
+        missing_dirs = [str(d) for d in _cgroup_dirs(cgroup_root) if not d.exists()]
+        self._record(cgroups=[cgroup_root], made=missing_dirs)
         _make_cgroup(cgroup_root)
         holder = self._spawn(f"{node.name}-holder", [
             "unshare", "--mount", "--propagation", "private", "sleep", "2147483647"], node.ns)
-        time.sleep(0.2)  # unshare execs sleep: the mount namespace exists once it runs
+        _wait_own_mounts(holder)
         agent.mount_private(holder.pid, files)
         (files.run / "containerd.toml").write_text(agent.containerd_config(files))
         (files.run / "net.d" / "10-k8sdds.conflist").write_text(
@@ -243,21 +246,31 @@ class KubeCluster:
                                f"{self.run_dir / 'kube-apiserver.log'})")
 
     def _wait_ready(self, names: list[str], timeout: float) -> None:
-        from kubernetes import client, config
+        """Watch the nodes until every one of `names` is Ready."""
+        from kubernetes import client, config, watch
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
-        deadline = time.monotonic() + timeout
-        while True:
-            nodes = {n.metadata.name: n for n in api.list_node(_request_timeout=10).items}
-            ready = {name for name, n in nodes.items() if any(
-                c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])}
-            if set(names) <= ready:
-                return
-            if time.monotonic() > deadline:
-                raise TestbedError(f"nodes not Ready within {timeout:g} s: "
-                                   f"{', '.join(sorted(set(names) - ready))} (see "
-                                   f"{self.run_dir}/<node>-kubelet.log)")
-            time.sleep(0.5)  # the node list: polled, a watch would need its own bound
+        deadline, ready = time.monotonic() + timeout, set()
+        while (left := deadline - time.monotonic()) > 0:
+            w = watch.Watch()
+            try:
+                for event in w.stream(api.list_node, timeout_seconds=max(1, int(left)),
+                                      _request_timeout=left + 10):
+                    n = event["object"]
+                    is_ready = any(c.type == "Ready" and c.status == "True"
+                                   for c in n.status.conditions or [])
+                    (ready.add if is_ready else ready.discard)(n.metadata.name)
+                    if set(names) <= ready:
+                        return
+            except (ApiException, HTTPError):
+                continue  # the watch broke: watch again while time is left
+            finally:
+                w.stop()
+        raise TestbedError(f"nodes not Ready within {timeout:g} s: "
+                           f"{', '.join(sorted(set(names) - ready))} (see "
+                           f"{self.run_dir}/<node>-kubelet.log)")
 
     # ---- down ------------------------------------------------------------------------
     def down(self) -> None:
@@ -266,6 +279,11 @@ class KubeCluster:
         _stop(state["pids"])
         for root in state["cgroups"]:
             _remove_cgroup(root)
+        for made in sorted(state.get("made", []), key=lambda d: -len(Path(d).parts)):
+            try:  # what up made above the kubelet's root, deepest first; the rest stays
+                Path(made).rmdir()
+            except OSError:
+                pass
         for path in (self.run_dir, self.data_dir):
             shutil.rmtree(path, ignore_errors=True)
         try:
@@ -311,23 +329,28 @@ def _hierarchies() -> list[Path]:
     return out
 
 
+def _cgroup_dirs(root: str) -> list[Path]:
+    """`root` and its ancestors, in every hierarchy, top first."""
+    out = []
+    for h in _hierarchies():
+        parts = Path(root.lstrip("/")).parts
+        out += [h.joinpath(*parts[:i]) for i in range(1, len(parts) + 1)]
+    return out
+
+
 def _make_cgroup(root: str) -> None:
     """The kubelet's cgroupRoot, in every hierarchy (cpuset copied from its parents)."""
-    for h in _hierarchies():
-        path = h / root.lstrip("/")
-        parts = path.relative_to(h).parts
-        for i in range(1, len(parts) + 1):
-            p = h.joinpath(*parts[:i])
-            if not p.exists():
-                p.mkdir()
-                if h.name == "cpuset":
-                    for f in ("cpuset.cpus", "cpuset.mems"):
-                        (p / f).write_text((p.parent / f).read_text())
+    for p in _cgroup_dirs(root):
+        if not p.exists():
+            p.mkdir()
+            if p.relative_to("/sys/fs/cgroup").parts[0] == "cpuset":
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    (p / f).write_text((p.parent / f).read_text())
 
 
 def _remove_cgroup(root: str) -> None:
-    """Kill what is left under `root` (containers outlive their shims), then remove it,
-    deepest first; its empty parents too."""
+    """Kill what is left under `root` (containers outlive their shims), then remove it and
+    what the kubelet made in it, deepest first."""
     for h in _hierarchies():
         top = h / root.lstrip("/")
         if not top.exists():
@@ -341,19 +364,31 @@ def _remove_cgroup(root: str) -> None:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.1)  # the kernel empties cgroup.procs as they die
-        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            time.sleep(0.1)  # the kernel empties cgroup.procs as they die: no event
+        for d in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()),
+                        key=lambda p: -len(p.parts)):
             try:
                 d.rmdir()
             except OSError:
                 pass
-        for d in [top, *top.parents]:
-            if d == h:
-                break
-            try:
-                d.rmdir()
-            except OSError:
-                break
+
+
+def _wait_own_mounts(holder: subprocess.Popen, timeout: float = 10) -> None:
+    """Until the holder (nsenter, then unshare, exec'ing each other) is in a mount namespace
+    of its own: its mounts must not land in this machine's."""
+    ours = os.readlink("/proc/self/ns/mnt")
+    deadline = time.monotonic() + timeout
+    while True:
+        if holder.poll() is not None:
+            raise TestbedError(f"the mount namespace holder exited ({holder.returncode})")
+        try:
+            if os.readlink(f"/proc/{holder.pid}/ns/mnt") != ours:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TestbedError(f"no private mount namespace within {timeout:g} s")
+        time.sleep(0.01)  # an exec in another process: nothing to wait on but its /proc
 
 
 def _stop(pids: list[int], grace: float = 5.0) -> None:
