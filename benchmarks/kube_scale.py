@@ -38,9 +38,9 @@ def apiserver_requests(cp) -> int:
     import ssl
     import urllib.request
 
-    ctx = ssl.create_default_context(cafile=str(cp.directory / "apiserver.crt"))
+    ctx = ssl.create_default_context(cafile=str(cp.ca))
     req = urllib.request.Request(cp.server + "/metrics",
-                                 headers={"Authorization": f"Bearer {ks.TOKEN}"})
+                                 headers={"Authorization": f"Bearer {cp.token}"})
     with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
         text = r.read().decode()
     return int(sum(float(v) for v in re.findall(

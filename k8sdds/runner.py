@@ -77,15 +77,20 @@ def check_engines(tests: Sequence[Test], engines: Mapping[str, Engine]) -> None:
             raise EngineUnavailable(reason)
 
 
+def same_backend(path: Path, manifest: Manifest, name: str) -> None:
+    """A run continues on the backend it ran on."""
+    if manifest.backend != name:
+        raise UserError(f"{path} ran on the {manifest.backend} backend; resume it with "
+                        f"--backend {manifest.backend}")
+
+
 def resumable(run: RunDir, backend: Backend, engines: Mapping[str, Engine]) -> Manifest:
     """The manifest of a run to continue on `backend`, its tests checked again as a schedule
     is (a manifest is a file like any other)."""
     manifest = run.read_manifest()
     if manifest.imported is not None:
         raise UserError(f"{run.path} was imported, not run; there is nothing to resume")
-    if manifest.backend != backend.name:
-        raise UserError(f"{run.path} ran on the {manifest.backend} backend; resume it with "
-                        f"--backend {manifest.backend}")
+    same_backend(run.path, manifest, backend.name)
     limits = backend.limits()
     for test in manifest.tests:
         problem = schedule.check_values(test) or schedule.check(test, limits, engines)

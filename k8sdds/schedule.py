@@ -191,12 +191,26 @@ def _check_defaults(defaults: Defaults) -> None:
         column = FIELD_TO_COLUMN.get(f.name)
         if value is None or column is None:
             continue
-        text = f"{value:g}" if isinstance(value, float) else str(value)
-        try:
-            COLUMNS[column][1](text)
-        except _Bad as exc:
-            raise ScheduleError(f"option --{column}: value {text!r} is not allowed; "
-                                f"allowed: {exc}") from None
+        why = _refused(column, value)
+        if why:
+            raise ScheduleError(f"option --{column}: value {_cell(value)!r} is not allowed; "
+                                f"allowed: {why}")
+
+
+def _cell(value: Any) -> str:
+    """A typed value as a schedule cell holds it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _refused(column: str, value: Any) -> str | None:
+    """What `column` allows, when it does not allow `value`; None when it does."""
+    try:
+        COLUMNS[column][1](_cell(value))
+    except _Bad as exc:
+        return str(exc)
+    return None
 
 
 def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defaults,
@@ -247,16 +261,11 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
 def check_values(test: Test) -> tuple[str, Any, str] | None:
     """The column checks of a test's own values (a test read back from a manifest):
     (field, value, what is allowed), or None."""
-    for fname, parse in COLUMNS.values():
+    for column, (fname, _) in COLUMNS.items():
         value = getattr(test, fname)
-        if value is None:
-            continue
-        text = (("true" if value else "false") if isinstance(value, bool)
-                else f"{value:g}" if isinstance(value, float) else str(value))
-        try:
-            parse(text)
-        except _Bad as exc:
-            return (fname, value, f"allowed: {exc}")
+        why = None if value is None else _refused(column, value)
+        if why:
+            return (fname, value, f"allowed: {why}")
     return None
 
 

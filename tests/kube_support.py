@@ -10,8 +10,6 @@ deletes its objects itself, so neither is needed.
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import os
 import shutil
 import socket
@@ -20,13 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
+
+from k8sdds.testbed.kube import pki
 
 BIN = Path(os.environ.get("K8SDDS_K8S_BIN", "/var/cache/k8sdds/bin"))
-TOKEN = "k8sdds-test-admin-token"
 FIXTURES = Path(__file__).parent / "fixtures"
 
 # images the test Stages give a fate to (no image is ever pulled: kwok plays the kubelet)
@@ -184,27 +179,6 @@ def cri_log(source: Path, directory: Path) -> Path:
     return out
 
 
-def _cert(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")])
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                 x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    crt, pem = directory / "apiserver.crt", directory / "apiserver.key"
-    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                      serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
-    return crt, pem
-
-
 @dataclass
 class ControlPlane:
     """etcd + kube-apiserver + kwok in `directory`; `kubeconfig` is an admin's."""
@@ -214,6 +188,8 @@ class ControlPlane:
     procs: list[subprocess.Popen] = field(default_factory=list)
     kubeconfig: Path = Path()
     server: str = ""
+    ca: Path = Path()  # the CA the API server's certificate is signed by
+    token: str = ""  # the admin's bearer token
 
     def start(self) -> ControlPlane:
         d = self.directory
@@ -226,23 +202,20 @@ class ControlPlane:
                              "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
                              "--initial-cluster", f"k8sdds-test=http://127.0.0.1:{peer_port}",
                              "--quota-backend-bytes", str(2 * 2**30)])
-        crt, key = _cert(d)
-        sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        (d / "sa.key").write_bytes(sa.private_bytes(serialization.Encoding.PEM,
-                                                    serialization.PrivateFormat.PKCS8,
-                                                    serialization.NoEncryption()))
-        (d / "sa.pub").write_bytes(sa.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-        (d / "tokens.csv").write_text(f'{TOKEN},admin,admin,"system:masters"\n')
+        # the same credentials as a testbed cluster's: a CA, the serving certificate, the
+        # ServiceAccount key, a static admin token
+        creds = pki.make(d / "pki", "127.0.0.1", {"admin": ("admin", "system:masters")})
+        self.ca, self.token = creds.ca, creds.tokens["admin"]
         self._spawn("kube-apiserver", [
             str(BIN / "kube-apiserver"), f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}", f"--tls-cert-file={crt}",
-            f"--tls-private-key-file={key}", f"--token-auth-file={d / 'tokens.csv'}",
+            f"--secure-port={api_port}", f"--tls-cert-file={creds.directory / 'apiserver.crt'}",
+            f"--tls-private-key-file={creds.directory / 'apiserver.key'}",
+            f"--token-auth-file={creds.directory / 'tokens.csv'}",
             "--authorization-mode=RBAC",
             "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={d / 'sa.pub'}",
-            f"--service-account-signing-key-file={d / 'sa.key'}",
+            f"--service-account-key-file={creds.directory / 'sa.pub'}",
+            f"--service-account-signing-key-file={creds.directory / 'sa.key'}",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--kubelet-preferred-address-types=InternalIP",
             "--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
@@ -252,12 +225,7 @@ class ControlPlane:
             f"--cert-dir={d / 'certs'}"])
         self.server = f"https://127.0.0.1:{api_port}"
         self.kubeconfig = d / "kubeconfig"
-        self.kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "test",
-            "clusters": [{"name": "test", "cluster": {"server": self.server,
-                                                       "certificate-authority": str(crt)}}],
-            "users": [{"name": "admin", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}]}))
+        self.kubeconfig.write_text(pki.kubeconfig(creds, self.server, "admin"))
         self._wait_api()
         (d / "kwok.yaml").write_text(yaml.safe_dump_all(kwok_config(
             {role: cri_log(path, d / "cri") for role, path in self.logs.items()})))
@@ -283,8 +251,7 @@ class ControlPlane:
                 if p.poll() is not None:
                     raise RuntimeError(f"{p.args[0]} exited: see {self.directory}")
 
-        if not wait_readyz(self.server, self.directory / "apiserver.crt", TOKEN, timeout,
-                           alive):
+        if not wait_readyz(self.server, self.ca, self.token, timeout, alive):
             raise RuntimeError(f"kube-apiserver not ready in {timeout} s: see "
                                f"{self.directory / 'kube-apiserver.log'}")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -96,25 +96,32 @@ def _option(f, about: str = "") -> Any:
                         help=escape(f"{about}{meta['help']}{default}."), **meta["bounds"])
 
 
-_FIELD: dict[str, str] = {}  # parameter name -> the field it stands for
+@dataclass(frozen=True)
+class Flags:
+    """The --flags of some options dataclasses: one keyword parameter per field, named
+    `prefix + field` (a prefix keeps two groups' fields apart)."""
+
+    params: tuple[inspect.Parameter, ...]
+    prefix: str = ""
+
+    def field(self, param: str) -> str:
+        return param.removeprefix(self.prefix)
 
 
-def parameters(cls: type, about: str = "", prefix: str = "") -> list[inspect.Parameter]:
-    """A keyword parameter (typer option) per field of `cls`, named `prefix + field`;
-    `about` starts each help text."""
+def flags(classes: dict[type, str], prefix: str = "") -> Flags:
+    """The flags of each dataclass in `classes` (class -> what starts its help texts)."""
     params = []
-    for f in fields(cls):
-        _FIELD[prefix + f.name] = f.name
-        given = f.metadata["cli_type"]
-        params.append(inspect.Parameter(prefix + f.name, inspect.Parameter.KEYWORD_ONLY,
-                                        default=_option(f, about),
-                                        annotation=Optional[given]))  # noqa: UP045
-    return params
+    for cls, about in classes.items():
+        for f in fields(cls):
+            given = f.metadata["cli_type"]
+            params.append(inspect.Parameter(prefix + f.name, inspect.Parameter.KEYWORD_ONLY,
+                                            default=_option(f, about),
+                                            annotation=Optional[given]))  # noqa: UP045
+    return Flags(tuple(params), prefix)
 
 
-BACKEND_PARAMETERS = [p for backend, kind in BACKENDS.items()
-                      for p in parameters(kind.options, f"{backend}: ")]
-RTI_PARAMETERS = parameters(RtiSettings, prefix="rti_")
+BACKEND_FLAGS = flags({kind.options: f"{backend}: " for backend, kind in BACKENDS.items()})
+RTI_FLAGS = flags({RtiSettings: ""}, prefix="rti_")
 
 
 def backend_option(name: str) -> Any:
@@ -124,19 +131,19 @@ def backend_option(name: str) -> Any:
     return _option(f, f"{backend}: ")
 
 
-def with_options(**groups: list[inspect.Parameter]):
-    """Give a command the options of each group (`name=parameters`) as --flags; it receives
-    each group as one dict keyword `name` (field -> value, None where not given)."""
+def with_options(**groups: Flags):
+    """Give a command the flags of each group (`name=Flags`); it receives each group as one
+    dict keyword `name` (field -> value, None where not given)."""
     def decorate(command):
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name not in groups]
-        extra = [p for params in groups.values() for p in params]
+        extra = [p for group in groups.values() for p in group.params]
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any):
-            for group, params in groups.items():
-                kwargs[group] = {_FIELD[p.name]: kwargs.pop(p.name) for p in params
-                                 if p.name in kwargs}
+            for name, group in groups.items():
+                kwargs[name] = {group.field(p.name): kwargs.pop(p.name) for p in group.params
+                                if p.name in kwargs}
             return command(**kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=own + extra)

@@ -15,12 +15,12 @@ from k8sdds import deployment, model, perftest, schedule
 from k8sdds.cli.common import (
     AS_JSON,
     BACKEND,
-    BACKEND_PARAMETERS,
+    BACKEND_FLAGS,
     MIN_FREE,
     OUT,
     QUIET,
     REPORT,
-    RTI_PARAMETERS,
+    RTI_FLAGS,
     RichProgress,
     backend_option,
     check_available,
@@ -33,7 +33,7 @@ from k8sdds.cli.common import (
 from k8sdds.errors import UserError
 from k8sdds.flags import recorded
 from k8sdds.results import RunDir
-from k8sdds.runner import Runner, RunOptions, resumable
+from k8sdds.runner import Runner, RunOptions, resumable, same_backend
 
 DEFAULT_BACKEND = "emulated"
 
@@ -102,10 +102,9 @@ def run(
     manifest = None
     if resume is not None:
         manifest = RunDir(resume).read_manifest()
-        if backend and choice(backend, list(deployment.BACKENDS), "--backend") != \
-                manifest.backend:
-            raise UserError(f"{resume} ran on the {manifest.backend} backend; resume it with "
-                            f"--backend {manifest.backend}")
+        if backend:
+            same_backend(resume, manifest,
+                         choice(backend, list(deployment.BACKENDS), "--backend"))
         backend = manifest.backend
         given = {**manifest.backend_options, **{k: v for k, v in given.items() if v is not None}}
     name, options, chosen = _backend(backend, given)
@@ -274,6 +273,6 @@ def cleanup(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_options(backend_options=BACKEND_PARAMETERS, rti=RTI_PARAMETERS)(run))
-    app.command()(with_options(backend_options=BACKEND_PARAMETERS)(baseline))
+    app.command()(with_options(backend_options=BACKEND_FLAGS, rti=RTI_FLAGS)(run))
+    app.command()(with_options(backend_options=BACKEND_FLAGS)(baseline))
     app.command()(cleanup)

@@ -10,9 +10,10 @@ from typing import Any
 from k8sdds.deployment.base import Backend, Handle, Placement
 from k8sdds.deployment.emulated import EmulatedBackend
 from k8sdds.deployment.kubernetes import KubernetesBackend
-from k8sdds.deployment.options import EmulatedOptions, KubernetesOptions, SshOptions, build
+from k8sdds.deployment.options import EmulatedOptions, KubernetesOptions, SshOptions
 from k8sdds.deployment.ssh import SshBackend
 from k8sdds.errors import UserError
+from k8sdds.flags import build
 
 
 @dataclass(frozen=True)

@@ -63,11 +63,11 @@ class EmulatedBackend:
         return capabilities.datapath_unavailable(model.datapath(datapath))
 
     def up(self) -> None:
-        if KubeCluster(self.testbed).running():
-            name = self.testbed.spec.name
-            raise UserError(f"testbed {name} runs a Kubernetes cluster: run on it with "
-                            f"--backend kubernetes --kubeconfig "
-                            f"{KubeCluster(self.testbed).kubeconfig}, or use another --testbed")
+        kube = KubeCluster(self.testbed)
+        if kube.running():
+            raise UserError(f"testbed {self.testbed.spec.name} runs a Kubernetes cluster: run "
+                            f"on it with --backend kubernetes --kubeconfig {kube.kubeconfig}, "
+                            "or use another --testbed")
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
         try:

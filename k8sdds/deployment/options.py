@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from k8sdds.flags import build, option, recorded
-
-__all__ = ["EmulatedOptions", "KubernetesOptions", "SshOptions", "build", "recorded"]
+from k8sdds.flags import option
 
 DEFAULT_IMAGE = "ghcr.io/k8sdds/engines:0.1"
 

@@ -139,24 +139,27 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
         shutil.rmtree(rootfs / leftover, ignore_errors=True)
         (rootfs / leftover / "partial").mkdir(parents=True, exist_ok=True)
     say("packing the image (umoci, skopeo)")
-    layout, tag = f"{work / 'oci'}:k8sdds", options.tag
-    bundle = work / "bundle"
+    env = [("PATH", STEP_ENV["PATH"]), ("LANG", STEP_ENV["LANG"]), *recipe.env]
+    _pack(work, rootfs, options.tag, archive,
+          [f"--config.user={recipe.user}", f"--config.workingdir={recipe.workdir}",
+           f"--architecture={options.arch}", *(f"--config.env={k}={v}" for k, v in env)])
+
+
+def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[str]) -> None:
+    """`rootfs` as a one-layer OCI image (umoci) with `config`, written as a docker-archive
+    named `tag` (skopeo) to `archive`, atomically."""
+    layout, bundle = f"{work / 'oci'}:k8sdds", work / "bundle"
     _run(["umoci", "init", "--layout", str(work / "oci")], "umoci init")
     _run(["umoci", "new", "--image", layout], "umoci new")
     _run(["umoci", "unpack", "--image", layout, str(bundle)], "umoci unpack")
     shutil.rmtree(bundle / "rootfs")
     os.replace(rootfs, bundle / "rootfs")
     _run(["umoci", "repack", "--image", layout, str(bundle)], "umoci repack")
-    config = ["umoci", "config", "--image", layout, f"--config.user={recipe.user}",
-              f"--config.workingdir={recipe.workdir}", f"--architecture={options.arch}",
-              "--os=linux"]
-    for k, v in [("PATH", STEP_ENV["PATH"]), ("LANG", STEP_ENV["LANG"]), *recipe.env]:
-        config.append(f"--config.env={k}={v}")
-    _run(config, "umoci config")
+    _run(["umoci", "config", "--image", layout, "--os=linux", *config], "umoci config")
     partial = archive.with_suffix(".tar.part")
     partial.unlink(missing_ok=True)
-    _run(["skopeo", "copy", "--quiet", f"oci:{layout}",
-          f"docker-archive:{partial}:{tag}"], "skopeo copy")
+    _run(["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker-archive:{partial}:{tag}"],
+         "skopeo copy")
     os.replace(partial, archive)
 
 
@@ -174,19 +177,11 @@ def pause(tag: str, cache: Path | None = None) -> Path:
     if archive.exists():
         return archive
     with tempfile.TemporaryDirectory(prefix="pause-", dir=cache) as work:
-        layout, bundle = f"{Path(work) / 'oci'}:pause", Path(work) / "bundle"
-        _run(["umoci", "init", "--layout", str(Path(work) / "oci")], "umoci init")
-        _run(["umoci", "new", "--image", layout], "umoci new")
-        _run(["umoci", "unpack", "--image", layout, str(bundle)], "umoci unpack")
-        (bundle / "rootfs" / "bin").mkdir(parents=True)
-        shutil.copy2(busybox, bundle / "rootfs" / "bin" / "busybox")
-        _run(["umoci", "repack", "--image", layout, str(bundle)], "umoci repack")
-        _run(["umoci", "config", "--image", layout, "--config.entrypoint=/bin/busybox",
-              "--config.cmd=sleep", "--config.cmd=2147483647", "--config.user=65535:65535",
-              "--os=linux", f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"],
-             "umoci config")
-        partial = archive.with_suffix(".tar.part")
-        _run(["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker-archive:{partial}:{tag}"],
-             "skopeo copy")
-        os.replace(partial, archive)
+        rootfs = Path(work) / "rootfs"
+        (rootfs / "bin").mkdir(parents=True)
+        shutil.copy2(busybox, rootfs / "bin" / "busybox")
+        _pack(Path(work), rootfs, tag, archive,
+              ["--config.entrypoint=/bin/busybox", "--config.cmd=sleep",
+               "--config.cmd=2147483647", "--config.user=65535:65535",
+               f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"])
     return archive

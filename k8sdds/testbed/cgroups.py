@@ -7,6 +7,8 @@ cgroup v2 (`cpu.max`) where the unified hierarchy has the cpu controller, else c
 from __future__ import annotations
 
 import os
+import signal
+import time
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
@@ -65,3 +67,60 @@ def remove(path: str, levels: int = 3) -> None:
         except OSError:
             return
         current = current.parent
+
+
+# ---- one path in every cgroup v1 hierarchy (a kubelet's cgroupRoot) ----------------
+
+def v1_hierarchies() -> list[Path]:
+    """The cgroup v1 hierarchies mounted under /sys/fs/cgroup."""
+    out = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, where, kind, *_ = line.split()
+        if kind == "cgroup" and where.startswith("/sys/fs/cgroup/"):
+            out.append(Path(where))
+    return out
+
+
+def dirs(root: str) -> list[Path]:
+    """`root` and its ancestors, in every hierarchy, top first."""
+    out = []
+    for h in v1_hierarchies():
+        parts = Path(root.lstrip("/")).parts
+        out += [h.joinpath(*parts[:i]) for i in range(1, len(parts) + 1)]
+    return out
+
+
+def make_everywhere(root: str) -> None:
+    """`root` in every cgroup v1 hierarchy (cpuset copied from its parents), as a
+    kubelet's cgroupRoot must be."""
+    for p in dirs(root):
+        if not p.exists():
+            p.mkdir()
+            if p.relative_to("/sys/fs/cgroup").parts[0] == "cpuset":
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    (p / f).write_text((p.parent / f).read_text())
+
+
+def remove_everywhere(root: str) -> None:
+    """Kill what is left under `root` (containers outlive their shims), then remove it and
+    what the kubelet made in it, deepest first."""
+    for h in v1_hierarchies():
+        top = h / root.lstrip("/")
+        if not top.exists():
+            continue
+        for _ in range(50):
+            pids = [int(p) for f in top.rglob("cgroup.procs") for p in f.read_text().split()]
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)  # the kernel empties cgroup.procs as they die: no event
+        for d in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()),
+                        key=lambda p: -len(p.parts)):
+            try:
+                d.rmdir()
+            except OSError:
+                pass

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import netns
+from k8sdds.testbed import cgroups, netns
 from k8sdds.testbed.kube import node as agent
 from k8sdds.testbed.kube import pki
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
@@ -205,9 +205,9 @@ class KubeCluster:
         # under the node's own cgroup, where the testbed puts its profile's CPU quota: the
         # pods are held to the node's CPU as its processes are
         cgroup_root = f"/k8sdds/{self.tb.spec.name}/{node.name}/kube"
-        missing_dirs = [str(d) for d in _cgroup_dirs(cgroup_root) if not d.exists()]
+        missing_dirs = [str(d) for d in cgroups.dirs(cgroup_root) if not d.exists()]
         self._record(cgroups=[cgroup_root], made=missing_dirs)
-        _make_cgroup(cgroup_root)
+        cgroups.make_everywhere(cgroup_root)
         holder = self._spawn(f"{node.name}-holder", [
             "unshare", "--mount", "--propagation", "private", "sleep", "2147483647"], node.ns)
         _wait_own_mounts(holder)
@@ -278,7 +278,7 @@ class KubeCluster:
         state = self._state()
         _stop(state["pids"])
         for root in state["cgroups"]:
-            _remove_cgroup(root)
+            cgroups.remove_everywhere(root)
         for made in sorted(state.get("made", []), key=lambda d: -len(Path(d).parts)):
             try:  # what up made above the kubelet's root, deepest first; the rest stays
                 Path(made).rmdir()
@@ -317,60 +317,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _hierarchies() -> list[Path]:
-    """The cgroup v1 hierarchies mounted under /sys/fs/cgroup."""
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        _, where, kind, *_ = line.split()
-        if kind == "cgroup" and where.startswith("/sys/fs/cgroup/"):
-            out.append(Path(where))
-    return out
-
-
-def _cgroup_dirs(root: str) -> list[Path]:
-    """`root` and its ancestors, in every hierarchy, top first."""
-    out = []
-    for h in _hierarchies():
-        parts = Path(root.lstrip("/")).parts
-        out += [h.joinpath(*parts[:i]) for i in range(1, len(parts) + 1)]
-    return out
-
-
-def _make_cgroup(root: str) -> None:
-    """The kubelet's cgroupRoot, in every hierarchy (cpuset copied from its parents)."""
-    for p in _cgroup_dirs(root):
-        if not p.exists():
-            p.mkdir()
-            if p.relative_to("/sys/fs/cgroup").parts[0] == "cpuset":
-                for f in ("cpuset.cpus", "cpuset.mems"):
-                    (p / f).write_text((p.parent / f).read_text())
-
-
-def _remove_cgroup(root: str) -> None:
-    """Kill what is left under `root` (containers outlive their shims), then remove it and
-    what the kubelet made in it, deepest first."""
-    for h in _hierarchies():
-        top = h / root.lstrip("/")
-        if not top.exists():
-            continue
-        for _ in range(50):
-            pids = [int(p) for f in top.rglob("cgroup.procs") for p in f.read_text().split()]
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)  # the kernel empties cgroup.procs as they die: no event
-        for d in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()),
-                        key=lambda p: -len(p.parts)):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
 
 
 def _wait_own_mounts(holder: subprocess.Popen, timeout: float = 10) -> None:
