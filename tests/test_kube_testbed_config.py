@@ -13,12 +13,14 @@ import pytest
 import yaml
 from cryptography import x509
 
-from k8sdds.testbed.kube import forward, node, pki
+from k8sdds.deployment.kubernetes import cni as detection
+from k8sdds.errors import UserError
+from k8sdds.testbed.kube import cni, flannel, forward, node, pki
 from k8sdds.testbed.testbed import Node
 
 tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11")
 FILES = node.NodeFiles(root=Path("/var/lib/k8sdds/tb/node1"),
-                       run=Path("/run/k8sdds/tb-kube/node1"))
+                       run=Path("/run/k8sdds/tb-kube/node1"), view=Path("/run/k8sdds/tb-kube/node"))
 NODE = Node(name="node1", index=1, ns="tb-node1", address="10.99.0.11",
             pod_cidr="10.244.1.0/24", gateway="10.244.1.1")
 
@@ -31,7 +33,8 @@ def test_containerd_keeps_to_the_node_and_never_raises_oom_priority():
     cri = config["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["restrict_oom_score_adj"] is True and cri["netns_mounts_under_state_dir"]
     assert cri["sandbox_image"] == node.PAUSE
-    assert cri["cni"]["conf_dir"].startswith(str(FILES.run))
+    assert cri["cni"]["conf_dir"] == str(FILES.view / "net.d")  # the node view: its own
+    assert cri["cni"]["bin_dir"] == str(FILES.view / "cni-bin")
     assert "/run/containerd" not in node.containerd_config(FILES)
 
 
@@ -98,3 +101,68 @@ def test_the_forwarder_carries_both_directions():
     with socket.create_connection(listener.getsockname(), timeout=5) as client:
         client.sendall(b"hello")
         assert client.recv(100) == b"HELLO"
+
+
+def _flannel(datapath: str) -> dict:
+    names = {"ghcr.io/flannel-io/flannel:v0.28.9": "localhost/k8sdds/flannel:v0.28.9",
+             "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3":
+                 "localhost/k8sdds/flannel-cni-plugin:v0.9.1"}
+    docs = flannel.manifest(flannel.MANIFEST.read_text(), datapath, FILES.view, names,
+                            "10.244.0.0/16")
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+@pytest.mark.parametrize("datapath, backend", [("flannel-vxlan", "vxlan"),
+                                               ("flannel-hostgw", "host-gw")])
+def test_the_upstream_flannel_manifest_adapted_to_the_testbed(datapath, backend):
+    objs = _flannel(datapath)
+    cfg = objs[("ConfigMap", "kube-flannel-cfg")]["data"]
+    net = json.loads(cfg["net-conf.json"])
+    assert net["Backend"]["Type"] == backend and net["Network"] == "10.244.0.0/16"
+    plugin = json.loads(cfg["cni-conf.json"])["plugins"][0]
+    assert plugin["type"] == "flannel"
+    assert plugin["subnetFile"] == str(FILES.view / "flannel" / "subnet.env")
+    spec = objs[("DaemonSet", "kube-flannel-ds")]["spec"]["template"]["spec"]
+    images = {c["image"] for c in spec["containers"] + spec["initContainers"]}
+    assert images == {"localhost/k8sdds/flannel:v0.28.9",
+                      "localhost/k8sdds/flannel-cni-plugin:v0.9.1"}
+    paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    # nothing of this machine's own: every host path is under the node view
+    assert paths and all(p.startswith(str(FILES.view) + "/") for p in paths)
+    assert spec["hostNetwork"] is True  # flanneld in the node's network namespace
+    # what the kubernetes backend's detection makes of it
+    found = detection.detect([objs[("DaemonSet", "kube-flannel-ds")]],
+                             {("kube-flannel", "kube-flannel-cfg"):
+                              objs[("ConfigMap", "kube-flannel-cfg")]})
+    assert found.datapath == datapath
+
+
+def test_the_shipped_flannel_manifest_is_the_pinned_upstream_one():
+    import hashlib
+
+    digest = hashlib.sha256(flannel.MANIFEST.read_bytes()).hexdigest()
+    assert digest == flannel.MANIFEST_SHA256
+
+
+def test_choosing_what_carries_the_pods(tmp_path):
+    assert not cni.choose("flannel-hostgw", "emulated", tmp_path).real
+    fallback = cni.choose("flannel-vxlan", "auto", tmp_path)  # nothing built in tmp_path
+    assert not fallback.real and "not built" in fallback.fallback
+    with pytest.raises(UserError, match="not built"):
+        cni.choose("flannel-vxlan", "real", tmp_path)
+    with pytest.raises(UserError, match="no real CNI for kube-router"):
+        cni.choose("kube-router", "real", tmp_path)
+    with pytest.raises(UserError, match="--cni bogus"):
+        cni.choose("kube-router", "bogus", tmp_path)
+    for name in flannel.BINARIES:
+        (tmp_path / f"{name}-v1").touch()
+        (tmp_path / name).symlink_to(f"{name}-v1")
+    assert cni.choose("flannel-vxlan", "auto", tmp_path).real
+    assert flannel.version(tmp_path, "flanneld") == "v1"
+
+
+def test_an_emulated_wiring_is_detected_by_its_marker():
+    found = detection.detect([], {cni.MARKER: {"data": {"datapath": "flannel-hostgw",
+                                                        "wiring": "emulated"}}})
+    assert found.datapath == "flannel-hostgw" and "emulated wiring" in found.cni
+    assert detection.detect([], {}).datapath == "unknown"

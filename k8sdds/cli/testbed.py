@@ -11,6 +11,7 @@ from rich.table import Table
 
 from k8sdds import model
 from k8sdds.cli.common import check_available, datapath_list, err_console, out_console
+from k8sdds.errors import UserError
 
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
@@ -45,6 +46,11 @@ def testbed_up(name: str = NAME,
                image_archive: Path | None = typer.Option(
                    None, "--image-archive", help="With --kubernetes: the engine image archive "
                    "the nodes import [built by `k8sdds image build`, cached]."),
+               cni: str = typer.Option(
+                   "auto", "--cni", help="With --kubernetes: what carries the pods. real: the "
+                   "datapath's own CNI (flanneld and the flannel CNI plugin for flannel-hostgw "
+                   "and flannel-vxlan); emulated: the testbed's wiring of the datapath with "
+                   "Debian's bridge plugin; auto: real where it can run here, else emulated."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
     from k8sdds.testbed.capabilities import datapath_unavailable
@@ -57,15 +63,18 @@ def testbed_up(name: str = NAME,
         from k8sdds.testbed.kube.up import check_datapath
 
         check_datapath(dp)
+    elif cni != "auto" or image_archive is not None:
+        raise UserError("--cni and --image-archive are for --kubernetes")
     tb = _testbed(name, nodes, profile, testbed_spec)
     with _locked(name):
         tb.up()
-        tb.use_datapath(dp)
         if kubernetes:
             from k8sdds.testbed.kube.up import bring_up
 
-            kubeconfig = bring_up(tb, image_archive, say=lambda line: err_console.print(
+            kubeconfig = bring_up(tb, dp, image_archive, cni, say=lambda line: err_console.print(
                 line, markup=False, highlight=False))
+        else:
+            tb.use_datapath(dp)
     _status(tb)
     if kubernetes:
         out_console.print(f"kubeconfig: {kubeconfig}")
@@ -148,9 +157,12 @@ def _locked(name: str):
 
 
 def _status(tb) -> None:
+    from k8sdds.testbed.kube.cluster import KubeCluster
+
     st = tb.status()
+    wired = "" if st["wired"] else " (wired by its CNI)"
     table = Table(title=f"testbed {st['name']}: {'up' if st['up'] else 'incomplete'}, "
-                        f"datapath {st['datapath'] or 'none'}, {st['pods']} pods, "
+                        f"datapath {st['datapath'] or 'none'}{wired}, {st['pods']} pods, "
                         f"{st['processes']} processes")
     for col in ("node", "role", "arch", "profile", "namespace", "address", "pod CIDR",
                 "present"):
@@ -161,6 +173,27 @@ def _status(tb) -> None:
     out_console.print(table)
     for line in st["not_applied"]:
         err_console.print(f"[yellow]not applied:[/yellow] {line}")
+    kube = KubeCluster(tb)
+    if kube.running():
+        _kube_status(kube)
+
+
+def _kube_status(kube) -> None:
+    """The testbed cluster's nodes as the API server sees them."""
+    facts = kube.describe()
+    out_console.print(f"Kubernetes: {facts['cni']}\nkubeconfig: {facts['kubeconfig']}",
+                      markup=False, highlight=False)
+    try:
+        nodes = kube.nodes()
+    except Exception as exc:  # noqa: BLE001 - the API is down: say so, status goes on
+        err_console.print(f"[yellow]API server not answering:[/yellow] {exc}")
+        return
+    table = Table(title="Kubernetes nodes")
+    for col in ("node", "ready", "kubelet", "pod CIDR", "pods"):
+        table.add_column(col)
+    for n in nodes:
+        table.add_row(n["name"], n["ready"], n["kubelet"], n["pod_cidr"], str(n["pods"]))
+    out_console.print(table)
 
 
 def register(app: typer.Typer) -> None:

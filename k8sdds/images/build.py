@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,20 +76,34 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) ->
     except OSError as exc:
         raise UserError(f"{options.dockerfile}: cannot read it ({exc.strerror})") from None
     recipe = parse(text, str(options.dockerfile))
-    cache = Path(options.cache or cache_dir())
-    cache.mkdir(parents=True, exist_ok=True)
-    archive = cache / f"engines-{key(recipe, text, options)}.tar"
-    if archive.exists():
-        say(f"cached: {archive}")
-    else:
-        base = _base(recipe.suite, options, cache, say)
-        with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
-            _image(Path(work), base, recipe, options, say, archive)
+    archive = assemble(recipe, text, options, say)
     if options.out is None:
         return archive
     Path(options.out).parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(archive, options.out)
     return Path(options.out)
+
+
+def assemble(recipe: Recipe, text: str, options: BuildOptions,
+             say: Callable[[str], None] = lambda _: None,
+             files: Mapping[str, Path] | None = None, entrypoint: Sequence[str] = (),
+             name: str = "engines") -> Path:
+    """The cached archive of `recipe` (`text` is what it was read from) with `files` (path in
+    the image -> file here) added after its steps: built when absent."""
+    files = dict(files or {})
+    cache = Path(options.cache or cache_dir())
+    cache.mkdir(parents=True, exist_ok=True)
+    digests = [f"{dest}={hashlib.sha256(Path(src).read_bytes()).hexdigest()}"
+               for dest, src in sorted(files.items())]
+    seed = "\n".join([text, *digests, *entrypoint])
+    archive = cache / f"{name}-{key(recipe, seed, options)}.tar"
+    if archive.exists():
+        say(f"cached: {archive}")
+        return archive
+    base = _base(recipe.suite, options, cache, say)
+    with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
+        _image(Path(work), base, recipe, options, say, archive, files, entrypoint)
+    return archive
 
 
 def _run(argv: Sequence[str], what: str, env: dict | None = None) -> None:
@@ -118,7 +132,7 @@ def _base(suite: str, options: BuildOptions, cache: Path, say) -> Path:
 
 
 def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
-           archive: Path) -> None:
+           archive: Path, files: Mapping[str, Path], entrypoint: Sequence[str]) -> None:
     rootfs = work / "rootfs"
     rootfs.mkdir()
     with tarfile.open(base) as tf:
@@ -138,11 +152,21 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
     for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
         shutil.rmtree(rootfs / leftover, ignore_errors=True)
         (rootfs / leftover / "partial").mkdir(parents=True, exist_ok=True)
+    _add(rootfs, files)
     say("packing the image (umoci, skopeo)")
     env = [("PATH", STEP_ENV["PATH"]), ("LANG", STEP_ENV["LANG"]), *recipe.env]
     _pack(work, rootfs, options.tag, archive,
-          [f"--config.user={recipe.user}", f"--config.workingdir={recipe.workdir}",
+          [*(f"--config.entrypoint={part}" for part in entrypoint),
+           f"--config.user={recipe.user}", f"--config.workingdir={recipe.workdir}",
            f"--architecture={options.arch}", *(f"--config.env={k}={v}" for k, v in env)])
+
+
+def _add(rootfs: Path, files: Mapping[str, Path]) -> None:
+    """Copy each file into the image's root at its path (mode kept)."""
+    for dest, src in files.items():
+        target = rootfs / dest.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
 
 
 def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[str]) -> None:
@@ -166,22 +190,35 @@ def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[st
 def pause(tag: str, cache: Path | None = None) -> Path:
     """The sandbox ("pause") image containerd starts first in every pod: a static busybox
     that sleeps (Debian's busybox-static), as an image archive; cached."""
+    return busybox_image(tag, {}, ["--config.entrypoint=/bin/busybox", "--config.cmd=sleep",
+                                   "--config.cmd=2147483647", "--config.user=65535:65535"],
+                         "pause", cache)
+
+
+def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], name: str,
+                  cache: Path | None = None) -> Path:
+    """A tiny image: Debian's static busybox (its shell tools on PATH) and `files`; cached by
+    content."""
     busybox = Path("/bin/busybox")
     if not busybox.exists():
-        raise UserError("the pause image needs Debian's busybox-static "
+        raise UserError(f"the {name} image needs Debian's busybox-static "
                         "(apt-get install busybox-static)")
     cache = Path(cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(busybox.read_bytes() + tag.encode()).hexdigest()[:16]
-    archive = cache / f"pause-{digest}.tar"
+    h = hashlib.sha256(busybox.read_bytes() + tag.encode() + "\0".join(config).encode())
+    for dest, src in sorted(files.items()):
+        h.update(dest.encode() + Path(src).read_bytes())
+    archive = cache / f"{name}-{h.hexdigest()[:16]}.tar"
     if archive.exists():
         return archive
-    with tempfile.TemporaryDirectory(prefix="pause-", dir=cache) as work:
+    with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache) as work:
         rootfs = Path(work) / "rootfs"
         (rootfs / "bin").mkdir(parents=True)
         shutil.copy2(busybox, rootfs / "bin" / "busybox")
+        for tool in ("sh", "cp", "ls", "cat"):
+            (rootfs / "bin" / tool).symlink_to("busybox")
+        _add(rootfs, files)
         _pack(Path(work), rootfs, tag, archive,
-              ["--config.entrypoint=/bin/busybox", "--config.cmd=sleep",
-               "--config.cmd=2147483647", "--config.user=65535:65535",
+              ["--config.env=PATH=/bin", *config,
                f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"])
     return archive

@@ -67,6 +67,7 @@ class _State:
     spec: dict
     namespaces: list[str] = field(default_factory=list)
     datapath: str | None = None
+    wired: bool = True  # the datapath is the testbed's wiring (else a real CNI's)
     pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
     cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
@@ -239,16 +240,19 @@ class Testbed:
         """Parts of the node profiles this kernel could not apply, one line each."""
         return list(self._load().not_applied)
 
-    def use_datapath(self, name: str) -> None:
-        """Rewire cross-node pod traffic for datapath `name`."""
+    def use_datapath(self, name: str, wired: bool = True) -> None:
+        """Rewire cross-node pod traffic for datapath `name` (`wired=False`: a real CNI
+        wires it; the testbed only records it)."""
         state = self._load()
-        if state.datapath == name:
+        if state.datapath == name and state.wired == wired:
             return
-        if state.datapath:
+        if state.datapath and state.wired:
             wiring.WIRING[state.datapath].teardown(self)
         state.datapath = None
         self._save(state)
-        wiring.WIRING[name].setup(self)
+        if wired:
+            wiring.WIRING[name].setup(self)
+        state.wired = wired
         state.datapath = name
         self._save(state)
 
@@ -319,6 +323,7 @@ class Testbed:
             "name": self.spec.name,
             "up": self.is_up(),
             "datapath": state.datapath,
+            "wired": state.wired,
             "nodes": [{"name": n.name, "role": n.role, "arch": n.arch, "profile": n.profile,
                        "namespace": n.ns, "address": n.address, "pod_cidr": n.pod_cidr,
                        "present": n.ns in present}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 # the ConfigMaps detection reads: (namespace, name)
 CONFIG_MAPS = (("kube-flannel", "kube-flannel-cfg"), ("kube-system", "kube-flannel-cfg"),
-               ("kube-system", "cilium-config"))
+               ("kube-system", "cilium-config"), ("kube-system", "k8sdds-datapath"))
 
 FLANNEL_BACKENDS = {"vxlan": "flannel-vxlan", "host-gw": "flannel-hostgw",
                     "wireguard": "flannel-wireguard", "extension": "flannel-vxlan"}
@@ -57,6 +57,10 @@ def detect(daemonsets: Iterable[Mapping], config_maps: Mapping[tuple[str, str], 
             conf = (config_maps.get(("kube-system", "cilium-config")) or {}).get("data") or {}
             mode = conf.get("routing-mode") or conf.get("tunnel") or "vxlan"
             return Detected("cilium", f"cilium ({mode})", where)
+    marker = (config_maps.get(("kube-system", "k8sdds-datapath")) or {}).get("data") or {}
+    if marker.get("datapath"):  # a k8sdds testbed cluster whose pods ride its own wiring
+        return Detected(str(marker["datapath"]), f"{marker['datapath']}, emulated wiring of a "
+                        "k8sdds testbed (no CNI DaemonSet)", "kube-system/k8sdds-datapath")
     return Detected("unknown", "no known CNI DaemonSet (flannel, kube-router, weave, calico, "
                     "cilium) found")
 

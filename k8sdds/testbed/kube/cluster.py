@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -22,7 +20,8 @@ from pathlib import Path
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
 from k8sdds.testbed.kube import node as agent
-from k8sdds.testbed.kube import pki
+from k8sdds.testbed.kube import pki, procs
+from k8sdds.testbed.kube.cni import Cni
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
 
 API_PORT = 6443
@@ -110,8 +109,9 @@ class KubeCluster:
         return proc
 
     # ---- up --------------------------------------------------------------------------
-    def up(self, images: list[Path], timeout: float = 180) -> Path:
-        """Bring the cluster up; return the admin kubeconfig (API on this machine's loopback)."""
+    def up(self, images: list[Path], cni: Cni, timeout: float = 180) -> Path:
+        """Bring the cluster up with `cni` carrying the pods; return the admin kubeconfig
+        (API on this machine's loopback)."""
         reason = missing()
         if reason:
             raise TestbedError(f"a testbed cluster cannot run here: {reason}")
@@ -121,8 +121,12 @@ class KubeCluster:
             raise TestbedError("a testbed cluster needs a worker beside the control plane")
         self.down()  # what a killed bring-up left
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._record(cni=cni.describe())
         for n in self.tb.nodes:  # kube-proxy's NAT needs pod traffic tracked, both ways
             netns.nft(n.ns, UNTRACKED_OFF)
+            # as a real node has: a default route (flanneld finds its interface by it, and
+            # a hostNetwork pod reaches a Service's address)
+            netns.ip("route", "replace", "default", "dev", "eth0", ns=n.ns)
         clients = {"admin": ("admin", "system:masters"),
                    "controller-manager": ("system:kube-controller-manager", "k8sdds"),
                    "scheduler": ("system:kube-scheduler", "k8sdds"),
@@ -135,7 +139,7 @@ class KubeCluster:
             (self.run_dir / f"{client}.kubeconfig").write_text(
                 pki.kubeconfig(creds, inside, client))
         self._control_plane(control, creds)
-        port = _free_port()
+        port = procs.free_port()
         self._record(port=port)
         self._spawn("forward", [sys.executable, "-m", "k8sdds.testbed.kube.forward", str(port),
                                 f"/run/netns/{control.ns}", control.address, str(API_PORT)])
@@ -143,8 +147,12 @@ class KubeCluster:
         self._wait_api(creds, port, timeout)
         self._dns(control)
         for worker in workers:
-            self._node(worker, images)
-        self._wait_ready([w.name for w in workers], timeout)
+            self._node(worker, images, cni)
+        names = [w.name for w in workers]
+        self._watch_nodes(names, timeout, ready=False)  # registered, given their pod CIDRs
+        cni.start(self.kubeconfig)
+        self._watch_nodes(names, timeout, ready=True)
+        cni.wait(self.kubeconfig, timeout)
         return self.kubeconfig
 
     def _control_plane(self, control: Node, creds: pki.Pki) -> None:
@@ -198,10 +206,12 @@ class KubeCluster:
         self._spawn("coredns", [str(binaries() / "coredns"), "-conf", str(corefile)],
                     control.ns)
 
-    def _node(self, node: Node, images: list[Path]) -> None:
-        files = agent.NodeFiles(self.data_dir / node.name, self.run_dir / node.name)
-        for path in (files.root, files.run, files.run / "net.d"):
+    def _node(self, node: Node, images: list[Path], cni: Cni) -> None:
+        files = agent.NodeFiles(self.data_dir / node.name, self.run_dir / node.name,
+                                self.run_dir / "node")
+        for path in (files.root, files.run):
             path.mkdir(parents=True, exist_ok=True)
+        agent.prepare_view(files)
         # under the node's own cgroup, where the testbed puts its profile's CPU quota: the
         # pods are held to the node's CPU as its processes are
         cgroup_root = f"/k8sdds/{self.tb.spec.name}/{node.name}/kube"
@@ -210,11 +220,10 @@ class KubeCluster:
         cgroups.make_everywhere(cgroup_root)
         holder = self._spawn(f"{node.name}-holder", [
             "unshare", "--mount", "--propagation", "private", "sleep", "2147483647"], node.ns)
-        _wait_own_mounts(holder)
+        procs.wait_own_mounts(holder)
         agent.mount_private(holder.pid, files)
         (files.run / "containerd.toml").write_text(agent.containerd_config(files))
-        (files.run / "net.d" / "10-k8sdds.conflist").write_text(
-            agent.cni_config(node.pod_cidr, node.gateway, 1500, files))
+        cni.configure(node, files)
         (files.run / "resolv.conf").write_text("nameserver 127.0.0.1\n")
         containerd = self._spawn(f"{node.name}-containerd", agent.in_namespaces(
             holder.pid, ["containerd", "--config", str(files.run / "containerd.toml")]))
@@ -245,38 +254,67 @@ class KubeCluster:
             raise TestbedError(f"kube-apiserver not ready within {timeout:g} s (see "
                                f"{self.run_dir / 'kube-apiserver.log'})")
 
-    def _wait_ready(self, names: list[str], timeout: float) -> None:
-        """Watch the nodes until every one of `names` is Ready."""
+    def _watch_nodes(self, names: list[str], timeout: float, ready: bool) -> None:
+        """Watch the nodes until every one of `names` is registered (and Ready if `ready`);
+        a node registered without a pod CIDR gets its testbed node's (as the controller
+        manager's node IPAM would: the testbed's plan, so every CNI uses the same one)."""
         from kubernetes import client, config, watch
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
-        deadline, ready = time.monotonic() + timeout, set()
+        cidrs = {n.name: n.pod_cidr for n in self.tb.nodes}
+        deadline, done = time.monotonic() + timeout, set()
         while (left := deadline - time.monotonic()) > 0:
             w = watch.Watch()
             try:
                 for event in w.stream(api.list_node, timeout_seconds=max(1, int(left)),
                                       _request_timeout=left + 10):
                     n = event["object"]
-                    is_ready = any(c.type == "Ready" and c.status == "True"
-                                   for c in n.status.conditions or [])
-                    (ready.add if is_ready else ready.discard)(n.metadata.name)
-                    if set(names) <= ready:
+                    name = n.metadata.name
+                    if not n.spec.pod_cidr and name in cidrs:
+                        api.patch_node(name, {"spec": {"podCIDR": cidrs[name],
+                                                       "podCIDRs": [cidrs[name]]}})
+                        continue
+                    is_ready = not ready or any(c.type == "Ready" and c.status == "True"
+                                                for c in n.status.conditions or [])
+                    (done.add if is_ready else done.discard)(name)
+                    if set(names) <= done:
                         return
             except (ApiException, HTTPError):
                 continue  # the watch broke: watch again while time is left
             finally:
                 w.stop()
-        raise TestbedError(f"nodes not Ready within {timeout:g} s: "
-                           f"{', '.join(sorted(set(names) - ready))} (see "
+        raise TestbedError(f"nodes not {'Ready' if ready else 'registered'} within "
+                           f"{timeout:g} s: {', '.join(sorted(set(names) - done))} (see "
                            f"{self.run_dir}/<node>-kubelet.log)")
+
+    def describe(self) -> dict:
+        """What `testbed status` shows of the cluster: its CNI and kubeconfig."""
+        return {"cni": self._state().get("cni", ""), "kubeconfig": str(self.kubeconfig)}
+
+    def nodes(self) -> list[dict]:
+        """Each node's name, readiness (with the reason when not), kubelet, pod CIDR, pods."""
+        from kubernetes import client, config
+
+        api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
+        pods = api.list_pod_for_all_namespaces(_request_timeout=5).items
+        out = []
+        for n in api.list_node(_request_timeout=5).items:
+            cond = next((c for c in n.status.conditions or [] if c.type == "Ready"), None)
+            ready = ("yes" if cond and cond.status == "True"
+                     else f"no: {cond.reason}" if cond else "no: not reported")
+            out.append({"name": n.metadata.name, "ready": ready,
+                        "kubelet": n.status.node_info.kubelet_version,
+                        "pod_cidr": n.spec.pod_cidr or "-",
+                        "pods": sum(p.spec.node_name == n.metadata.name for p in pods)})
+        return out
 
     # ---- down ------------------------------------------------------------------------
     def down(self) -> None:
         """Every process (daemons, shims, containers), mount namespace, cgroup and file."""
         state = self._state()
-        _stop(state["pids"])
+        procs.stop(state["pids"])
         for root in state["cgroups"]:
             cgroups.remove_everywhere(root)
         for made in sorted(state.get("made", []), key=lambda d: -len(Path(d).parts)):
@@ -311,51 +349,3 @@ def wait_readyz(server: str, ca: Path, token: str, timeout: float,
             pass
         time.sleep(0.2)  # readiness of a process we started: polled
     return False
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_own_mounts(holder: subprocess.Popen, timeout: float = 10) -> None:
-    """Until the holder (nsenter, then unshare, exec'ing each other) is in a mount namespace
-    of its own: its mounts must not land in this machine's."""
-    ours = os.readlink("/proc/self/ns/mnt")
-    deadline = time.monotonic() + timeout
-    while True:
-        if holder.poll() is not None:
-            raise TestbedError(f"the mount namespace holder exited ({holder.returncode})")
-        try:
-            if os.readlink(f"/proc/{holder.pid}/ns/mnt") != ours:
-                return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise TestbedError(f"no private mount namespace within {timeout:g} s")
-        time.sleep(0.01)  # an exec in another process: nothing to wait on but its /proc
-
-
-def _stop(pids: list[int], grace: float = 5.0) -> None:
-    """SIGTERM to every process group, SIGKILL to what is left after `grace` s."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.05)  # processes we signalled: polled until they are gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie of ours is gone for this purpose
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False

@@ -17,7 +17,13 @@ KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/
                    "kernel/panic_on_oops": "1", "kernel/keys/root_maxkeys": "1000000",
                    "kernel/keys/root_maxbytes": "25000000"}
 CNI_BIN = "/usr/lib/cni"  # Debian's containernetworking-plugins
+# Debian's plugins in each node's CNI bin directory (a CNI's own plugin joins them)
+PLUGINS = ("bridge", "host-local", "loopback", "portmap", "bandwidth")
 PAUSE = "localhost/k8sdds/pause:1"
+# the node view: one path for every node, where each node's mount namespace shows that node's
+# own directory (or file); what a DaemonSet's hostPath names (a CNI's configuration, plugins,
+# state) is node-private, as on separate machines, and never this machine's /etc, /opt or /run
+VIEW = {"net.d": "dir", "cni-bin": "dir", "flannel": "dir", "xtables.lock": "file"}
 
 
 @dataclass(frozen=True)
@@ -26,10 +32,31 @@ class NodeFiles:
 
     root: Path  # /var/lib/k8sdds/<testbed>/<node>: images, snapshots, kubelet
     run: Path  # /run/k8sdds/<testbed>-kube/<node>: sockets, netns, logs
+    view: Path  # /run/k8sdds/<testbed>-kube/node: the node view (same path on every node)
 
     @property
     def socket(self) -> Path:
         return self.run / "containerd.sock"
+
+    def own(self, name: str) -> Path:
+        """The node's own directory (or file) behind `view / name`."""
+        return self.run / "view" / name
+
+
+def prepare_view(files: NodeFiles) -> None:
+    """The node view's mount points, and the node's own directories behind them; its CNI bin
+    directory holds Debian's plugins."""
+    for name, kind in VIEW.items():
+        for path in (files.view / name, files.own(name)):
+            if kind == "file":
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+    for plugin in PLUGINS:
+        link = files.own("cni-bin") / plugin
+        if not link.is_symlink():
+            link.symlink_to(Path(CNI_BIN) / plugin)
 
 
 def containerd_config(files: NodeFiles) -> str:
@@ -52,8 +79,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   enable_selinux = false
   disable_apparmor = true
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN}"
-    conf_dir = "{files.run / 'net.d'}"
+    bin_dir = "{files.view / 'cni-bin'}"
+    conf_dir = "{files.view / 'net.d'}"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -106,8 +133,8 @@ def in_namespaces(holder: int, argv: list[str]) -> list[str]:
 
 
 def mount_private(holder: int, files: NodeFiles) -> None:
-    """Inside the node's mount namespace only: its own /run/containerd and /var/lib/cni, and
-    the sysctls the kubelet checks shown with the values it wants."""
+    """Inside the node's mount namespace only: its own /run/containerd, /var/lib/cni and node
+    view, and the sysctls the kubelet checks shown with the values it wants."""
     sysctls = files.run / "sysctl"
     sysctls.mkdir(parents=True, exist_ok=True)
     steps = []
@@ -116,6 +143,8 @@ def mount_private(holder: int, files: NodeFiles) -> None:
         Path(source).mkdir(parents=True, exist_ok=True)
         steps.append(["mkdir", "-p", target])
         steps.append(["mount", "--bind", str(source), target])
+    for name in VIEW:
+        steps.append(["mount", "--bind", str(files.own(name)), str(files.view / name)])
     for key, value in KUBELET_SYSCTLS.items():
         shadow = sysctls / key.replace("/", ".")
         shadow.write_text(value + "\n")

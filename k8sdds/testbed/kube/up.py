@@ -8,6 +8,7 @@ from pathlib import Path
 from k8sdds import model
 from k8sdds.errors import UserError
 from k8sdds.testbed.kube.cluster import KubeCluster
+from k8sdds.testbed.kube.cni import choose
 from k8sdds.testbed.kube.node import PAUSE
 from k8sdds.testbed.testbed import Testbed
 
@@ -23,11 +24,16 @@ def check_datapath(name: str) -> None:
                         f"{name}")
 
 
-def bring_up(tb: Testbed, image_archive: Path | None,
+def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: str = "auto",
              say: Callable[[str], None] = lambda _: None) -> Path:
-    """The pause and engine images (built once, cached), then the cluster; the kubeconfig."""
+    """The pause, engine and CNI images (built once, cached), the datapath (wired by the
+    testbed, or by the real CNI), then the cluster; the kubeconfig."""
     from k8sdds.images.build import BuildOptions, build, pause
+    from k8sdds.testbed.kube.cluster import binaries
 
+    cni = choose(datapath, cni_mode, binaries())
+    if cni.fallback:
+        say(f"{datapath}: emulated wiring ({cni.fallback})")
     images = [pause(PAUSE)]
     if image_archive is None:
         if not DOCKERFILE.exists():
@@ -36,5 +42,7 @@ def bring_up(tb: Testbed, image_archive: Path | None,
     elif not Path(image_archive).is_file():
         raise UserError(f"--image-archive {image_archive}: no such file")
     images.append(Path(image_archive))
-    say(f"bringing up Kubernetes on testbed {tb.spec.name}")
-    return KubeCluster(tb).up(images)
+    cni.prepare(binaries(), say)
+    tb.use_datapath(datapath, wired=cni.wires_testbed())
+    say(f"bringing up Kubernetes on testbed {tb.spec.name}: {cni.describe()}")
+    return KubeCluster(tb).up(images + cni.archives, cni)

@@ -1,0 +1,60 @@
+"""The processes of a testbed cluster: started, watched into their namespaces, stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from k8sdds.errors import TestbedError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_own_mounts(holder: subprocess.Popen, timeout: float = 10) -> None:
+    """Until the holder (nsenter, then unshare, exec'ing each other) is in a mount namespace
+    of its own: its mounts must not land in this machine's."""
+    ours = os.readlink("/proc/self/ns/mnt")
+    deadline = time.monotonic() + timeout
+    while True:
+        if holder.poll() is not None:
+            raise TestbedError(f"the mount namespace holder exited ({holder.returncode})")
+        try:
+            if os.readlink(f"/proc/{holder.pid}/ns/mnt") != ours:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TestbedError(f"no private mount namespace within {timeout:g} s")
+        time.sleep(0.01)  # an exec in another process: nothing to wait on but its /proc
+
+
+def stop(pids: list[int], grace: float = 5.0) -> None:
+    """SIGTERM to every process group, SIGKILL to what is left after `grace` s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.05)  # processes we signalled: polled until they are gone
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie of ours is gone for this purpose
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
