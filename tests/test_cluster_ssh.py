@@ -4,8 +4,10 @@ a real known_hosts; the inventory's validation without any host."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -375,3 +377,67 @@ def test_ssh_backend_interrupted_stops_the_remote_processes(bare, tmp_path):
         proc.kill()
     assert proc.returncode == 130, err
     assert _ddsperf_in(bare, 2) == [] and _ddsperf_in(bare, 3) == []
+
+
+def _containerd(hosts, i: int) -> tuple[subprocess.Popen, Path]:
+    """A real containerd in host i's namespace (its own root, state and socket)."""
+    d = hosts.directory / f"containerd{i}"
+    d.mkdir(exist_ok=True)
+    sock = d / "containerd.sock"
+    (d / "config.toml").write_text(
+        f'version = 2\nroot = "{d / "root"}"\nstate = "{d / "state"}"\n'
+        'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+        f'[grpc]\n  address = "{sock}"\n[ttrpc]\n  address = "{d / "ttrpc.sock"}"\n'
+        f'[plugins."io.containerd.internal.v1.opt"]\n  path = "{d / "opt"}"\n')
+    proc = subprocess.Popen(["ip", "netns", "exec", hosts.ns(i), "containerd", "--config",
+                             str(d / "config.toml")], stdout=subprocess.DEVNULL,
+                            stderr=open(d / "log", "wb"))
+    deadline = time.monotonic() + 20
+    while not sock.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, (d / "log").read_text()
+        time.sleep(0.05)  # a socket appearing: nothing else to wait on
+    return proc, sock
+
+
+@pytest.mark.ssh
+@requires_hosts
+@pytest.mark.skipif(shutil.which("containerd") is None, reason="needs containerd (make test)")
+def test_load_image_puts_it_into_each_hosts_containerd_over_ssh(hosts, tmp_path):
+    from k8sdds.images.build import busybox_image
+
+    tag = f"localhost/k8sdds/air-gapped:{os.getpid()}"
+    archive = busybox_image(tag, {}, [], "air-gapped", cache=tmp_path)
+    daemons = [_containerd(hosts, i) for i in (1, 2)]
+    try:
+        # both containerds listen on the same path inside their hosts: h1's is given
+        invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
+        done = _cli("cluster", "load-image", "--inventory", str(invf), "--archive",
+                    str(archive), "--containerd-address", str(daemons[0][1]), "--log-dir",
+                    str(tmp_path / "logs"))
+        assert done.returncode == 1  # h2 is an arm host of the inventory: refused by name
+        text = " ".join(done.stdout.split() + done.stderr.split())
+        assert "h2 is arm; the image is amd64" in text, text
+        assert "load-image: 1/2 hosts" in text
+        listed = subprocess.run(["ctr", "--address", str(daemons[0][1]), "-n", "k8s.io",
+                                 "images", "ls", "-q"], capture_output=True, text=True,
+                                check=True).stdout.split()
+        assert tag in listed
+        log = (tmp_path / "logs" / "h1.log").read_text()
+        assert "$ sha256sum /tmp/k8sdds-image." in log and "images import" in log
+        assert "$ rm -f /tmp/k8sdds-image." in log  # the copy is removed
+        assert not list(Path("/tmp").glob("k8sdds-image.*"))  # (the hosts share this /tmp)
+    finally:
+        for proc, _ in daemons:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def test_load_image_refuses_a_file_that_is_not_an_image(tmp_path):
+    bogus = tmp_path / "engines.tar"
+    bogus.write_text("not a tar")
+    invf = tmp_path / "inv.yaml"
+    invf.write_text("hosts:\n  - {name: a, address: 10.0.0.1, role: control-plane, user: pi}\n")
+    done = _cli("cluster", "load-image", "--inventory", str(invf), "--archive", str(bogus),
+                "--known-hosts", str(tmp_path / "kh"))
+    assert done.returncode == 2 and "not an image archive" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -42,10 +45,11 @@ def cluster(tmp_path_factory):
     env = {**os.environ, "COLUMNS": "200",
            "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
     before = (_sysctls(), root_links(), _mounts())
-    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", env=env,
-             cwd=ROOT, timeout=1800)
+    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+             "flannel-vxlan", "--cni", "real", env=env, cwd=ROOT, timeout=1800)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
+        assert "flannel v0.28" in up.stderr  # flanneld, not the emulated wiring
         kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
         assert _sysctls() == before[0]  # the kubelets changed nothing host-wide
         yield {"name": name, "env": env, "kubeconfig": kubeconfig}
@@ -103,6 +107,8 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
     lat = summary[(summary.metric == "latency_us_p50") & (summary.role == "pub")]
     assert 0 < lat.value.iloc[0] < 100_000
     assert "node_load1" in set(summary.metric)  # read by exec in the repeat's own pods
+    assert manifest["cluster"]["datapath"] == "flannel-vxlan"  # detected: flannel's DaemonSet
+    assert manifest["cluster"]["cni"] == "flannel (vxlan)"
     assert (run / "test-1" / "rep-1" / "sub0.log").read_text().count("size 1024") >= 1
 
 
@@ -125,3 +131,203 @@ def test_an_image_that_is_not_there_fails_its_repeat_with_the_kubelets_reason(cl
                       "localhost/k8sdds/absent:0", "--pod-timeout", "60")
     [failure] = outcome["failed"]
     assert "ErrImagePull" in failure or "ImagePullBackOff" in failure, failure
+
+
+def _ip(ns: str, *argv: str) -> str:
+    return subprocess.run(["ip", "-n", ns, *argv], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_flannel_is_the_real_one(cluster):
+    """flanneld's DaemonSet runs on every worker and made the datapath itself: its VXLAN
+    device (its own MAC, not the emulated wiring's), its routes, its node annotations."""
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(cluster["kubeconfig"]))
+    pods = api.list_namespaced_pod("kube-flannel").items
+    assert sorted(p.spec.node_name for p in pods) == ["node1", "node2"]
+    assert all(p.status.phase == "Running" for p in pods)
+    assert all(p.spec.containers[0].image.startswith("localhost/k8sdds/flannel:") for p in pods)
+    for node in api.list_node().items:
+        notes = node.metadata.annotations
+        assert notes["flannel.alpha.coreos.com/backend-type"] == "vxlan"
+        assert notes["flannel.alpha.coreos.com/public-ip"] == node.status.addresses[0].address
+    ns = f"{cluster['name']}-node1"
+    link = _ip(ns, "-d", "link", "show", "flannel.1")
+    assert "vxlan id 1 " in link and "dstport 8472" in link
+    mac = link.split("link/ether ")[1].split()[0]
+    assert not mac.startswith("0e:6b:64")  # the emulated wiring's fixed MACs
+    assert "10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink" in _ip(ns, "route")
+    subnet = (Path(cluster["env"]["K8SDDS_STATE_DIR"]) / f"{cluster['name']}-kube" / "node1"
+              / "view" / "flannel" / "subnet.env").read_text()
+    assert "FLANNEL_SUBNET=10.244.1.1/24" in subnet
+    assert not Path("/run/flannel").exists() and not Path("/etc/cni/net.d/10-flannel.conflist"
+                                                            ).exists()
+
+
+def test_external_nodeport_reaches_the_server_through_kube_proxy(cluster, tmp_path):
+    sch = ("engine,path,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
+           "duration\niperf3,external-nodeport,tcp,131072,false,1,false,0,2\n")
+    outcome, run = _run(cluster, tmp_path, sch)
+    assert outcome["failed"] == []
+    df = pd.read_csv(run / "results.csv")
+    assert df[(df.kind == "summary") & (df.metric == "throughput_mbps")].value.max() > 10
+    argv = json.loads((run / "manifest.json").read_text())["repeats"]["test-1/rep-1"]["argv"]
+    client_argv = argv["client"]
+    assert client_argv[client_argv.index("-c") + 1].startswith("10.99.0.")  # a node address
+    assert 30000 <= int(client_argv[client_argv.index("-p") + 1]) <= 32767  # its NodePort
+
+
+def test_tls_and_dds_security_run_with_credentials_from_the_secret(cluster, tmp_path):
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
+    outcome, run = _run(cluster, tmp_path, head + "1024,false,1,false,0,3\n", "--transport",
+                        "tls", "--secure")
+    assert outcome["failed"] == [], outcome["failed"]
+    df = pd.read_csv(run / "results.csv")
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps") & (df.role == "sub0")]
+    assert thr.value.iloc[0] > 1  # data flowed over TLS with DDS Security on
+    assert set(df.transport) == {"tls"} and set(df.secure) == {True}
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["cluster"]["not_applied"] == []
+
+
+def test_an_image_loaded_into_the_running_cluster_runs_a_pod(cluster, tmp_path):
+    from kubernetes import client, config
+
+    from k8sdds.images.build import busybox_image
+
+    tag = f"localhost/k8sdds/loaded:{os.getpid()}"
+    archive = busybox_image(tag, {}, ["--config.cmd=/bin/sh", "--config.cmd=-c",
+                                      "--config.cmd=echo loaded here"], "test-loaded",
+                            cache=tmp_path)
+    done = cli("image", "load", "--name", cluster["name"], "--archive", str(archive),
+               env=cluster["env"])
+    assert done.returncode == 0, done.stderr
+    assert "loaded into node1, node2" in done.stdout
+    api = client.CoreV1Api(config.new_client_from_config(cluster["kubeconfig"]))
+    pod = {"metadata": {"name": "loaded", "namespace": "default"},
+           "spec": {"nodeName": "node2", "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": tag,
+                                    "imagePullPolicy": "IfNotPresent"}]}}
+    api.create_namespaced_pod("default", pod)
+    try:
+        deadline = time.monotonic() + 60
+        while api.read_namespaced_pod("loaded", "default").status.phase not in (
+                "Succeeded", "Failed") and time.monotonic() < deadline:
+            time.sleep(0.5)  # a pod of the test's own: polled
+        assert api.read_namespaced_pod("loaded", "default").status.phase == "Succeeded"
+        assert api.read_namespaced_pod_log("loaded", "default").strip() == "loaded here"
+    finally:
+        api.delete_namespaced_pod("loaded", "default", grace_period_seconds=0)
+
+
+def _managed_pods(kubeconfig: str) -> list[str]:
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(kubeconfig))
+    return [p.metadata.name for p in api.list_pod_for_all_namespaces(
+        label_selector="app.kubernetes.io/managed-by=k8sdds").items]
+
+
+def _start(cluster, tmp_path, schedule: str, *extra: str) -> subprocess.Popen:
+    sch = tmp_path / "s.csv"
+    sch.write_text(schedule)
+    return subprocess.Popen([sys.executable, "-m", "k8sdds", "run", "--backend", "kubernetes",
+                             "--kubeconfig", cluster["kubeconfig"], "--sch", str(sch), "--out",
+                             str(tmp_path / "logs"), "--json", "--no-plot", *extra],
+                            env=cluster["env"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_running(kubeconfig: str, count: int, timeout: float = 90) -> None:
+    from kubernetes import client, config
+
+    api = client.CoreV1Api(config.new_client_from_config(kubeconfig))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = api.list_pod_for_all_namespaces(
+            label_selector="app.kubernetes.io/managed-by=k8sdds").items
+        if sum(p.status.phase == "Running" for p in pods) >= count:
+            return
+        time.sleep(0.3)  # another process's pods: polled from the test
+    raise AssertionError("the run's pods did not come up")
+
+
+def test_sigint_mid_run_leaves_no_pod(cluster, tmp_path):
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
+    proc = _start(cluster, tmp_path, head + "1024,false,1,false,0,60\n")
+    try:
+        _wait_running(cluster["kubeconfig"], 2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
+    assert _managed_pods(cluster["kubeconfig"]) == []
+
+
+def test_a_second_cluster_runs_beside_the_first(cluster, tmp_path):
+    """Two testbed clusters at once: flannel host-gw (real) beside the module's vxlan one;
+    a run on each; down of the second leaves the first Ready."""
+    name = cluster["name"] + "b"
+    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+             "flannel-hostgw", env=cluster["env"], cwd=ROOT, timeout=600)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        second = {**cluster, "name": name,
+                  "kubeconfig": up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")}
+        assert second["kubeconfig"] != cluster["kubeconfig"]
+        assert "10.244.2.0/24 via 10.99.0.12 dev eth0" in _ip(f"{name}-node1", "route")
+        head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
+        outcome, run = _run(second, tmp_path, head + "1024,false,1,false,0,2\n")
+        assert outcome["failed"] == []
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["cluster"]["datapath"] == "flannel-hostgw"
+        status = cli("testbed", "status", "--name", name, env=cluster["env"])
+        assert "flannel" in status.stdout and "node2" in status.stdout, status.stdout
+        assert status.stdout.count("yes") >= 2  # both workers Ready
+    finally:
+        down = cli("testbed", "down", "--name", name, env=cluster["env"])
+    assert down.returncode == 0, down.stderr
+    assert namespaces(name) == []
+    test_the_nodes_are_real_kubelets(cluster)  # the first is as it was
+
+
+def test_the_emulated_wiring_carries_pods_when_asked(cluster, tmp_path):
+    name = cluster["name"] + "e"
+    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+             "flannel-hostgw", "--cni", "emulated", env=cluster["env"], cwd=ROOT, timeout=600)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
+        head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
+        outcome, run = _run({**cluster, "kubeconfig": kubeconfig}, tmp_path,
+                            head + "1024,false,1,false,0,2\n")
+        assert outcome["failed"] == []
+        found = json.loads((run / "manifest.json").read_text())["cluster"]
+        assert found["datapath"] == "flannel-hostgw" and "emulated wiring" in found["cni"]
+    finally:
+        down = cli("testbed", "down", "--name", name, env=cluster["env"])
+    assert down.returncode == 0, down.stderr
+
+
+def test_a_killed_kubelet_fails_only_its_repeats(cluster, tmp_path):
+    """Last: node2's kubelet is killed mid-run; the repeat with a pod there fails with the
+    reason, the next test (both pods on node1) runs."""
+    sch = ("path,dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
+           "pod-pod-cross-node,1024,false,1,false,0,8\n"
+           "pod-pod-same-node,1024,false,1,false,0,2\n")
+    proc = _start(cluster, tmp_path, sch, "--pod-timeout", "30")
+    try:
+        _wait_running(cluster["kubeconfig"], 2)
+        subprocess.run(["pkill", "-KILL", "-f", f"{cluster['name']}-kube/node2/kubelet.yaml"],
+                       check=True)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    outcome = json.loads(out)
+    assert outcome["repeats"] == 2
+    [failure] = outcome["failed"]
+    assert "test-1" in failure, failure
+    df = pd.read_csv(Path(outcome["run_dir"]) / "results.csv")
+    assert set(df[df.kind == "summary"].test) == {2}

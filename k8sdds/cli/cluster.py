@@ -194,9 +194,51 @@ def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_
     _report(results, "reset", folder)
 
 
+def cluster_load_image(
+    inventory: Path = INVENTORY,
+    archive: Path | None = typer.Option(None, "--archive", help="The image archive "
+                                        "(docker-archive) [the engine image, built by `k8sdds "
+                                        "image build`, cached]."),
+    address: str = typer.Option("/run/containerd/containerd.sock", "--containerd-address",
+                                help="containerd's socket on the hosts."),
+    known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+    log_dir: Path = HOST_LOGS,
+) -> None:
+    """Put an image into every host's containerd over SSH (`ctr -n k8s.io images import`),
+    for clusters with no registry: copied by SFTP, checked by SHA-256, imported, removed.
+    Pods then find it with imagePullPolicy IfNotPresent. A host whose architecture differs
+    from the image's is refused by name."""
+    from k8sdds.cluster import images
+    from k8sdds.cluster.remote import HostError
+
+    loaded, known = _hosts(inventory, known_hosts)
+    if archive is None:
+        from k8sdds.images.build import BuildOptions, build
+        from k8sdds.testbed.kube.up import DOCKERFILE
+
+        archive = build(BuildOptions(DOCKERFILE, None), say=lambda line: err_console.print(
+            line, markup=False, highlight=False))
+    if not Path(archive).is_file():
+        raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
+    tags, arch = images.describe(archive)
+    digest = images.sha256(archive)
+    out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})")
+
+    def one(remote):
+        if arch != remote.host.arch:
+            raise HostError(f"{remote.host.name} is {remote.host.arch}; the image is {arch}")
+        return images.load(remote, archive, digest, address)
+
+    results, folder = _per_host(loaded, known, dry_run, log_dir, one)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    _report(results, "load-image", folder)
+
+
 def register(app: typer.Typer) -> None:
     for name, command in (("check", cluster_check), ("tune", cluster_tune),
                           ("init", cluster_init), ("join", cluster_join),
-                          ("reset", cluster_reset)):
+                          ("reset", cluster_reset), ("load-image", cluster_load_image)):
         cluster_app.command(name)(command)
     app.add_typer(cluster_app, name="cluster")

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from k8sdds.cli.common import err_console, out_console
+from k8sdds.errors import UserError
 
 image_app = typer.Typer(no_args_is_help=True, help="The engine image of the kubernetes "
                         "backend, without Docker or a registry.")
@@ -35,6 +36,43 @@ def image_build(
     out_console.print(f"image: {path}")
 
 
+def image_load(
+    name: str = typer.Option("k8sdds", "--name", help="The testbed whose cluster gets it."),
+    archives: list[Path] = typer.Option(None, "--archive", help="Image archive(s) "
+                                        "(docker-archive) [the engine image, built by `k8sdds "
+                                        "image build`, cached]."),
+) -> None:
+    """Put images into every node of a testbed cluster (`testbed up --kubernetes`): each
+    worker's containerd imports them; pods find them with imagePullPolicy IfNotPresent."""
+    from k8sdds.cluster.images import describe
+    from k8sdds.testbed.kube.cluster import KubeCluster
+    from k8sdds.testbed.testbed import Testbed, TestbedLock
+
+    tb = Testbed.existing(name)
+    if tb is None:
+        raise UserError(f"testbed {name} is down (k8sdds testbed up --kubernetes)")
+    if not archives:
+        from k8sdds.images.build import BuildOptions, build
+        from k8sdds.testbed.kube.up import DOCKERFILE
+
+        archives = [build(BuildOptions(DOCKERFILE, None), say=lambda line: err_console.print(
+            line, markup=False, highlight=False))]
+    for archive in archives:
+        if not Path(archive).is_file():
+            raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
+        tags, arch = describe(archive)
+        err_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})",
+                          markup=False, highlight=False)
+    lock = TestbedLock(name)
+    lock.acquire()
+    try:
+        nodes = KubeCluster(tb).load(list(archives))
+    finally:
+        lock.release()
+    out_console.print(f"loaded into {', '.join(nodes)}")
+
+
 def register(app: typer.Typer) -> None:
     image_app.command("build")(image_build)
+    image_app.command("load")(image_load)
     app.add_typer(image_app, name="image")

@@ -160,6 +160,20 @@ class Remote:
                     f"[exit {code}]\n")
         return result
 
+    def put(self, local: Path, target: str) -> None:
+        """Copy the file `local` to `target` on the host (SFTP, as the login user)."""
+        self._write(f"$ sftp put {local} {target}\n")
+        if self.dry_run:
+            return
+        import paramiko
+
+        try:
+            with self._client.open_sftp() as sftp:
+                sftp.put(str(local), target)
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostError(f"{self.host.name}: copying {local} to {target} failed "
+                            f"({getattr(exc, 'strerror', None) or exc})") from None
+
     def _write(self, text: str) -> None:
         if self._log:
             self._log.write(text)

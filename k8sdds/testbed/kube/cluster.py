@@ -221,6 +221,7 @@ class KubeCluster:
         holder = self._spawn(f"{node.name}-holder", [
             "unshare", "--mount", "--propagation", "private", "sleep", "2147483647"], node.ns)
         procs.wait_own_mounts(holder)
+        self._record(holders={**self._state().get("holders", {}), node.name: holder.pid})
         agent.mount_private(holder.pid, files)
         (files.run / "containerd.toml").write_text(agent.containerd_config(files))
         cni.configure(node, files)
@@ -229,11 +230,7 @@ class KubeCluster:
             holder.pid, ["containerd", "--config", str(files.run / "containerd.toml")]))
         agent.wait_socket(files.socket, containerd, f"containerd on {node.name}")
         for image in images:
-            proc = subprocess.run(agent.in_namespaces(holder.pid, [
-                "ctr", "--address", str(files.socket), "-n", "k8s.io", "images", "import",
-                str(image)]), capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise TestbedError(f"import {image.name} on {node.name}: {proc.stderr.strip()}")
+            _import(holder.pid, files, image, node.name)
         dns = self.tb.nodes[0].address
         (files.run / "kubelet.yaml").write_text(agent.kubelet_config(files, cgroup_root, dns))
         self._spawn(f"{node.name}-kubelet", agent.in_namespaces(holder.pid, [
@@ -289,6 +286,19 @@ class KubeCluster:
                            f"{timeout:g} s: {', '.join(sorted(set(names) - done))} (see "
                            f"{self.run_dir}/<node>-kubelet.log)")
 
+    def load(self, archives: list[Path]) -> list[str]:
+        """Import image archives into every worker's containerd (the cluster running)."""
+        holders = self._state().get("holders", {})
+        if not self.running() or not holders:
+            raise TestbedError(f"testbed {self.tb.spec.name} runs no Kubernetes cluster "
+                               "(k8sdds testbed up --kubernetes)")
+        for name, pid in holders.items():
+            files = agent.NodeFiles(self.data_dir / name, self.run_dir / name,
+                                    self.run_dir / "node")
+            for archive in archives:
+                _import(pid, files, archive, name)
+        return sorted(holders)
+
     def describe(self) -> dict:
         """What `testbed status` shows of the cluster: its CNI and kubeconfig."""
         return {"cni": self._state().get("cni", ""), "kubeconfig": str(self.kubeconfig)}
@@ -329,6 +339,14 @@ class KubeCluster:
         except OSError:
             pass
         self.state_file.unlink(missing_ok=True)
+
+
+def _import(holder: int, files: agent.NodeFiles, archive: Path, node: str) -> None:
+    proc = subprocess.run(agent.in_namespaces(holder, [
+        "ctr", "--address", str(files.socket), "-n", "k8s.io", "images", "import",
+        str(archive)]), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise TestbedError(f"import {Path(archive).name} on {node}: {proc.stderr.strip()}")
 
 
 def wait_readyz(server: str, ca: Path, token: str, timeout: float,
