@@ -80,6 +80,7 @@ class Hosts:
                     f"PidFile {d}/sshd{i}.pid\nAuthorizedKeysFile {d}/authorized_keys\n"
                     "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                     "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                    "Subsystem sftp internal-sftp\n"
                     # a HOME of the test's: the sessions' shell reads no rc file of this
                     # machine's root (which may start slow tools)
                     f"SetEnv HOME={d}/home PATH={path}\n")

@@ -121,7 +121,9 @@ def _or_dash(value) -> str:
 
 
 def testbed_status(name: str = NAME) -> None:
-    """Show the emulated cluster: nodes, datapath, pods, processes."""
+    """Show the emulated cluster: nodes, datapath, pods, processes; and its Kubernetes
+    cluster's nodes, when it runs one."""
+    from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.testbed import Testbed
 
     tb = Testbed.existing(name)
@@ -129,6 +131,9 @@ def testbed_status(name: str = NAME) -> None:
         out_console.print(f"testbed {name}: down")
         return
     _status(tb)
+    kube = KubeCluster(tb)
+    if kube.running():
+        out_console.print(f"kubeconfig: {kube.kubeconfig}", markup=False, highlight=False)
 
 
 def testbed_down(name: str = NAME) -> None:
@@ -180,9 +185,7 @@ def _status(tb) -> None:
 
 def _kube_status(kube) -> None:
     """The testbed cluster's nodes as the API server sees them."""
-    facts = kube.describe()
-    out_console.print(f"Kubernetes: {facts['cni']}\nkubeconfig: {facts['kubeconfig']}",
-                      markup=False, highlight=False)
+    out_console.print(f"Kubernetes: {kube.describe()['cni']}", markup=False, highlight=False)
     try:
         nodes = kube.nodes()
     except Exception as exc:  # noqa: BLE001 - the API is down: say so, status goes on

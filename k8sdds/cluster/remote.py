@@ -172,7 +172,8 @@ class Remote:
                 sftp.put(str(local), target)
         except (paramiko.SSHException, OSError) as exc:
             raise HostError(f"{self.host.name}: copying {local} to {target} failed "
-                            f"({getattr(exc, 'strerror', None) or exc})") from None
+                            f"({getattr(exc, 'strerror', None) or exc}; the host's sshd must "
+                            "offer SFTP: Subsystem sftp in sshd_config)") from None
 
     def _write(self, text: str) -> None:
         if self._log:
