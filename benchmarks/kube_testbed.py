@@ -1,8 +1,10 @@
-"""The testbed cluster (real kubelets on the emulated testbed): bring-up time, idle memory and
-CPU, and the same DDS tests as emulated processes and as real pods on the same datapath.
+"""The testbed cluster (real kubelets on the emulated testbed): bring-up time (cold and
+warm), idle memory and CPU, and the same DDS tests as emulated processes, as real pods on the
+emulated wiring, and as real pods on the real flannel (flanneld), for flannel host-gw and vxlan.
 
 Usage (root, after `make test` built the binaries and the image):
     .venv/bin/python benchmarks/kube_testbed.py [--workers 3] [--duration 5] [--repeats 2]
+                                                [--cold]
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ def _children(pid: int) -> list[int]:
     return kids + [g for k in kids for g in _children(k)]
 
 
-def summary(run_dir: Path) -> pd.DataFrame:
-    df = pd.read_csv(run_dir / "results.csv")
+def summary(run_dir: Path, name: str = "results.csv") -> pd.DataFrame:
+    df = pd.read_csv(run_dir / name)
     s = df[df.kind == "summary"]
     thr = s[(s.metric == "throughput_mbps") & s.role.str.startswith("sub")]
     lat = s[(s.metric == "latency_us_p50") & (s.role == "pub")]
@@ -63,11 +65,22 @@ def summary(run_dir: Path) -> pd.DataFrame:
     return out
 
 
+def bring_up(name: str, workers: int, datapath: str, cni: str, env: dict
+             ) -> tuple[str, float]:
+    t0 = time.monotonic()
+    up = k8sdds("testbed", "up", "--name", name, "--nodes", str(workers + 1), "--kubernetes",
+                "--datapath", datapath, "--cni", cni, env=env)
+    return up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: "), \
+        time.monotonic() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--cold", action="store_true", help="also a first bring-up with an empty "
+                    "image cache (the Go binaries stay cached)")
     args = ap.parse_args()
     state = tempfile.mkdtemp(prefix="k8sdds-bench-")
     env = {**os.environ, "K8SDDS_STATE_DIR": state, "COLUMNS": "200"}
@@ -76,34 +89,56 @@ def main() -> None:
     sch.write_text(SCHEDULE)
     common = ["--sch", str(sch), "--duration", f"{args.duration:g}", "--repeats",
               str(args.repeats), "--out", str(Path(state) / "logs"), "--json", "--no-plot"]
-    # as emulated processes first, on a plain testbed of the same shape and datapath
-    procs = json.loads(k8sdds("run", *common, "--datapath", "flannel-hostgw", "--nodes",
+    datapaths = ("flannel-hostgw", "flannel-vxlan")
+    ups = []
+    if args.cold:
+        cold_env = {**env, "K8SDDS_CACHE": tempfile.mkdtemp(prefix="k8sdds-cold-")}
+        try:
+            _, seconds = bring_up(name, args.workers, "flannel-hostgw", "real", cold_env)
+            ups.append(("cold: images built, Go binaries cached", "real flannel", seconds))
+        finally:
+            k8sdds("testbed", "down", "--name", name, env=env)
+    # as emulated processes, on a plain testbed of the same shape and datapaths
+    procs = json.loads(k8sdds("run", *common, "--datapath", ",".join(datapaths), "--nodes",
                               str(args.workers + 1), "--testbed", name + "p", env=env).stdout)
-    try:
-        t0 = time.monotonic()
-        up = k8sdds("testbed", "up", "--name", name, "--nodes", str(args.workers + 1),
-                    "--kubernetes", env=env)
-        ready_s = time.monotonic() - t0
-        kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
-        run_dir = Path(state) / f"{name}-kube"
-        time.sleep(10)  # idle: what the cluster costs doing nothing
-        rss, cpu0 = cluster_usage(run_dir)
-        time.sleep(10)
-        cpu = (cluster_usage(run_dir)[1] - cpu0) / 10 * 100
-        pods = json.loads(k8sdds("run", "--backend", "kubernetes", "--kubeconfig", kubeconfig,
-                                 *common, env=env).stdout)
-    finally:
-        k8sdds("testbed", "down", "--name", name, env=env)
-    print(f"testbed up --kubernetes, {args.workers} workers: {ready_s:.1f} s to every node "
-          f"Ready (binaries and image cached)")
-    print(f"idle cluster: {rss:.0f} MiB RSS, {cpu:.1f} % of one core")
-    a, b = summary(Path(procs["run_dir"])), summary(Path(pods["run_dir"]))
-    table = a.add_suffix(" processes").join(b.add_suffix(" pods"))
-    table["Mb/s pods/processes"] = table["Mb/s pods"] / table["Mb/s processes"]
-    table["p50 pods/processes"] = table["p50 us pods"] / table["p50 us processes"]
-    print(f"\nflannel-hostgw wiring, {args.repeats} x {args.duration:g} s, ddsperf:")
-    print(table.round(3).to_string())
-    print(f"\nfailed: processes {procs['failed']}, pods {pods['failed']}")
+    tables, failed, idle = {}, {"processes": procs["failed"]}, None
+    for dp in datapaths:
+        for cni in ("real", "emulated"):
+            try:
+                kubeconfig, seconds = bring_up(name, args.workers, dp, cni, env)
+                ups.append(("warm", f"{dp}, {cni}", seconds))
+                if idle is None:
+                    time.sleep(10)  # idle: what the cluster costs doing nothing
+                    run_dir = Path(state) / f"{name}-kube"
+                    rss, cpu0 = cluster_usage(run_dir)
+                    time.sleep(10)
+                    idle = (rss, (cluster_usage(run_dir)[1] - cpu0) / 10 * 100)
+                pods = json.loads(k8sdds("run", "--backend", "kubernetes", "--kubeconfig",
+                                         kubeconfig, *common, env=env).stdout)
+            finally:
+                k8sdds("testbed", "down", "--name", name, env=env)
+            tables[(dp, cni)] = summary(Path(pods["run_dir"]))
+            failed[f"pods {dp} {cni}"] = pods["failed"]
+    print(f"testbed up --kubernetes, {args.workers} workers: seconds to every node Ready")
+    for kind, what, seconds in ups:
+        print(f"  {kind:40s} {what:28s} {seconds:6.1f} s")
+    print(f"idle cluster: {idle[0]:.0f} MiB RSS, {idle[1]:.1f} % of one core")
+    df = pd.read_csv(Path(procs["run_dir"]) / "results.csv")
+    for dp in datapaths:
+        one = Path(procs["run_dir"]) / "one.csv"
+        df[df.datapath == dp].to_csv(one, index=False)
+        a = summary(one.parent, one.name)
+        real, emulated = tables[(dp, "real")], tables[(dp, "emulated")]
+        table = pd.DataFrame({
+            "Mb/s processes": a["Mb/s"], "Mb/s pods emulated wiring": emulated["Mb/s"],
+            "Mb/s pods real flannel": real["Mb/s"],
+            "pods/processes (wiring)": emulated["Mb/s"] / a["Mb/s"],
+            "real/emulated (pods)": real["Mb/s"] / emulated["Mb/s"],
+            "p50 us processes": a["p50 us"], "p50 us emulated": emulated["p50 us"],
+            "p50 us real": real["p50 us"]})
+        print(f"\n{dp}, {args.repeats} x {args.duration:g} s, ddsperf, 1 sub:")
+        print(table.round(3).to_string())
+    print(f"\nfailed: {failed}")
 
 
 if __name__ == "__main__":

@@ -188,7 +188,8 @@ def test_tls_and_dds_security_run_with_credentials_from_the_secret(cluster, tmp_
     assert thr.value.iloc[0] > 1  # data flowed over TLS with DDS Security on
     assert set(df.transport) == {"tls"} and set(df.secure) == {True}
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["cluster"]["not_applied"] == []
+    # nothing of the security was left out (only metrics-server's absence is noted)
+    assert not [x for x in manifest["cluster"]["not_applied"] if "metrics-server" not in x]
 
 
 def test_an_image_loaded_into_the_running_cluster_runs_a_pod(cluster, tmp_path):
