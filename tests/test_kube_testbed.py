@@ -329,6 +329,8 @@ def test_a_killed_kubelet_fails_only_its_repeats(cluster, tmp_path):
     outcome = json.loads(out)
     assert outcome["repeats"] == 2
     [failure] = outcome["failed"]
-    assert "test-1" in failure, failure
+    assert failure.startswith("test-1/rep-1: sub0"), failure  # the role on node2
     df = pd.read_csv(Path(outcome["run_dir"]) / "results.csv")
-    assert set(df[df.kind == "summary"].test) == {2}
+    subs = df[(df.kind == "summary") & (df.role == "sub0")]
+    assert set(subs.test) == {2}  # the next test, both pods on node1, measured
+    assert set(df[df.test == 2].node) == {"node1"}

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
+from k8sdds.testbed.kube import metrics_server, pki, procs
 from k8sdds.testbed.kube import node as agent
-from k8sdds.testbed.kube import pki, procs
 from k8sdds.testbed.kube.cni import Cni
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
 
@@ -132,6 +132,7 @@ class KubeCluster:
                    "scheduler": ("system:kube-scheduler", "k8sdds"),
                    "kube-proxy": ("system:kube-proxy", "k8sdds"),
                    "coredns": ("system:coredns", "k8sdds"),
+                   "metrics-server": (metrics_server.USER, "k8sdds"),
                    **{n.name: (f"system:node:{n.name}", "system:nodes") for n in workers}}
         creds = pki.make(self.run_dir / "pki", control.address, clients)
         inside = f"https://{control.address}:{API_PORT}"
@@ -146,6 +147,13 @@ class KubeCluster:
         self.kubeconfig.write_text(pki.kubeconfig(creds, f"https://127.0.0.1:{port}", "admin"))
         self._wait_api(creds, port, timeout)
         self._dns(control)
+        metrics = (binaries() / "metrics-server").exists()  # where it was built
+        if metrics:
+            self._spawn("metrics-server", metrics_server.argv(
+                binaries() / "metrics-server", self.run_dir / "metrics-server.kubeconfig",
+                control.address, self.run_dir / "metrics-server-certs"), control.ns)
+            metrics_server.register(self.kubeconfig, control.address)
+        self._record(metrics_server=metrics)
         for worker in workers:
             self._node(worker, images, cni)
         names = [w.name for w in workers]
@@ -153,6 +161,8 @@ class KubeCluster:
         cni.start(self.kubeconfig)
         self._watch_nodes(names, timeout, ready=True)
         cni.wait(self.kubeconfig, timeout)
+        if metrics:
+            metrics_server.wait(self.kubeconfig, timeout)
         return self.kubeconfig
 
     def _control_plane(self, control: Node, creds: pki.Pki) -> None:
@@ -176,7 +186,8 @@ class KubeCluster:
             f"--service-account-signing-key-file={creds.directory / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_RANGE}", "--allow-privileged=true",
             "--kubelet-preferred-address-types=InternalIP", "--feature-gates=WatchList=false",
-            f"--cert-dir={d / 'certs'}"], ns)
+            f"--cert-dir={d / 'certs'}", *metrics_server.apiserver_flags(creds.directory)],
+            ns)
         self._spawn("kube-controller-manager", [
             str(bins / "kube-controller-manager"),
             f"--kubeconfig={d / 'controller-manager.kubeconfig'}",
@@ -301,7 +312,9 @@ class KubeCluster:
 
     def describe(self) -> dict:
         """What `testbed status` shows of the cluster: its CNI and kubeconfig."""
-        return {"cni": self._state().get("cni", ""), "kubeconfig": str(self.kubeconfig)}
+        state = self._state()
+        return {"cni": state.get("cni", ""), "kubeconfig": str(self.kubeconfig),
+                "metrics_server": bool(state.get("metrics_server"))}
 
     def nodes(self) -> list[dict]:
         """Each node's name, readiness (with the reason when not), kubelet, pod CIDR, pods."""

@@ -69,11 +69,40 @@ def make(directory: Path, api_address: str, clients: dict[str, tuple[str, str]])
     _private(directory / "sa.key", _key_pem(sa))
     (directory / "sa.pub").write_bytes(sa.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    _front_proxy(directory, now)
     tokens = {name: secrets.token_hex(16) for name in clients}
     _private(directory / "tokens.csv", "".join(
         f'{tokens[name]},{user},{name},"{group}"\n' for name, (user, group) in clients.items())
         .encode())
     return Pki(directory, tokens)
+
+
+def _front_proxy(directory: Path, now: dt.datetime) -> None:
+    """The aggregation layer's own CA and the client certificate the API server proxies to
+    extension API servers (metrics-server) with, as kubeadm makes them."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8sdds-front-proxy-ca")])
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+          .public_key(key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - dt.timedelta(minutes=5))
+          .not_valid_after(now + dt.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .sign(key, hashes.SHA256()))
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                          "front-proxy-client")]))
+              .issuer_name(name).public_key(client_key.public_key())
+              .serial_number(x509.random_serial_number())
+              .not_valid_before(now - dt.timedelta(minutes=5))
+              .not_valid_after(now + dt.timedelta(days=30))
+              .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
+                             critical=False)
+              .sign(key, hashes.SHA256()))
+    (directory / "front-proxy-ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "front-proxy-client.crt").write_bytes(
+        client.public_bytes(serialization.Encoding.PEM))
+    _private(directory / "front-proxy-client.key", _key_pem(client_key))
 
 
 def kubeconfig(pki: Pki, server: str, client: str) -> str:
