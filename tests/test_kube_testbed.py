@@ -109,6 +109,10 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
     assert "node_load1" in set(summary.metric)  # read by exec in the repeat's own pods
     assert manifest["cluster"]["datapath"] == "flannel-vxlan"  # detected: flannel's DaemonSet
     assert manifest["cluster"]["cni"] == "flannel (vxlan)"
+    # metrics-server (built here) reads flanneld's pod and the nodes over the repeat
+    usage = json.loads((run / "test-1" / "rep-1" / "usage.json").read_text())
+    assert usage["datapath_memory_mb"] > 1 and usage["datapath_cpu_s"] >= 0
+    assert usage["node_cpu_s"] > 0
     assert (run / "test-1" / "rep-1" / "sub0.log").read_text().count("size 1024") >= 1
 
 
@@ -188,8 +192,7 @@ def test_tls_and_dds_security_run_with_credentials_from_the_secret(cluster, tmp_
     assert thr.value.iloc[0] > 1  # data flowed over TLS with DDS Security on
     assert set(df.transport) == {"tls"} and set(df.secure) == {True}
     manifest = json.loads((run / "manifest.json").read_text())
-    # nothing of the security was left out (only metrics-server's absence is noted)
-    assert not [x for x in manifest["cluster"]["not_applied"] if "metrics-server" not in x]
+    assert manifest["cluster"]["not_applied"] == []  # nothing left out, metrics-server there
 
 
 def test_an_image_loaded_into_the_running_cluster_runs_a_pod(cluster, tmp_path):

@@ -147,13 +147,13 @@ class KubeCluster:
         self.kubeconfig.write_text(pki.kubeconfig(creds, f"https://127.0.0.1:{port}", "admin"))
         self._wait_api(creds, port, timeout)
         self._dns(control)
-        metrics = (binaries() / "metrics-server").exists()  # where it was built
-        if metrics:
-            self._spawn("metrics-server", metrics_server.argv(
+        metrics = None
+        if (binaries() / "metrics-server").exists():  # where it was built; its rights first
+            metrics_server.register(self.kubeconfig, control.address)
+            metrics = self._spawn("metrics-server", metrics_server.argv(
                 binaries() / "metrics-server", self.run_dir / "metrics-server.kubeconfig",
                 control.address, self.run_dir / "metrics-server-certs"), control.ns)
-            metrics_server.register(self.kubeconfig, control.address)
-        self._record(metrics_server=metrics)
+        self._record(metrics_server=metrics is not None)
         for worker in workers:
             self._node(worker, images, cni)
         names = [w.name for w in workers]
@@ -162,7 +162,8 @@ class KubeCluster:
         self._watch_nodes(names, timeout, ready=True)
         cni.wait(self.kubeconfig, timeout)
         if metrics:
-            metrics_server.wait(self.kubeconfig, timeout)
+            metrics_server.wait(self.kubeconfig, timeout, metrics.poll,
+                                self.run_dir / "metrics-server.log")
         return self.kubeconfig
 
     def _control_plane(self, control: Node, creds: pki.Pki) -> None:

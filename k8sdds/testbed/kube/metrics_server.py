@@ -7,6 +7,7 @@ as on a kubeadm cluster with metrics-server installed."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
@@ -39,7 +40,7 @@ def argv(binary: Path, kubeconfig: Path, address: str, cert_dir: Path) -> list[s
             f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}", f"--bind-address={address}",
             f"--secure-port={PORT}", f"--cert-dir={cert_dir}", "--kubelet-insecure-tls",
-            "--kubelet-preferred-address-types=InternalIP", "--metric-resolution=10s"]
+            "--kubelet-preferred-address-types=InternalIP", "--metric-resolution=15s"]
 
 
 def register(kubeconfig: Path, address: str) -> None:
@@ -79,8 +80,10 @@ def register(kubeconfig: Path, address: str) -> None:
                  "groupPriorityMinimum": 100, "versionPriority": 100}})
 
 
-def wait(kubeconfig: Path, timeout: float) -> None:
-    """Until the API server finds it Available and it has a reading of every node."""
+def wait(kubeconfig: Path, timeout: float, exited: Callable[[], int | None],
+         log: Path) -> None:
+    """Until the API server finds it Available and it has a reading of every node; at once
+    when the process has exited (`exited()` is its status)."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
@@ -88,6 +91,11 @@ def wait(kubeconfig: Path, timeout: float) -> None:
     reg, custom = client.ApiregistrationV1Api(api), client.CustomObjectsApi(api)
     deadline, why = time.monotonic() + timeout, "not Available"
     while time.monotonic() < deadline:
+        if exited() is not None:
+            lines = log.read_text(errors="replace").splitlines()
+            said = [x for x in lines if x.startswith(("Error:", "panic:"))] or lines[-1:] or [""]
+            raise TestbedError(f"metrics-server exited with status {exited()}: {said[-1]} "
+                               f"(see {log})")
         conds = reg.read_api_service("v1beta1.metrics.k8s.io").status.conditions or []
         available = next((c for c in conds if c.type == "Available"), None)
         if available and available.status == "True":
