@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from k8sdds import parsers
+from k8sdds.guarded import read_bytes
 from k8sdds.model import Test
 from k8sdds.parsers import Parsed, Value
 
@@ -23,14 +25,16 @@ def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str
     out = {}
     for role in roles:
         log = rep_dir / f"{role}.log"
-        if not log.exists():
+        if not os.path.lexists(log):
             out[role] = Parsed(failure=f"no log {log.name}")
             continue
-        text = log.read_text(errors="replace")
+        # never through a link, never a FIFO; engines may print bytes that are not UTF-8
+        text = read_bytes(log, "log", follow=False).decode("utf-8", errors="replace")
         out[role] = parse(text, role, test.latency_test)
     usage = rep_dir / USAGE
-    if usage.exists():
-        out[DATAPATH] = datapath_usage(usage.read_text())
+    if os.path.lexists(usage):
+        out[DATAPATH] = datapath_usage(read_bytes(usage, "usage", follow=False)
+                                       .decode("utf-8", errors="replace"))
     return out
 
 

@@ -106,12 +106,12 @@ def _where(path: Path, line: int, row: int | None = None) -> str:
 
 
 def _decode(path: Path) -> str:
+    from k8sdds.guarded import FileRefused, read_bytes
+
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ScheduleError(f"{path}: no such schedule file") from None
-    except OSError as exc:
-        raise ScheduleError(f"{path}: cannot read the schedule: {exc.strerror}") from None
+        raw = read_bytes(path, "schedule")
+    except FileRefused as exc:
+        raise ScheduleError(str(exc)) from None
     if b"\0" in raw:
         raise ScheduleError(f"{path}: not a CSV text file (it contains NUL bytes)")
     try:

@@ -55,7 +55,7 @@ def test_inventory_validation_names_host_field_and_value(tmp_path):
     path = tmp_path / "i.yaml"
     path.write_text("hosts: [unclosed")
     done = _cli("cluster", "check", "--inventory", str(path))
-    assert done.returncode == 2 and "not a readable YAML file" in done.stderr
+    assert done.returncode == 2 and "i.yaml, line 1, column 17: not valid YAML" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -129,7 +129,7 @@ def test_unreadable_manifests_are_one_clear_error(tmp_path):
     with pytest.raises(RunDirError, match="not valid JSON"):
         RunDir(tmp_path).read_manifest()
     (tmp_path / "manifest.json").write_bytes(b"\xff\xfe")
-    with pytest.raises(RunDirError, match="cannot read"):
+    with pytest.raises(RunDirError, match="line 1: not UTF-8 .byte 0xff"):
         RunDir(tmp_path).read_manifest()
 
 

@@ -41,11 +41,12 @@ class Runs:
 def load(run_dirs: Sequence[Path]) -> Runs:
     frames, manifests = [], {}
     for run in map(Path, run_dirs):
-        manifest = RunDir(run).read_manifest().to_dict()  # upgraded to this version
+        rundir = RunDir(run)
+        manifest = rundir.read_manifest().to_dict()  # upgraded to this version
         manifests[manifest.get("run_id") or run.name] = manifest
-        path = run / RESULTS
-        if path.exists() and path.stat().st_size:
-            frames.append(pd.read_csv(path))
+        text = rundir.read_results_text()
+        if text:
+            frames.append(_results(text, run / RESULTS))
     if not frames:
         raise UserError("no results in " + ", ".join(map(str, run_dirs)) +
                         " (every repeat failed, or try `k8sdds parse`)")
@@ -57,6 +58,31 @@ def load(run_dirs: Sequence[Path]) -> Runs:
         df[col] = df[col].astype(str).str.lower().eq("true")
     df["placement"] = df["placement"].fillna("cross-node")
     return Runs(df, manifests)
+
+
+def _results(text: str, path: Path) -> pd.DataFrame:
+    """A run's results table; RunDirError naming the file for a damaged one."""
+    import io
+
+    from k8sdds.errors import RunDirError
+
+    try:
+        df = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        raise RunDirError(f"{path}: not a results table k8sdds wrote: "
+                          f"{' '.join(str(exc).split())}") from None
+    missing = [c for c in ("test", "repeat", "role", "kind", "metric", "value", "datapath")
+               if c not in df]
+    if missing:
+        raise RunDirError(f"{path}: no column {', '.join(missing)}; not a results table "
+                          "k8sdds wrote (`k8sdds parse` rebuilds it from the logs)")
+    value = pd.to_numeric(df["value"], errors="coerce")
+    bad = df.index[value.isna() | ~np.isfinite(value.fillna(0))]
+    if len(bad):
+        raise RunDirError(f"{path}, line {bad[0] + 2}: value {df['value'][bad[0]]!r} is not a "
+                          "finite number (`k8sdds parse` rebuilds the table from the logs)")
+    df["value"] = value
+    return df
 
 
 def summaries(df: pd.DataFrame, metric: str) -> pd.DataFrame:

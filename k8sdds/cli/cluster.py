@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
@@ -29,19 +30,47 @@ def _hosts(inventory: Path, known_hosts: Path | None):
     return loaded, str(known_hosts) if known_hosts else loaded.known_hosts
 
 
+@dataclass
+class HostLogs:
+    """The per-host log folder, and where each host's log ended before this command (logs
+    are appended to: a dry run lists only its own commands)."""
+
+    folder: Path
+    start: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return str(self.folder)
+
+    def mark(self, hosts) -> HostLogs:
+        for h in hosts:
+            log = self.folder / f"{h.name}.log"
+            self.start[h.name] = log.stat().st_size if log.exists() else 0
+        return self
+
+    def since(self, host) -> str:
+        with open(self.folder / f"{host.name}.log", "rb") as fh:
+            fh.seek(self.start.get(host.name, 0))
+            return fh.read().decode(errors="replace")
+
+
+def _logs(logs: Path, hosts) -> HostLogs:
+    from k8sdds.cluster.remote import log_dir
+
+    return HostLogs(log_dir(logs)).mark(hosts)
+
+
 def _per_host(loaded, known: str, dry_run: bool, logs: Path, work):
     """`work(remote)` on every host of `loaded` at once; (results, log folder)."""
-    from k8sdds.cluster.remote import log_dir, on_hosts
+    from k8sdds.cluster.remote import on_hosts
 
-    folder = log_dir(logs)
-    return on_hosts(loaded.hosts, known, dry_run, folder, work), folder
+    folder = _logs(logs, loaded.hosts)
+    return on_hosts(loaded.hosts, known, dry_run, folder.folder, work), folder
 
 
-def _dry_run_listing(folder: Path, hosts) -> None:
+def _dry_run_listing(folder: HostLogs, hosts) -> None:
     for host in hosts:
         out_console.print(f"[bold]{host.name}[/bold] ({host.user}@{host.address}:{host.port})")
-        out_console.print((folder / f"{host.name}.log").read_text().rstrip(), markup=False,
-                          highlight=False)
+        out_console.print(folder.since(host).rstrip(), markup=False, highlight=False)
 
 
 def cluster_check(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
@@ -170,11 +199,10 @@ def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_H
     """Join every worker with a fresh token from the control plane, then wait until every
     node is Ready."""
     from k8sdds.cluster import kubeadm
-    from k8sdds.cluster.remote import log_dir as host_logs
 
     loaded, known = _hosts(inventory, known_hosts)
-    folder = host_logs(log_dir)
-    results = kubeadm.join_all(loaded, known, dry_run, folder)
+    folder = _logs(log_dir, loaded.hosts)
+    results = kubeadm.join_all(loaded, known, dry_run, folder.folder)
     if dry_run:
         _dry_run_listing(folder, loaded.hosts)
         return

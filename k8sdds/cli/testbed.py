@@ -16,19 +16,23 @@ from k8sdds.errors import UserError
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
 
-def _testbed(name: str, nodes: int, profile: str | None, testbed_spec: Path | None):
+def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Path | None):
     from k8sdds.testbed import spec
     from k8sdds.testbed.testbed import Testbed
 
     if testbed_spec:
         return Testbed(spec.load(testbed_spec, name=name, profile=profile))
-    return Testbed(spec.default_nodes(nodes, profile, name))
+    return Testbed(spec.default_nodes(nodes, profile, DEFAULT_NAME if name is None else name))
 
 
-NAME = typer.Option("k8sdds", "--name", help="Testbed name (namespace prefix).")
+DEFAULT_NAME = "k8sdds"
 
 
-def testbed_up(name: str = NAME,
+NAME = typer.Option(None, "--name", help="Testbed name (namespace prefix) [the spec's "
+                    "name, else k8sdds].")
+
+
+def testbed_up(name: str | None = NAME,
                nodes: int = typer.Option(4, "--nodes", min=2, max=64,
                                          help="Nodes: node0 is the control plane."),
                profile: str | None = typer.Option(None, "--profile",
@@ -66,7 +70,7 @@ def testbed_up(name: str = NAME,
     elif cni != "auto" or image_archive is not None:
         raise UserError("--cni and --image-archive are for --kubernetes")
     tb = _testbed(name, nodes, profile, testbed_spec)
-    with _locked(name):
+    with _locked(tb.spec.name):
         tb.up()
         if kubernetes:
             from k8sdds.testbed.kube.up import bring_up
@@ -120,12 +124,13 @@ def _or_dash(value) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def testbed_status(name: str = NAME) -> None:
+def testbed_status(name: str | None = NAME) -> None:
     """Show the emulated cluster: nodes, datapath, pods, processes; and its Kubernetes
     cluster's nodes, when it runs one."""
     from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.testbed import Testbed
 
+    name = DEFAULT_NAME if name is None else name
     tb = Testbed.existing(name)
     if tb is None:
         out_console.print(f"testbed {name}: down")
@@ -136,12 +141,13 @@ def testbed_status(name: str = NAME) -> None:
         out_console.print(f"kubeconfig: {kube.kubeconfig}", markup=False, highlight=False)
 
 
-def testbed_down(name: str = NAME) -> None:
+def testbed_down(name: str | None = NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
     from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.spec import TestbedSpec
     from k8sdds.testbed.testbed import Testbed
 
+    name = DEFAULT_NAME if name is None else name
     tb = Testbed.existing(name) or Testbed(TestbedSpec(name=name))
     with _locked(name):  # a crashed run holds no lock; a live one must finish first
         KubeCluster(tb).down()  # its cluster first, if it runs one (or a killed one left)

@@ -13,8 +13,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from k8sdds.errors import UserError
 
 ROLES = ("control-plane", "worker")
@@ -52,13 +50,13 @@ class Inventory:
 
 
 def load(path: str | Path) -> Inventory:
+    from k8sdds.guarded import FileRefused, load_yaml
+
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise InventoryError(f"{path}: no such inventory file") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InventoryError(f"{path}: not a readable YAML file ({exc})") from None
+        data = load_yaml(path, "inventory")
+    except FileRefused as exc:
+        raise InventoryError(str(exc)) from None
     return parse(data, str(path))
 
 
@@ -89,9 +87,9 @@ def parse(data, where: str = "inventory") -> Inventory:
             raise InventoryError(f"{at}, field name: value {name!r} is given twice")
         seen.add(name)
         address = str(merged.get("address", "")).strip()
-        if not address or any(c.isspace() for c in address) or address.startswith("-"):
-            raise InventoryError(f"{at}, field address: value {address!r}: a host name or IP "
-                                 "address")
+        if not is_address(address):
+            raise InventoryError(f"{at}, field address: value {address!r}: a host name "
+                                 "(letters, digits, '-' and '.') or an IP address")
         user = str(merged.get("user", "")).strip()
         if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", user):
             raise InventoryError(f"{at}, field user: value {user!r}: a login name")
@@ -114,6 +112,22 @@ def parse(data, where: str = "inventory") -> Inventory:
                              f"(found {sum(h.role == 'control-plane' for h in out)})")
     known = str(Path(str(data.get("known_hosts") or "~/.ssh/known_hosts")).expanduser())
     return Inventory(tuple(out), known)
+
+
+HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def is_address(text: str) -> bool:
+    """An IPv4 or IPv6 literal, or a host name (RFC 1123 labels, at most 253 characters)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        pass
+    return (0 < len(text) <= 253 and not text.replace(".", "").isdigit()
+            and all(HOST_LABEL.match(label) for label in text.rstrip(".").split(".")))
 
 
 def _only(mapping: dict, allowed, where: str) -> None:

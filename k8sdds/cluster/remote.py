@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shlex
 import socket
 import time
@@ -72,10 +73,15 @@ class Remote:
 
         h = self.host
         client = paramiko.SSHClient()
-        try:
-            client.load_host_keys(self.known_hosts)
-        except FileNotFoundError:
-            pass  # nothing is known: the host is unknown, said below
+        if os.path.lexists(self.known_hosts):
+            from k8sdds.guarded import FileRefused, read_text
+
+            try:  # a regular file of sane size, UTF-8, before paramiko parses it
+                read_text(self.known_hosts, "known_hosts")
+                client.load_host_keys(self.known_hosts)
+            except (FileRefused, paramiko.SSHException, ValueError) as exc:
+                raise HostError(f"known_hosts {exc}") from None
+        # else nothing is known: the host is unknown, said below
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(h.address, port=h.port, username=h.user, key_filename=h.key,

@@ -36,9 +36,13 @@ class EmulatedBackend:
         if existing and existing.is_up():
             # a testbed that is already up is used as it is (its own nodes and profiles)
             self.testbed = existing
-        elif options.testbed_spec:
-            self.testbed = Testbed(spec.load(options.testbed_spec, name=name,
+        elif options.testbed_spec:  # --testbed left at its default: the spec's name
+            given = None if name == EmulatedOptions.testbed else name
+            self.testbed = Testbed(spec.load(options.testbed_spec, name=given,
                                              profile=options.profile))
+            existing = Testbed.existing(self.testbed.spec.name)
+            if existing and existing.is_up():
+                self.testbed = existing
         else:
             self.testbed = Testbed(spec.default_nodes(options.nodes, options.profile, name))
         self.owned = False  # True when this run brought the testbed up

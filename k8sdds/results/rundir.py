@@ -5,6 +5,7 @@ error path that names the file and what is wrong."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import time
@@ -61,14 +62,17 @@ class RunDir:
     # ---- manifest --------------------------------------------------------------------
     def read_manifest(self) -> Manifest:
         """The manifest, upgraded from whatever version wrote it; RunDirError otherwise."""
+        from k8sdds.guarded import FileRefused, check_tree, read_text
+
         if not self.path.is_dir():
             raise RunDirError(f"{self.path}: not a run directory (it does not exist)")
-        try:
-            text = self.manifest_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise RunDirError(f"{self.path}: no {MANIFEST}; not a run directory") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RunDirError(f"{self.manifest_path}: cannot read it ({exc})") from None
+        if not os.path.lexists(self.manifest_path):
+            raise RunDirError(f"{self.path}: no {MANIFEST}; not a run directory")
+        try:  # only regular files and directories: nothing read or written leads elsewhere
+            check_tree(self.path)
+            text = read_text(self.manifest_path, "manifest", follow=False)
+        except FileRefused as exc:
+            raise RunDirError(str(exc)) from None
         try:
             return Manifest.from_dict(json.loads(text))
         except RecursionError:
@@ -76,6 +80,18 @@ class RunDir:
         except ValueError as exc:  # JSON syntax, or ManifestError
             what = "" if isinstance(exc, ManifestError) else "not valid JSON: "
             raise RunDirError(f"{self.manifest_path}: {what}{exc}") from None
+
+    def read_results_text(self) -> str:
+        """results.csv as text ("" when absent): a regular file, UTF-8, never through a
+        link."""
+        from k8sdds.guarded import FileRefused, read_text
+
+        if not os.path.lexists(self.results_path):
+            return ""
+        try:
+            return read_text(self.results_path, "results", follow=False)
+        except FileRefused as exc:
+            raise RunDirError(str(exc)) from None
 
     def write_manifest(self, manifest: Manifest) -> None:
         atomic_write(self.manifest_path, json.dumps(manifest.to_dict(), indent=2) + "\n")
@@ -95,7 +111,7 @@ class RunDir:
     def append_results(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Add rows to results.csv in one atomic step (a file from an older k8sdds, with
         fewer columns, is rewritten with today's header first)."""
-        old = self.results_path.read_text() if self.results_path.exists() else ""
+        old = self.read_results_text()
         if old and old.split("\n", 1)[0] != HEADER:
             old = rows_to_csv(csv_to_rows(old), header=True)
         atomic_write(self.results_path, old + rows_to_csv(rows, header=not old))
@@ -105,7 +121,7 @@ class RunDir:
         return how many were dropped."""
         if not self.results_path.exists():
             return 0
-        rows = csv_to_rows(self.results_path.read_text())
+        rows = csv_to_rows(self.read_results_text())
         kept = [r for r in rows if keep(RepeatKey(int(r["test"]), int(r["repeat"])))]
         if len(kept) != len(rows):
             atomic_write(self.results_path, rows_to_csv(kept, header=True))

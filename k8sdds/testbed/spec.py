@@ -82,23 +82,24 @@ def _check_profile(profile: str, where: str) -> None:
                         f"{', '.join(PROFILES)}{extra}")
 
 
-def load(path: str | Path, name: str = "k8sdds", profile: str | None = None) -> TestbedSpec:
-    """Read a YAML testbed spec. `profile`, if given, applies to workers without one."""
-    import yaml
+def load(path: str | Path, name: str | None = None, profile: str | None = None
+         ) -> TestbedSpec:
+    """Read a YAML testbed spec. `profile`, if given, applies to workers without one; `name`
+    (the command line's, if given) must agree with the spec's own `name`, if it has one."""
+    from k8sdds.guarded import FileRefused, load_yaml
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such testbed spec file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read the testbed spec: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from None
+        data = load_yaml(path, "testbed spec")
+    except FileRefused as exc:
+        raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping with `nodes:` (or `workers:`)")
     _only(data, ("name", "nodes", "workers", "profile"), str(path), "key")
-    name = str(data.get("name", name))
+    if name is not None and "name" in data and str(data["name"]) != name:
+        raise SpecError(f"{path}: the spec names the testbed {data['name']!r}, the command "
+                        f"line {name!r}: give one name (the namespaces and the lock take it)")
+    name = str(data.get("name", name or "k8sdds"))
     if not NAME.match(name) or len(name) > 12:
         raise SpecError(f"{path}: name {name!r}: lower-case letters, digits and '-', at most "
                         "12 characters")

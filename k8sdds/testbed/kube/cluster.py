@@ -16,13 +16,16 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
 from k8sdds.testbed.kube import metrics_server, pki, procs
 from k8sdds.testbed.kube import node as agent
-from k8sdds.testbed.kube.cni import Cni
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
+
+if TYPE_CHECKING:
+    from k8sdds.testbed.kube.cni import Cni
 
 API_PORT = 6443
 # the testbed leaves pod-to-pod traffic untracked (testbed.MASQUERADE); a Service's reply
