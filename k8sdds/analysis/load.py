@@ -76,13 +76,20 @@ def _results(text: str, path: Path) -> pd.DataFrame:
     if missing:
         raise RunDirError(f"{path}: no column {', '.join(missing)}; not a results table "
                           "k8sdds wrote (`k8sdds parse` rebuilds it from the logs)")
-    value = pd.to_numeric(df["value"], errors="coerce")
+    value = df["value"].map(_number).astype(float)
     bad = df.index[value.isna() | ~np.isfinite(value.fillna(0))]
     if len(bad):
         raise RunDirError(f"{path}, line {bad[0] + 2}: value {df['value'][bad[0]]!r} is not a "
                           "finite number (`k8sdds parse` rebuilds the table from the logs)")
     df["value"] = value
     return df
+
+
+def _number(cell) -> float:
+    try:
+        return float(cell)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
 
 
 def summaries(df: pd.DataFrame, metric: str) -> pd.DataFrame:
