@@ -218,3 +218,27 @@ def test_the_run_directory_reader_on_arbitrary_manifests(tmp_path, raw):
 
 def test_every_refusal_is_a_user_error():
     assert issubclass(guarded.FileRefused, UserError)
+
+
+def test_resume_refuses_to_move_a_run_to_another_testbed(tmp_path):
+    run = _interrupted_run(tmp_path)
+    manifest = run.read_manifest()
+    manifest.backend_options = {"testbed": "lab", "nodes": 4}
+    run.write_manifest(manifest)
+    _refused(_cli("run", "--resume", str(run.path), "--testbed", "other"),
+             "--testbed other: the run in", "ran with lab")
+
+
+def test_a_huge_spec_is_refused_before_its_nodes_are_read(tmp_path):
+    path = tmp_path / "many.yaml"
+    path.write_text("nodes:\n" + "".join(f"  - {{name: n{i}}}\n" for i in range(100_000)))
+    started = time.monotonic()
+    with pytest.raises(spec.SpecError, match="a cluster has 2 to 64 nodes, not 100000"):
+        spec.load(path)
+    assert time.monotonic() - started < 30
+    path.write_text("workers: 1000000000\n")
+    with pytest.raises(spec.SpecError, match="field 'workers'"):
+        spec.load(path)
+    path.write_text("profile: [1, 2]\nworkers: 2\n")
+    with pytest.raises(spec.SpecError, match=f"{path}, field 'profile'"):
+        spec.load(path)

@@ -51,6 +51,10 @@ def _announce(tests, backend_name: str, what: str = "") -> None:
                       f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
 
 
+# where a run ran: a resume may not move it elsewhere
+RESUME_SAME = ("testbed", "testbed_spec", "kubeconfig", "context", "namespace", "inventory")
+
+
 def run(
     sch: Path | None = typer.Option(None, "--sch", "--schedule",
                                     help="Schedule CSV, a test a row."),
@@ -106,7 +110,13 @@ def run(
             same_backend(resume, manifest,
                          choice(backend, list(deployment.BACKENDS), "--backend"))
         backend = manifest.backend
-        given = {**manifest.backend_options, **{k: v for k, v in given.items() if v is not None}}
+        given = {k: v for k, v in given.items() if v is not None}
+        for key in sorted(set(given) & set(RESUME_SAME) & set(manifest.backend_options)):
+            if str(given[key]) != str(manifest.backend_options[key]):
+                raise UserError(f"--{key.replace('_', '-')} {given[key]}: the run in {resume} "
+                                f"ran with {manifest.backend_options[key]} (its manifest); "
+                                "a resume continues where it ran: leave the option out")
+        given = {**manifest.backend_options, **given}
     name, options, chosen = _backend(backend, given)
     rti = {k: v for k, v in (rti or {}).items() if v is not None}
     if rti.get("image") and not chosen.images:

@@ -104,16 +104,25 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
         raise SpecError(f"{path}: name {name!r}: lower-case letters, digits and '-', at most "
                         "12 characters")
     profile = data.get("profile", profile)
+    if profile is not None:
+        if not isinstance(profile, str):
+            raise SpecError(f"{path}, field 'profile': value {str(profile)[:40]!r}: a profile "
+                            "name")
+        _check_profile(profile, f"{path}, field 'profile'")
     if "nodes" not in data:
         workers = data.get("workers", 3)
-        if not isinstance(workers, int) or isinstance(workers, bool):
-            raise SpecError(f"{path}: workers {workers!r}: a whole number")
+        if (not isinstance(workers, int) or isinstance(workers, bool)
+                or not 1 <= workers < MAX_NODES):
+            raise SpecError(f"{path}, field 'workers': value {str(workers)[:40]!r}: a whole "
+                            f"number from 1 to {MAX_NODES - 1}")
         spec = default_nodes(workers + 1, profile, name)
         return spec
     raw = data["nodes"]
     if not isinstance(raw, list) or not raw:
         raise SpecError(f"{path}: nodes: a non-empty list of nodes")
-    nodes = []
+    if not 2 <= len(raw) <= MAX_NODES:  # before any per-node work
+        raise SpecError(f"{path}: a cluster has 2 to {MAX_NODES} nodes, not {len(raw)}")
+    nodes, names = [], set()
     for i, entry in enumerate(raw):
         where = f"{path}, node {i + 1}"
         if not isinstance(entry, dict):
@@ -133,9 +142,8 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
             raise SpecError(f"{where}, field 'arch': value {node.arch!r}; allowed: "
                             f"{', '.join(ARCHS)}")
         _check_profile(node.profile, f"{where}, field 'profile'")
-        if node.name in {n.name for n in nodes}:
+        if node.name in names:
             raise SpecError(f"{where}, field 'name': duplicate node name {node.name!r}")
+        names.add(node.name)
         nodes.append(node)
-    if not 2 <= len(nodes) <= MAX_NODES:
-        raise SpecError(f"{path}: a cluster has 2 to {MAX_NODES} nodes, not {len(nodes)}")
     return TestbedSpec(name=name, nodes=tuple(nodes))
