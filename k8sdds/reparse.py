@@ -8,8 +8,9 @@ from k8sdds import perftest, records
 from k8sdds.results import RunDir
 
 
-def reparse(run_dir: Path) -> int:
-    """Parse every repeat recorded in the manifest; return the number of rows written."""
+def reparse(run_dir: Path, unread: list[str] | None = None) -> int:
+    """Parse every repeat recorded in the manifest; return the number of rows written.
+    `unread` gets one line per role whose log gave nothing ("test-i/rep-r role: why")."""
     run = RunDir(run_dir)
     manifest = run.read_manifest()
     engines = perftest.registry()
@@ -19,6 +20,9 @@ def reparse(run_dir: Path) -> int:
         engine = engines[test.engine]
         parsed = records.parse_logs(test, run.repeat_dir(key), list(engine.roles(test)),
                                     engine.parser)
+        if unread is not None:
+            unread += [f"{key} {role}: {p.failure}" for role, p in parsed.items()
+                       if p.failure]
         rows += records.rows(manifest.run_id or run.run_id, manifest.backend, test,
                              key.repeat, manifest.repeats[key].placement, parsed)
     run.write_results(rows)

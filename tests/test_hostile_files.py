@@ -242,3 +242,11 @@ def test_a_huge_spec_is_refused_before_its_nodes_are_read(tmp_path):
     path.write_text("profile: [1, 2]\nworkers: 2\n")
     with pytest.raises(spec.SpecError, match=f"{path}, field 'profile'"):
         spec.load(path)
+
+
+def test_parse_says_which_logs_it_could_not_read(tmp_path):
+    run = fake_run(tmp_path)
+    (run.path / "test-2" / "rep-1" / "sub0.log").unlink()
+    done = _cli("parse", str(run.path))
+    assert done.returncode == 0, done.stderr
+    assert "not read: test-2/rep-1 sub0: no log sub0.log" in done.stderr

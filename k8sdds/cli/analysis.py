@@ -30,8 +30,11 @@ def parse(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
     """Re-parse the raw logs of a run into results.csv (idempotent)."""
     from k8sdds.reparse import reparse
 
-    count = reparse(run_dir)
+    unread: list[str] = []
+    count = reparse(run_dir, unread)
     out_console.print(f"{count} rows written to {run_dir / 'results.csv'}")
+    for line in unread:  # failed repeats: nothing of theirs is written as a zero
+        err_console.print(f"not read: {line}", markup=False, highlight=False)
 
 
 def plot_cmd(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
