@@ -40,6 +40,9 @@ def run_dir(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr
     outcome = json.loads(proc.stdout)
     assert outcome["failed"] == []
+    # the run ends with the answer: the datapath against the host baseline, in words
+    assert [line.split(":")[0] for line in outcome["answer"]] == ["flannel-vxlan against host"]
+    assert "throughput" in outcome["answer"][0] and "at 256 B" in outcome["answer"][0]
     return Path(outcome["run_dir"])
 
 
@@ -51,13 +54,13 @@ def test_report_has_every_image_and_section(run_dir, tmp_path):
     for stem in IMAGES:
         for ext in ("png", "svg"):
             assert (out / f"{stem}.{ext}").stat().st_size > 5_000, f"{stem}.{ext}"
-    for section in ("throughput", "latency", "overhead", "scaling", "qos", "cpu", "warnings",
-                    "runs", "failures"):
+    for section in ("answer", "throughput", "latency", "overhead", "scaling", "qos", "cpu",
+                    "warnings", "runs", "failures"):
         assert f'<section id="{section}">' in page
     assert page.count("data:image/png;base64,") >= len(IMAGES)  # self-contained
     assert "http://" not in page and "https://" not in page  # nothing fetched
     assert run_dir.name in page and "no repeat failed" in page
-    assert "flannel-vxlan" in page and "host" in page
+    assert "flannel-vxlan against host: throughput" in page  # the answer opens the report
     assert oct((out / "report.html").stat().st_mode & 0o777) == "0o644"
 
 

@@ -35,12 +35,44 @@ def _save(fig, out: Path, stem: str) -> str:
     return stem
 
 
+HOST_LABEL = "host (no CNI)"
+
+
+def _style(dp: str) -> dict:
+    """The host baseline reads as the reference: black, dashed, drawn on top."""
+    if dp == "host":
+        return {"color": "black", "linestyle": "--", "zorder": 5, "label": HOST_LABEL}
+    return {"label": dp}
+
+
+def _ordered(table: pd.DataFrame):
+    """(datapath, rows), host first so it leads the legend."""
+    groups = dict(list(table.groupby("datapath", sort=True)))
+    return sorted(groups.items(), key=lambda kv: kv[0] != "host")
+
+
 def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
-    for dp, g in table.sort_values(x).groupby("datapath", sort=False):
+    for dp, g in _ordered(table.sort_values(x)):
+        g = g.sort_values(x)
         yerr = np.vstack([g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]])
         yerr = np.nan_to_num(yerr)
-        ax.errorbar(g[x], g["mean"], yerr=yerr, marker="o", capsize=3, label=dp)
+        ax.errorbar(g[x], g["mean"], yerr=yerr, marker="o", capsize=3, **_style(dp))
     ax.legend(title="datapath")
+
+
+def _bars_by_datapath(ax, table: pd.DataFrame, column: str, err: tuple[str, str] | None = None
+                      ) -> None:
+    """One payload: a bar per datapath (a line through one point says nothing)."""
+    rows = [g.iloc[0] for _, g in _ordered(table)]
+    names = [HOST_LABEL if r["datapath"] == "host" else r["datapath"] for r in rows]
+    values = [r[column] for r in rows]
+    yerr = None
+    if err:
+        yerr = np.nan_to_num(np.vstack([[r[column] - r[err[0]] for r in rows],
+                                        [r[err[1]] - r[column] for r in rows]]))
+    colors = ["black" if r["datapath"] == "host" else f"C{i}" for i, r in enumerate(rows)]
+    ax.bar(names, values, yerr=yerr, capsize=3, color=colors)
+    ax.tick_params(axis="x", rotation=20)
 
 
 def throughput(runs: Runs, out: Path, metric: str = "throughput_mbps") -> str | None:
@@ -49,10 +81,14 @@ def throughput(runs: Runs, out: Path, metric: str = "throughput_mbps") -> str | 
     if t.empty:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    _lines_with_ci(ax, t, "data_len")
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(bottom=0)  # a wide interval from few repeats must not suggest negative rates
-    ax.set_xlabel("payload (bytes)")
+    if t["data_len"].nunique() == 1:
+        _bars_by_datapath(ax, t, "mean", ("ci_low", "ci_high"))
+        ax.set_xlabel(f"datapath ({int(t['data_len'].iloc[0])} B payload)")
+    else:
+        _lines_with_ci(ax, t, "data_len")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("payload (bytes)")
+    ax.set_ylim(bottom=0)  # from zero: differences drawn at their size
     unit = "Mb/s" if metric == "throughput_mbps" else "samples/s"
     ax.set_ylabel(f"throughput per subscriber ({unit})")
     ax.set_title(f"DDS throughput ({unit}) by datapath")
@@ -65,14 +101,22 @@ def latency_percentiles(runs: Runs, out: Path) -> str | None:
     if lat.empty:
         return None
     fig, axes = plt.subplots(1, 3, figsize=(12, 4), sharey=False)
+    one = lat["data_len"].nunique() == 1
     for ax, (name, _) in zip(axes, tables.PERCENTILES, strict=True):
-        for dp, g in lat.sort_values("data_len").groupby("datapath", sort=False):
-            ax.plot(g["data_len"], g[name], marker="o", label=dp)
-        ax.set_xscale("log", base=2)
+        if one:
+            _bars_by_datapath(ax, lat, name)
+            ax.set_xlabel(f"datapath ({int(lat['data_len'].iloc[0])} B payload)")
+        else:
+            for dp, g in _ordered(lat):
+                g = g.sort_values("data_len")
+                ax.plot(g["data_len"], g[name], marker="o", **_style(dp))
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("payload (bytes)")
+        ax.set_ylim(bottom=0)  # from zero: a 4 % difference looks like 4 %
         ax.set_title(f"{name} round trip")
-        ax.set_xlabel("payload (bytes)")
         ax.set_ylabel("µs")
-    axes[0].legend(title="datapath")
+    if not one:
+        axes[0].legend(title="datapath")
     return _save(fig, out, "latency")
 
 
@@ -84,9 +128,9 @@ def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
     sizes = sorted(iv["data_len"].unique())[:4]
     fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=True):
-        for dp, g in iv[iv["data_len"] == size].groupby("datapath", sort=False):
+        for dp, g in _ordered(iv[iv["data_len"] == size]):
             x, f = latency_cdf(g.to_dict("records"))
-            ax.plot(x, f, label=dp)
+            ax.plot(x, f, **_style(dp))
         ax.set_xscale("log")
         ax.set_title(f"{size} B")
         ax.set_xlabel("round trip (µs)")
@@ -103,6 +147,8 @@ def overhead_heatmap(pivot: pd.DataFrame, out: Path) -> str | None:
     sns.heatmap(pivot, annot=True, fmt=".0f", center=0, cmap="RdYlGn", ax=ax,
                 cbar_kws={"label": "% vs host"})
     ax.set_xlabel("payload (bytes)")
+    ax.set_ylabel("")  # the datapath names say it; a rotated title overlapped them
+    ax.tick_params(axis="y", rotation=0)
     ax.set_title("throughput against host (%)")
     return _save(fig, out, "overhead")
 

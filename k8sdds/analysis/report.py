@@ -12,11 +12,12 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds import __version__
-from k8sdds.analysis import plots, tables
+from k8sdds.analysis import answer, plots, tables
 from k8sdds.analysis.load import Runs, load
 from k8sdds.results import atomic_write
 
-SECTIONS = [("throughput", "Throughput"), ("latency", "Latency"),
+SECTIONS = [("answer", "The answer: each datapath against host"),
+            ("throughput", "Throughput"), ("latency", "Latency"),
             ("overhead", "Overhead against host"), ("scaling", "Subscribers and multicast"),
             ("qos", "Reliable vs best effort, transports"),
             ("security", "Security: TLS, DDS Security, encrypted datapaths"),
@@ -109,7 +110,18 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
     warnings = tables.warnings(thr, lat)
     failed = runs.failed()
 
+    found = answer.costs(thr, lat)
+    said = answer.sentences(found)
     body = [
+        _section("answer", ("".join(f"<p><b>{html.escape(line)}</b></p>" for line in said) +
+                            f"<p class='note'>Throughput: mean per subscriber, change against "
+                            f"host, within noise where the 95 % intervals overlap. Round trip: "
+                            f"pooled percentiles, within noise under "
+                            f"{answer.LATENCY_NOISE_PCT:g} % or with too few round trips.</p>"
+                            + _table(answer.table(found)))
+                 if said else "<p class='note'>These runs have no <code>host</code> baseline "
+                 "beside a datapath: run the schedule with <code>--datapath host,...</code> "
+                 "to see what each datapath costs.</p>"),
         _section("throughput",
                  _img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                  _img(out, plots.throughput(runs, out, "samples_per_s"),

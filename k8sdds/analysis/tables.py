@@ -27,11 +27,18 @@ def _varying(df: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
 
 
 def base(table: pd.DataFrame, keep: tuple[str, ...] = ("datapath", "data_len")) -> pd.DataFrame:
-    """The payload sweep: rows whose other parameters take their most common value."""
+    """The payload sweep: rows whose other parameters take their most common value. The
+    `host` baseline keeps its own path (node-node where the CNIs run pod to pod): it is the
+    reference every figure draws."""
     out = table
     for p in PARAMS:
         if p not in keep and p in out and out[p].nunique(dropna=False) > 1:
-            out = out[out[p] == out[p].mode(dropna=False).iloc[0]]
+            if p == "path" and "datapath" in out:
+                others = out[out["datapath"] != "host"][p]
+                mode = (others if not others.empty else out[p]).mode(dropna=False).iloc[0]
+                out = out[(out[p] == mode) | (out["datapath"] == "host")]
+            else:
+                out = out[out[p] == out[p].mode(dropna=False).iloc[0]]
     return out
 
 

@@ -220,6 +220,21 @@ def _progress(quiet: bool, as_json: bool):
     return None if (quiet or as_json) else RichProgress()
 
 
+def _answer(run_dir: Path) -> list[str]:
+    """What each datapath of the run costs against host, in a sentence each (none without a
+    host baseline, or without results)."""
+    from k8sdds.analysis import answer, tables
+    from k8sdds.analysis.load import load
+
+    if not (run_dir / "results.csv").exists():
+        return []
+    try:
+        runs = load([run_dir])
+    except UserError:
+        return []
+    return answer.sentences(answer.costs(tables.throughput(runs), tables.latency(runs)))
+
+
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
             with_report: bool) -> None:
     """Run (`go()`), draw what was asked, and say how it went."""
@@ -238,11 +253,12 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         from k8sdds.analysis.report import build
 
         report_path = build([outcome.run_dir], outcome.run_dir)
+    said = _answer(outcome.run_dir)
     if as_json:
         out_console.print_json(json.dumps({
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
             "failed": outcome.failed, "not_applied": outcome.not_applied,
-            "wall_s": round(outcome.wall_s, 2),
+            "wall_s": round(outcome.wall_s, 2), "answer": said,
             "plot": str(outcome.run_dir / "throughput.png") if plotted else None,
             "report": str(report_path) if report_path else None}))
         return
@@ -255,6 +271,8 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "
                           f"done in {outcome.wall_s:.1f} s")
         out_console.print(f"results: {outcome.run_dir / 'results.csv'}")
+        for line in said:
+            out_console.print(line, markup=False, highlight=False)
         if plotted:
             out_console.print(f"plot:    {outcome.run_dir / 'throughput.png'}")
         if report_path:

@@ -1,0 +1,105 @@
+"""The answer, in a few lines: what each datapath costs against the `host` baseline
+(throughput at each payload, p50 and p99 round trip), with the confidence of each figure and
+a mark where the difference is within noise. Pure: tables in, rows and sentences out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from k8sdds.analysis.tables import base
+
+# a round-trip difference smaller than this is not claimed (pooled percentiles carry no
+# confidence interval of their own)
+LATENCY_NOISE_PCT = 3.0
+
+
+@dataclass(frozen=True)
+class Cost:
+    datapath: str
+    metric: str  # "throughput", "p50", "p99"
+    data_len: int
+    host: float
+    value: float
+    change_pct: float
+    noise: bool  # within noise: the difference is not shown to be real
+    confidence: str  # what backs the figure ("±4 %, 5 repeats", "1200 round trips")
+
+
+def _size(n: int) -> str:
+    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
+
+
+def costs(thr: pd.DataFrame, lat: pd.DataFrame) -> list[Cost]:
+    """Every datapath's change against host on the payload sweep (same other parameters)."""
+    out: list[Cost] = []
+    t = base(thr) if not thr.empty else thr
+    if not t.empty and "host" in set(t["datapath"]):
+        host = t[t["datapath"] == "host"].set_index("data_len")
+        for _, row in t[t["datapath"] != "host"].sort_values(["datapath", "data_len"]).iterrows():
+            if row["data_len"] not in host.index:
+                continue
+            h = host.loc[row["data_len"]]
+            overlap = not (row["ci_high"] < h["ci_low"] or row["ci_low"] > h["ci_high"])
+            noise = bool(overlap) or pd.isna(row["ci_low"]) or pd.isna(h["ci_low"])
+            half = (row["ci_high"] - row["ci_low"]) / 2 / row["mean"] * 100 if row["mean"] else 0
+            conf = (f"±{half:.0f} %, {int(row['repeats'])} repeats" if not pd.isna(half)
+                    else f"{int(row['repeats'])} repeat, no interval")
+            out.append(Cost(row["datapath"], "throughput", int(row["data_len"]), h["mean"],
+                            row["mean"], (row["mean"] / h["mean"] - 1) * 100, noise, conf))
+    la = base(lat) if not lat.empty else lat
+    if not la.empty and "host" in set(la["datapath"]):
+        host = la[la["datapath"] == "host"].set_index("data_len")
+        for _, row in la[la["datapath"] != "host"].sort_values(
+                ["datapath", "data_len"]).iterrows():
+            if row["data_len"] not in host.index:
+                continue
+            h = host.loc[row["data_len"]]
+            for name in ("p50", "p99"):
+                if pd.isna(row[name]) or pd.isna(h[name]) or not h[name]:
+                    continue
+                change = (row[name] / h[name] - 1) * 100
+                enough = bool(row.get(f"{name}_enough", True))
+                out.append(Cost(row["datapath"], name, int(row["data_len"]), h[name],
+                                row[name], change,
+                                abs(change) < LATENCY_NOISE_PCT or not enough,
+                                f"{int(row['roundtrips'])} round trips"))
+    return out
+
+
+def sentences(found: list[Cost]) -> list[str]:
+    """One sentence per datapath: its throughput cost at each payload and what it adds to
+    the round trip, against host."""
+    lines = []
+    for dp in dict.fromkeys(c.datapath for c in found):
+        mine = [c for c in found if c.datapath == dp]
+        parts = []
+        thr = [c for c in mine if c.metric == "throughput"]
+        if thr:
+            parts.append("throughput " + ", ".join(
+                f"{_change(c, 'costs', 'gains')} at {_size(c.data_len)}" for c in thr))
+        for name in ("p50", "p99"):
+            lat = [c for c in mine if c.metric == name]
+            if lat:
+                parts.append(f"{name} round trip " + ", ".join(
+                    f"{_change(c, 'gains', 'adds')} at {_size(c.data_len)}" for c in lat))
+        lines.append(f"{dp} against host: " + "; ".join(parts) + ".")
+    return lines
+
+
+def _change(c: Cost, down: str, up: str) -> str:
+    """'costs 41 %' / 'adds 4 %' / 'within noise (+1 %)'."""
+    if c.noise:
+        return f"within noise ({c.change_pct:+.0f} %)"
+    word = down if c.change_pct < 0 else up
+    return f"{word} {abs(c.change_pct):.0f} %"
+
+
+def table(found: list[Cost]) -> pd.DataFrame:
+    """The answer as a table: one row per datapath, metric and payload."""
+    return pd.DataFrame([{
+        "datapath": c.datapath, "metric": c.metric, "payload": _size(c.data_len),
+        "host": c.host, "datapath value": c.value, "change %": c.change_pct,
+        "within noise": "yes" if c.noise else "no", "confidence": c.confidence}
+        for c in found])
