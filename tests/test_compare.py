@@ -151,3 +151,22 @@ def test_a_run_whose_repeats_all_failed_still_plots_and_reports(tmp_path):
     assert "Traceback" not in plot.stderr
     report = _cli("report", str(run.path), "--out", str(tmp_path / "r"))
     assert report.returncode == 0, report.stderr
+
+
+def test_compare_refuses_runs_not_made_alike_unless_forced(runs):
+    a, b = runs
+    from k8sdds.results import RunDir
+
+    for run, kernel, ddsperf in ((a, "6.1.0", "0.10.2"), (b, "6.12.0", "0.11.0")):
+        manifest = RunDir(run).read_manifest()
+        manifest.environment = {"kernel": kernel, "cpu_model": "AMD EPYC", "cpu_count": 2}
+        manifest.tools = {"ddsperf": ddsperf}
+        RunDir(run).write_manifest(manifest)
+    done = _cli("compare", str(a), str(b))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "kernel: 6.1.0 against 6.12.0" in done.stderr
+    assert "engine versions: ddsperf 0.10.2 against ddsperf 0.11.0" in done.stderr
+    forced = _cli("compare", str(a), str(b), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "warning: the runs differ in kernel" in forced.stderr
+    assert "comparing the same tests" in forced.stderr

@@ -73,17 +73,37 @@ def compare(
     test: str = typer.Option("welch", "--test", help="Significance test: welch or "
                              "mannwhitney."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    force: bool = typer.Option(False, "--force", help="Compare runs whose machine, kernel, "
+                               "engine versions, backend or profiles differ (the differences "
+                               "are printed as a warning)."),
 ) -> None:
-    """Per test and metric: baseline, contender, ratio and whether the change is significant."""
+    """Per test and metric: baseline, contender, ratio and whether the change is significant.
+    Runs made on different machines, kernels, engine versions, backends or profiles are
+    refused (exit 2, the differences listed) unless --force."""
     from k8sdds.analysis import compare as cmp
+    from k8sdds.results import RunDir
 
     method = choice(test, ["welch", "mannwhitney"], "--test")
     bounds = [cmp.parse_bound(b) for b in fail_if]
     metrics = list(dict.fromkeys(list(metric) + [b.metric for b in bounds]))
+    differ = cmp.differences(RunDir(baseline).read_manifest().to_dict(),
+                             RunDir(contender).read_manifest().to_dict())
+    if differ and not force:
+        raise UserError(f"{baseline} and {contender} were not made alike: "
+                        + "; ".join(differ) + " (--force compares them all the same)")
+    for line in differ:
+        err_console.print(f"[yellow]warning: the runs differ in {line}[/yellow]",
+                          highlight=False)
+    about = cmp.compared(baseline, contender)
+    if not as_json:
+        err_console.print("comparing " + ("; ".join(about) if about else
+                                          "the same tests (no parameter differs)"),
+                          markup=False, highlight=False)
     rows = cmp.compare(baseline, contender, metrics, method)
     crossed = cmp.crossed(rows, bounds)
     if as_json:
-        out_console.print_json(json.dumps({"rows": rows, "crossed": crossed}, default=str))
+        out_console.print_json(json.dumps({"rows": rows, "crossed": crossed, "compared": about,
+                                           "differences": differ}, default=str))
     else:
         table = Table(title=f"{contender} against {baseline}")
         for col in ("test", "metric", "baseline", "contender", "ratio", "p", "significant"):
