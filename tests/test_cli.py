@@ -166,3 +166,19 @@ def test_perftest_py_with_the_users_python3_reaches_k8sdds(tmp_path):
                           env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"})
     assert proc.returncode == 2, proc.stderr  # k8sdds itself answered: the schedule is absent
     assert "nowhere.csv: no such schedule file" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [("testbed", "datapaths"), ("testbed", "profiles"),
+                                     ("engines",)])
+def test_listings_fit_an_80_column_terminal(command):
+    done = subprocess.run([sys.executable, "-m", "k8sdds", *command], capture_output=True,
+                          text=True, env={**os.environ, "COLUMNS": "80"}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    body = [line for line in lines if line.startswith("│")]
+    names = {line.split("│")[1].strip() for line in body} - {""}
+    assert len(body) <= 3 * len(names)  # a row folds into at most 3 lines, not 8
+    assert sum(line.startswith("┃") for line in lines) <= 2  # column titles unbroken
+    if command == ("testbed", "datapaths"):
+        assert "flannel-wireguard: " in done.stdout  # its description under the table

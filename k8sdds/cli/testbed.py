@@ -84,40 +84,57 @@ def testbed_up(name: str | None = NAME,
         out_console.print(f"kubeconfig: {kubeconfig}")
 
 
-def testbed_datapaths() -> None:
+WIDE = typer.Option(False, "--wide", help="Descriptions in the table (wider than 80 "
+                    "columns) instead of under it.")
+
+
+def testbed_datapaths(wide: bool = WIDE) -> None:
     """List the datapaths the emulated cluster offers, and whether this machine can."""
     from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.wiring import WIRING
 
     table = Table(title="emulated datapaths")
-    for col in ("datapath", "emulates", "encapsulation", "MTU", "multicast across nodes",
-                "encryption", "available here"):
+    for col in ("datapath", "encapsulation", "MTU", "multicast", "encryption", "here",
+                *(("emulates",) if wide else ())):
         table.add_column(col, overflow="fold")
+    notes = []
     for name in WIRING:
         dp = model.datapath(name)
         reason = datapath_unavailable(dp)
-        table.add_row(name, dp.emulates, dp.encapsulation, str(dp.mtu),
+        table.add_row(name, dp.encapsulation, str(dp.mtu),
                       "yes" if dp.multicast_across_nodes else "no", dp.encryption,
-                      f"no: {reason}" if reason else "yes")
+                      "yes" if not reason else "no",
+                      *((dp.emulates + (f" (not here: {reason})" if reason else ""),)
+                        if wide else ()))
+        notes.append(f"{name}: {dp.emulates}" + (f" Not here: {reason}" if reason else ""))
     out_console.print(table)
+    if not wide:
+        for line in notes:
+            out_console.print(line, markup=False, highlight=False)
 
 
-def testbed_profiles() -> None:
+def testbed_profiles(wide: bool = WIDE) -> None:
     """List the edge node profiles (link rate, CPU quota, MTU, delay, loss)."""
     from k8sdds.testbed.capabilities import qdisc
     from k8sdds.testbed.profiles import PROFILES
 
     netem = qdisc("netem")
     table = Table(title="edge node profiles")
-    for col in ("profile", "link (Mbit/s)", "burst (KB)", "CPUs", "MTU", "delay (ms)",
-                "loss (%)", "about"):
+    for col in ("profile", "Mbit/s", "burst KB", "CPUs", "MTU", "delay ms", "loss %",
+                *(("about",) if wide else ())):
         table.add_column(col, overflow="fold")
+    notes = []
     for p in PROFILES.values():
-        cut = " (not here: no netem)" if netem and (p.delay_ms or p.loss_pct) else ""
+        cut = " *" if netem and (p.delay_ms or p.loss_pct) else ""
         table.add_row(p.name, _or_dash(p.rate_mbit), _or_dash(p.burst_kb or None),
                       _or_dash(p.cpu), _or_dash(p.mtu), _or_dash(p.delay_ms) + cut,
-                      _or_dash(p.loss_pct) + cut, p.about)
+                      _or_dash(p.loss_pct) + cut, *((p.about,) if wide else ()))
+        notes.append(f"{p.name}: {p.about}" + (" (* not applied here: the kernel has no "
+                                               "netem)" if cut else ""))
     out_console.print(table)
+    if not wide:
+        for line in notes:
+            out_console.print(line, markup=False, highlight=False)
 
 
 def _or_dash(value) -> str:
