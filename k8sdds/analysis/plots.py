@@ -223,6 +223,22 @@ def cpu(runs: Runs, out: Path) -> str | None:
     return _save(fig, out, "cpu")
 
 
+def history(hist: pd.DataFrame, out: Path) -> str | None:
+    """Each test's mean throughput per run, in the order the runs were made."""
+    if hist.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    order = list(dict.fromkeys(hist.sort_values("created")["run_id"]))
+    for test, g in hist.groupby("test", sort=True):
+        ax.plot([order.index(r) for r in g["run_id"]], g["mean"], marker="o", label=test)
+    ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("throughput per subscriber (Mb/s)")
+    ax.set_title("throughput across runs of the same schedule")
+    ax.legend(fontsize="small")
+    return _save(fig, out, "history")
+
+
 def run_throughput(run_dir: Path) -> str | None:
     """throughput.png/.svg of one run directory, if it has throughput figures."""
     if not (Path(run_dir) / "results.csv").exists():

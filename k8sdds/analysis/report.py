@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds import __version__
-from k8sdds.analysis import answer, plots, tables
+from k8sdds.analysis import answer, history, plots, tables
 from k8sdds.analysis.load import Runs, load
 from k8sdds.results import atomic_write
 
@@ -22,7 +22,8 @@ SECTIONS = [("answer", "The answer: each datapath against host"),
             ("qos", "Reliable vs best effort, transports"),
             ("security", "Security: TLS, DDS Security, encrypted datapaths"),
             ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
-            ("warnings", "Warnings"), ("runs", "Runs"), ("failures", "Failed repeats")]
+            ("history", "Across runs of the same schedule"), ("warnings", "Warnings"),
+            ("runs", "Runs"), ("failures", "Failed repeats")]
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -110,6 +111,7 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
     warnings = tables.warnings(thr, lat)
     failed = runs.failed()
 
+    hist = history.series(runs)
     found = answer.costs(thr, lat)
     said = answer.sentences(found)
     body = [
@@ -168,6 +170,13 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
                  "share one kernel, so softirq is the whole machine's).</p>" +
                  _table(tables.resources(runs))),
         _section("cpu", _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers")),
+        _section("history", _img(out, plots.history(hist, out),
+                                 "throughput across runs of the same schedule") +
+                 "<p>The last run against all earlier runs of the same schedule (Welch's "
+                 "t-test over their repeat values).</p>" +
+                 _table(history.last_against_earlier(hist), "{:.3g}"))
+        if not hist.empty else _section("history", "<p class='note'>Give several runs of "
+                                        "one schedule to see each test across them.</p>"),
         _section("warnings", "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings)
                  or '<p class="note">none: every result is stable and every percentile has '
                     'enough samples.</p>'),
