@@ -64,6 +64,39 @@ def test_report_has_every_image_and_section(run_dir, tmp_path):
     assert oct((out / "report.html").stat().st_mode & 0o777) == "0o644"
 
 
+def test_every_figure_draws_the_host_baseline(run_dir, tmp_path):
+    """In the data drawn (the SVG's elements named per datapath), not only the legend."""
+    out = tmp_path / "report"
+    assert cli("report", str(run_dir), "--out", str(out), env=dict(os.environ)).returncode == 0
+    for stem in ("throughput", "samples", "latency", "latency_cdf"):
+        svg = (out / f"{stem}.svg").read_text()
+        for dp in ("host", "flannel-vxlan"):
+            drawn = re.search(rf'<g id="datapath-{dp}">\s*<path[^>]* d="([^"]+)"', svg)
+            assert drawn, f"{stem}: no {dp} drawn"
+            assert drawn[1].count(" L ") + drawn[1].count("\nL ") >= 1 or stem == "latency", \
+                f"{stem}: {dp} is not a line"
+
+
+def test_the_answer_equals_the_results_computed_by_hand(run_dir):
+    import pandas as pd
+
+    from k8sdds.analysis import answer, load, tables
+
+    runs = load.load([run_dir])
+    found = {(c.datapath, c.metric, c.data_len): c
+             for c in answer.costs(tables.throughput(runs), tables.latency(runs))}
+    df = pd.read_csv(run_dir / "results.csv")
+    s = df[(df.kind == "summary") & (df.metric == "throughput_mbps")
+           & df.role.str.startswith("sub") & (df.num_subscribers == 1)]
+    per_repeat = s.groupby(["datapath", "data_len", "repeat"]).value.mean()
+    for size in (256, 4096):
+        host = per_repeat["host"][size].mean()
+        vxlan = per_repeat["flannel-vxlan"][size].mean()
+        c = found[("flannel-vxlan", "throughput", size)]
+        assert c.host == pytest.approx(host) and c.value == pytest.approx(vxlan)
+        assert c.change_pct == pytest.approx((vxlan / host - 1) * 100)
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -90,6 +123,8 @@ def test_report_opens_in_headless_chromium(run_dir, tmp_path):
     assert dom.returncode == 0
     toc = re.findall(r"<li><a href=\"#[a-z]+\">", dom.stdout)
     assert len(toc) == len(report.SECTIONS)
+    # the answer, in words, comes before the first figure
+    assert dom.stdout.index("flannel-vxlan against host:") < dom.stdout.index("<img")
     assert "Uncaught" not in dom.stderr
 
 

@@ -56,7 +56,8 @@ def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
         g = g.sort_values(x)
         yerr = np.vstack([g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]])
         yerr = np.nan_to_num(yerr)
-        ax.errorbar(g[x], g["mean"], yerr=yerr, marker="o", capsize=3, **_style(dp))
+        drawn = ax.errorbar(g[x], g["mean"], yerr=yerr, marker="o", capsize=3, **_style(dp))
+        drawn.lines[0].set_gid(f"datapath-{dp}")  # named in the SVG: what was drawn, per datapath
     ax.legend(title="datapath")
 
 
@@ -71,7 +72,9 @@ def _bars_by_datapath(ax, table: pd.DataFrame, column: str, err: tuple[str, str]
         yerr = np.nan_to_num(np.vstack([[r[column] - r[err[0]] for r in rows],
                                         [r[err[1]] - r[column] for r in rows]]))
     colors = ["black" if r["datapath"] == "host" else f"C{i}" for i, r in enumerate(rows)]
-    ax.bar(names, values, yerr=yerr, capsize=3, color=colors)
+    bars = ax.bar(names, values, yerr=yerr, capsize=3, color=colors)
+    for patch, r in zip(bars.patches, rows, strict=True):
+        patch.set_gid(f"datapath-{r['datapath']}")
     ax.tick_params(axis="x", rotation=20)
 
 
@@ -109,7 +112,8 @@ def latency_percentiles(runs: Runs, out: Path) -> str | None:
         else:
             for dp, g in _ordered(lat):
                 g = g.sort_values("data_len")
-                ax.plot(g["data_len"], g[name], marker="o", **_style(dp))
+                ax.plot(g["data_len"], g[name], marker="o", **_style(dp))[0].set_gid(
+                    f"datapath-{dp}")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("payload (bytes)")
         ax.set_ylim(bottom=0)  # from zero: a 4 % difference looks like 4 %
@@ -130,7 +134,7 @@ def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
     for ax, size in zip(axes[0], sizes, strict=True):
         for dp, g in _ordered(iv[iv["data_len"] == size]):
             x, f = latency_cdf(g.to_dict("records"))
-            ax.plot(x, f, **_style(dp))
+            ax.plot(x, f, **_style(dp))[0].set_gid(f"datapath-{dp}")
         ax.set_xscale("log")
         ax.set_title(f"{size} B")
         ax.set_xlabel("round trip (µs)")
