@@ -59,6 +59,14 @@ def test_costs_and_sentences_say_the_answer_with_noise_marked():
     assert list(answer.table(found)["within noise"]) == ["no", "yes", "no", "yes"]
 
 
+def test_the_subscribers_cpu_joins_the_answer():
+    thr = _thr([("host", 1024, 80, 1, 5), ("weave", 1024, 40, 1, 5)])
+    cpu = _thr([("host", 1024, 50, 2, 5), ("weave", 1024, 65, 2, 5)])
+    [line] = answer.sentences(answer.costs(thr, pd.DataFrame(), cpu))
+    assert line == ("weave against host: throughput costs 50 % at 1 KiB; subscriber CPU adds "
+                    "30 % at 1 KiB.")
+
+
 def test_no_host_no_answer():
     thr = _thr([("flannel-vxlan", 1024, 47, 1, 5)])
     assert answer.costs(thr, pd.DataFrame()) == []

@@ -18,7 +18,7 @@ LATENCY_NOISE_PCT = 3.0
 @dataclass(frozen=True)
 class Cost:
     datapath: str
-    metric: str  # "throughput", "p50", "p99"
+    metric: str  # "throughput", "p50", "p99", "cpu"
     data_len: int
     host: float
     value: float
@@ -31,8 +31,21 @@ def _size(n: int) -> str:
     return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
 
 
-def costs(thr: pd.DataFrame, lat: pd.DataFrame) -> list[Cost]:
-    """Every datapath's change against host on the payload sweep (same other parameters)."""
+def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None
+          ) -> list[Cost]:
+    """Every datapath's change against host on the payload sweep (same other parameters):
+    throughput, p50 and p99 round trip, and (`cpu`: the same table as `thr` of the
+    subscribers' CPU) what the subscribers' CPU becomes."""
+    out = _means(thr, "throughput")
+    out += _latency(lat)
+    if cpu is not None:
+        out += _means(cpu, "cpu")
+    order = {"throughput": 0, "p50": 1, "p99": 2, "cpu": 3}
+    return sorted(out, key=lambda c: (c.datapath, order[c.metric], c.data_len))
+
+
+def _means(thr: pd.DataFrame, metric: str) -> list[Cost]:
+    """Changes of a mean over repeats, within noise where the 95 % intervals overlap."""
     out: list[Cost] = []
     t = base(thr) if not thr.empty else thr
     if not t.empty and "host" in set(t["datapath"]):
@@ -46,8 +59,15 @@ def costs(thr: pd.DataFrame, lat: pd.DataFrame) -> list[Cost]:
             half = (row["ci_high"] - row["ci_low"]) / 2 / row["mean"] * 100 if row["mean"] else 0
             conf = (f"±{half:.0f} %, {int(row['repeats'])} repeats" if not pd.isna(half)
                     else f"{int(row['repeats'])} repeat, no interval")
-            out.append(Cost(row["datapath"], "throughput", int(row["data_len"]), h["mean"],
+            if not h["mean"]:
+                continue
+            out.append(Cost(row["datapath"], metric, int(row["data_len"]), h["mean"],
                             row["mean"], (row["mean"] / h["mean"] - 1) * 100, noise, conf))
+    return out
+
+
+def _latency(lat: pd.DataFrame) -> list[Cost]:
+    out: list[Cost] = []
     la = base(lat) if not lat.empty else lat
     if not la.empty and "host" in set(la["datapath"]):
         host = la[la["datapath"] == "host"].set_index("data_len")
@@ -84,6 +104,10 @@ def sentences(found: list[Cost]) -> list[str]:
             if lat:
                 parts.append(f"{name} round trip " + ", ".join(
                     f"{_change(c, 'gains', 'adds')} at {_size(c.data_len)}" for c in lat))
+        cpu = [c for c in mine if c.metric == "cpu"]
+        if cpu:
+            parts.append("subscriber CPU " + ", ".join(
+                f"{_change(c, 'saves', 'adds')} at {_size(c.data_len)}" for c in cpu))
         lines.append(f"{dp} against host: " + "; ".join(parts) + ".")
     return lines
 

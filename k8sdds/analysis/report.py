@@ -112,7 +112,7 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
     failed = runs.failed()
 
     hist = history.series(runs)
-    found = answer.costs(thr, lat)
+    found = answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))
     said = answer.sentences(found)
     body = [
         _section("answer", ("".join(f"<p><b>{html.escape(line)}</b></p>" for line in said) +

@@ -232,7 +232,8 @@ def _answer(run_dir: Path) -> list[str]:
         runs = load([run_dir])
     except UserError:
         return []
-    return answer.sentences(answer.costs(tables.throughput(runs), tables.latency(runs)))
+    return answer.sentences(answer.costs(tables.throughput(runs), tables.latency(runs),
+                                         tables.throughput(runs, "cpu_pct")))
 
 
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
