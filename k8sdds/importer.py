@@ -10,13 +10,13 @@ data exactly as on new.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
 from k8sdds import perftest, records
 from k8sdds.errors import UserError
-from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir
+from k8sdds.guarded import FileRefused, read_bytes
+from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write
 from k8sdds.schedule import load
 
 KINDS = {"throughput-test": False, "latency-test": True}
@@ -103,15 +103,19 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
         key = RepeatKey(test.number, 1)
         rep_dir = run.repeat_dir(key)
         rep_dir.mkdir(parents=True)
-        roles = []
+        roles, refused = [], []
         for log in sorted(path.iterdir()):
             m = LOG.match(log.name)
             if m:
                 role = "sub0" if m[1] == "sub" else m[1]
-                shutil.copyfile(log, rep_dir / f"{role}.log")
+                try:  # a regular file of the tree: no link followed, no FIFO opened
+                    atomic_write(rep_dir / f"{role}.log", read_bytes(log, "log", follow=False))
+                except FileRefused as exc:
+                    refused.append(str(exc))
+                    continue
                 roles.append(role)
         parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
-        failures = [f"{r}: {p.failure}" for r, p in parsed.items() if p.failure]
+        failures = refused + [f"{r}: {p.failure}" for r, p in parsed.items() if p.failure]
         expected = set(engine.roles(test))
         missing = sorted(expected - set(roles))
         if missing:

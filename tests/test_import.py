@@ -94,3 +94,21 @@ def test_import_errors_are_clear(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data",
                            str(tmp_path / "nowhere")], capture_output=True, text=True)
     assert proc.returncode == 2 and "not a directory" in proc.stderr
+
+
+def test_import_never_follows_a_link_or_opens_a_fifo_in_the_tree(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    secret = tmp_path / "secret"
+    secret.write_text("outside the tree\n")
+    test0 = tree / "throughput-test" / "flannel-udp" / "test-0"
+    (test0 / "rtiperftest-sub0.log").unlink()
+    (test0 / "rtiperftest-sub0.log").symlink_to(secret)
+    test1 = tree / "throughput-test" / "flannel-udp" / "test-1"
+    (test1 / "rtiperftest-sub0.log").unlink()
+    os.mkfifo(test1 / "rtiperftest-sub0.log")
+    [run, _] = sorted(import_tree(tree, tmp_path / "logs"), key=lambda p: "latency" in p.name)
+    manifest = json.loads((run / "manifest.json").read_text())
+    for key, what in (("test-1/rep-1", "a symbolic link"), ("test-2/rep-1", "a FIFO")):
+        entry = manifest["repeats"][key]
+        assert entry["status"] == "failed" and what in entry["reason"], entry
+    assert not any("outside the tree" in p.read_text() for p in run.rglob("*.log"))
