@@ -78,7 +78,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=2, help="processes then pods, this many "
+                    "times per cluster (interleaved: both under the same background)")
     ap.add_argument("--cold", action="store_true", help="also a first bring-up with an empty "
                     "image cache (the Go binaries stay cached)")
     args = ap.parse_args()
@@ -98,12 +100,10 @@ def main() -> None:
             ups.append(("cold: images built, Go binaries cached", "real flannel", seconds))
         finally:
             k8sdds("testbed", "down", "--name", name, env=env)
-    # as emulated processes, on a plain testbed of the same shape and datapaths
-    procs = json.loads(k8sdds("run", *common, "--datapath", ",".join(datapaths), "--nodes",
-                              str(args.workers + 1), "--testbed", name + "p", env=env).stdout)
-    tables, failed, idle = {}, {"processes": procs["failed"]}, None
+    results, failed, idle = {}, {}, None
     for dp in datapaths:
         for cni in ("real", "emulated"):
+            procs, pods = [], []
             try:
                 kubeconfig, seconds = bring_up(name, args.workers, dp, cni, env)
                 ups.append(("warm", f"{dp}, {cni}", seconds))
@@ -113,32 +113,42 @@ def main() -> None:
                     rss, cpu0 = cluster_usage(run_dir)
                     time.sleep(10)
                     idle = (rss, (cluster_usage(run_dir)[1] - cpu0) / 10 * 100)
-                pods = json.loads(k8sdds("run", "--backend", "kubernetes", "--kubeconfig",
-                                         kubeconfig, *common, env=env).stdout)
+                for _ in range(args.rounds):  # the same datapath as processes, then as pods
+                    procs.append(json.loads(k8sdds(
+                        "run", *common, "--datapath", dp, "--nodes", str(args.workers + 1),
+                        "--testbed", name + "p", env=env).stdout))
+                    pods.append(json.loads(k8sdds("run", "--backend", "kubernetes",
+                                                  "--kubeconfig", kubeconfig, *common,
+                                                  env=env).stdout))
             finally:
                 k8sdds("testbed", "down", "--name", name, env=env)
-            tables[(dp, cni)] = summary(Path(pods["run_dir"]))
-            failed[f"pods {dp} {cni}"] = pods["failed"]
-    print(f"testbed up --kubernetes, {args.workers} workers: seconds to every node Ready")
+            results[(dp, cni)] = (_mean([summary(Path(o["run_dir"])) for o in procs]),
+                                  _mean([summary(Path(o["run_dir"])) for o in pods]))
+            failed[f"{dp} {cni}"] = [f for o in procs + pods for f in o["failed"]]
+    k8sdds("testbed", "down", "--name", name + "p", env=env)
+    print(f"testbed up --kubernetes, {args.workers} workers: seconds to every node Ready, "
+          "flannel ready and metrics-server Available")
     for kind, what, seconds in ups:
         print(f"  {kind:40s} {what:28s} {seconds:6.1f} s")
     print(f"idle cluster: {idle[0]:.0f} MiB RSS, {idle[1]:.1f} % of one core")
-    df = pd.read_csv(Path(procs["run_dir"]) / "results.csv")
     for dp in datapaths:
-        one = Path(procs["run_dir"]) / "one.csv"
-        df[df.datapath == dp].to_csv(one, index=False)
-        a = summary(one.parent, one.name)
-        real, emulated = tables[(dp, "real")], tables[(dp, "emulated")]
+        (p_real, real), (p_emul, emulated) = results[(dp, "real")], results[(dp, "emulated")]
         table = pd.DataFrame({
-            "Mb/s processes": a["Mb/s"], "Mb/s pods emulated wiring": emulated["Mb/s"],
-            "Mb/s pods real flannel": real["Mb/s"],
-            "pods/processes (wiring)": emulated["Mb/s"] / a["Mb/s"],
-            "real/emulated (pods)": real["Mb/s"] / emulated["Mb/s"],
-            "p50 us processes": a["p50 us"], "p50 us emulated": emulated["p50 us"],
-            "p50 us real": real["p50 us"]})
-        print(f"\n{dp}, {args.repeats} x {args.duration:g} s, ddsperf, 1 sub:")
+            "Mb/s processes": (p_real["Mb/s"] + p_emul["Mb/s"]) / 2,
+            "Mb/s pods emulated": emulated["Mb/s"], "Mb/s pods real": real["Mb/s"],
+            "pods/processes emulated": emulated["Mb/s"] / p_emul["Mb/s"],
+            "pods/processes real": real["Mb/s"] / p_real["Mb/s"],
+            "real/emulated": real["Mb/s"] / emulated["Mb/s"],
+            "p50 us processes": (p_real["p50 us"] + p_emul["p50 us"]) / 2,
+            "p50 us emulated": emulated["p50 us"], "p50 us real": real["p50 us"]})
+        print(f"\n{dp}, {args.rounds} rounds x {args.repeats} x {args.duration:g} s, ddsperf, "
+              "1 sub (processes and pods interleaved, each under the same cluster):")
         print(table.round(3).to_string())
     print(f"\nfailed: {failed}")
+
+
+def _mean(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    return sum(tables) / len(tables)
 
 
 if __name__ == "__main__":
