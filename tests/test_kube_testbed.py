@@ -315,6 +315,32 @@ def test_the_emulated_wiring_carries_pods_when_asked(cluster, tmp_path):
     assert down.returncode == 0, down.stderr
 
 
+def test_a_killed_bring_up_is_cleaned_by_down(cluster, tmp_path):
+    """SIGKILL to `testbed up --kubernetes` once its first kubelet runs: `testbed down`
+    removes every process, mount, namespace and file it had made."""
+    name = cluster["name"] + "k"
+    before = (_mounts(), root_links())
+    up = subprocess.Popen([sys.executable, "-m", "k8sdds", "testbed", "up", "--name", name,
+                           "--nodes", "3", "--kubernetes", "--cni", "emulated"],
+                          env=cluster["env"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    pattern = f"{name}-kube/node1/kubelet.yaml"
+    deadline = time.monotonic() + 300
+    while subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode != 0:
+        assert up.poll() is None and time.monotonic() < deadline, "no kubelet came up"
+        time.sleep(0.2)  # another process's progress: polled from the test
+    up.kill()
+    up.wait()
+    assert subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True).stdout
+    down = cli("testbed", "down", "--name", name, env=cluster["env"])
+    assert down.returncode == 0, down.stderr
+    assert subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
+                          text=True).stdout.split() == []
+    assert namespaces(name) == [] and (_mounts(), root_links()) == before
+    assert not Path(f"/var/lib/k8sdds/{name}").exists()
+    assert not Path(f"/sys/fs/cgroup/cpu/k8sdds/{name}").exists()
+
+
 def test_a_killed_kubelet_fails_only_its_repeats(cluster, tmp_path):
     """Last: node2's kubelet is killed mid-run; the repeat with a pod there fails with the
     reason, the next test (both pods on node1) runs."""
