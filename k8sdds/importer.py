@@ -9,7 +9,9 @@ data exactly as on new.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,52 +28,82 @@ CNIS = {"flannel": "flannel-vxlan", "flannel-vxlan": "flannel-vxlan",
         "flannel-hostgw": "flannel-hostgw", "hostgw": "flannel-hostgw",
         "kuberouter": "kube-router", "kube-router": "kube-router", "weave": "weave",
         "weave-encrypted": "weave-encrypted", "weavenc": "weave-encrypted",
+        "weavenet": "weave", "weavenet-encrypted": "weave-encrypted",
         "calico": "calico-vxlan", "host": "host", "baremetal": "host", "hostnetwork": "host"}
+# folder variants: DDS Security, or the CNI's own encryption (a datapath of its own)
+SECURE = ("secure", "dds-secure", "security")
+ENCRYPTED = ("encrypted", "encryption")
 TEST_DIR = re.compile(r"^test-(\d+)$")
-LOG = re.compile(r"^rtiperftest-(pub|sub\d*)\.log$")
+LOG = re.compile(r"^rtiperftest-(pub|sub)(\d*)\.log$")  # pub.log, pub0.log, sub.log, sub3.log
 
 
 def configuration(folder: str) -> tuple[str, str, str]:
-    """`weave-tcp-encrypted` -> (datapath, transport, variant)."""
+    """`weavenet-encryption-udp`, `flannel-hostgw-dds-secure-tcp`, `weave-tcp-encrypted` ->
+    (datapath, transport, variant); the variant is "secure" (DDS Security) or ""."""
     parts = folder.lower().split("-")
     at = next((i for i, p in enumerate(parts) if p in TRANSPORTS), None)
     if at is None or at == 0:
-        raise UserError(f"{folder}: expected <cni>-<transport>[-variant] with transport one of "
-                        f"{', '.join(sorted(set(TRANSPORTS)))}")
-    cni, variant = "-".join(parts[:at]), "-".join(parts[at + 1:])
-    if variant == "encrypted" and f"{cni}-encrypted" in CNIS:
-        cni, variant = f"{cni}-encrypted", ""
-    if cni not in CNIS:
-        raise UserError(f"{folder}: unknown CNI {cni!r}; known: {', '.join(sorted(CNIS))}")
-    return CNIS[cni], TRANSPORTS[parts[at]], variant
+        raise UserError(f"{folder}: expected <cni>[-variant]-<transport>[-variant] with "
+                        f"transport one of {', '.join(sorted(set(TRANSPORTS)))}")
+    before = parts[:at]
+    # the longest known CNI name at the start; what follows it, and what follows the
+    # transport, is the variant
+    cut = next((n for n in range(len(before), 0, -1) if "-".join(before[:n]) in CNIS), None)
+    if cut is None:
+        raise UserError(f"{folder}: unknown CNI {'-'.join(before)!r}; known: "
+                        f"{', '.join(sorted(CNIS))}")
+    cni = "-".join(before[:cut])
+    variant = "-".join(before[cut:] + parts[at + 1:])
+    if variant in ENCRYPTED and f"{CNIS[cni]}-encrypted" in CNIS.values():
+        return f"{CNIS[cni]}-encrypted", TRANSPORTS[parts[at]], ""
+    if variant in SECURE:
+        return CNIS[cni], TRANSPORTS[parts[at]], "secure"
+    if variant:
+        raise UserError(f"{folder}: unknown variant {variant!r}; known: "
+                        f"{', '.join(SECURE + ENCRYPTED)}")
+    return CNIS[cni], TRANSPORTS[parts[at]], ""
 
 
-def _schedule(folder: Path, root: Path) -> Path:
+def _schedule(folder: Path, root: Path, given: Path | None = None) -> Path:
+    """The folder's schedule.csv, else the nearest above it (up to `root`), else `given`."""
     for candidate in [folder, *folder.parents]:
         if (candidate / "schedule.csv").exists():
             return candidate / "schedule.csv"
         if candidate == root:
             break
-    raise UserError(f"{folder}: no schedule.csv in it or above it (up to {root})")
+    if given is not None:
+        return Path(given)
+    raise UserError(f"{folder}: no schedule.csv in it or above it (up to {root}); give one "
+                    "with --schedule (K8sDDS's default is schedules/k8sdds.csv)")
 
 
-def import_tree(root: Path, out: Path) -> list[Path]:
-    """Import every configuration under `root`; return the run directories written."""
+def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = None,
+                schedule: Path | None = None) -> list[Path]:
+    """Import every configuration under `root`; return the run directories written. With
+    `skipped`, a configuration that cannot be imported is listed there (folder, reason) and
+    the rest goes on; without, the first one raises."""
     root = Path(root)
     if not root.is_dir():
         raise UserError(f"{root}: not a directory")
-    runs = []
+    runs, seen = [], 0
     for kind, latency in KINDS.items():
         for folder in sorted(p for p in (root / kind).glob("*") if p.is_dir()):
-            runs.append(_import(root, kind, latency, folder, out))
-    if not runs:
+            seen += 1
+            try:
+                runs.append(_import(root, kind, latency, folder, out, schedule))
+            except UserError as exc:
+                if skipped is None:
+                    raise
+                skipped.append((f"{kind}/{folder.name}", str(exc)))
+    if not seen:
         raise UserError(f"{root}: no {' or '.join(KINDS)} folder with configurations")
     return runs
 
 
-def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Path:
+def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
+            schedule: Path | None = None) -> Path:
     datapath, transport, variant = configuration(folder.name)
-    sch = _schedule(folder, root)
+    sch = _schedule(folder, root, schedule)
     engines = perftest.registry()
     rows = load(sch, engines=engines)
     tests_dirs = {int(m[1]): p for p in folder.iterdir() if (m := TEST_DIR.match(p.name))}
@@ -80,13 +112,29 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
     # K8sDDS numbers test-<i> from 0, like its schedule rows; only an index equal to the
     # number of rows (and no test-0) shows a tree numbered from 1
     base = 1 if max(tests_dirs) == len(rows) and 0 not in tests_dirs else 0
+    final = Path(out) / f"k8sdds-{kind}-{folder.name}"
+    if final.exists():
+        raise UserError(f"{final} exists already (imported before: kept as it is, never "
+                        "duplicated); remove it or import with another --out")
+    # written under a temporary name, renamed when whole: a failed import leaves nothing
+    partial = Path(out) / f".{final.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    run = RunDir.create(out, partial.name)
     try:
-        run = RunDir.create(out, f"k8sdds-{kind}-{folder.name}")
-    except FileExistsError:
-        raise UserError(f"{out / f'k8sdds-{kind}-{folder.name}'} exists already (imported "
-                        "before?); remove it or import with another --out") from None
+        _fill(run, final.name, root, kind, latency, folder, sch, rows, base, tests_dirs,
+              engines, datapath, transport, variant)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    os.rename(partial, final)
+    return final
+
+
+def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder: Path,
+          sch: Path, rows: list, base: int, tests_dirs: dict, engines, datapath: str,
+          transport: str, variant: str) -> None:
     manifest = Manifest(
-        run_id=run.run_id, backend="imported", tests=[], status="complete",
+        run_id=run_id, backend="imported", tests=[], status="complete",
         command_line=["k8sdds", "import", "k8sdds-data", str(root)],
         schedule=run.copy_schedule(sch), cluster={"source": str(folder)},
         datapaths=[datapath], tools={"rtiperftest": "from the logs"},
@@ -107,7 +155,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
         for log in sorted(path.iterdir()):
             m = LOG.match(log.name)
             if m:
-                role = "sub0" if m[1] == "sub" else m[1]
+                role = "pub" if m[1] == "pub" else f"sub{m[2] or 0}"
                 try:  # a regular file of the tree: no link followed, no FIFO opened
                     atomic_write(rep_dir / f"{role}.log", read_bytes(log, "log", follow=False))
                 except FileRefused as exc:
@@ -123,7 +171,6 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path) -> Pa
         manifest.repeats[key] = RepeatEntry(
             status="failed" if failures else "done", reason="; ".join(failures) or None,
             source=str(path))
-        all_rows += records.rows(run.run_id, "imported", test, 1, {}, parsed)
+        all_rows += records.rows(run_id, "imported", test, 1, {}, parsed)
     run.write_results(all_rows)
     run.write_manifest(manifest)
-    return run.path

@@ -71,3 +71,11 @@ def test_no_host_no_answer():
     thr = _thr([("flannel-vxlan", 1024, 47, 1, 5)])
     assert answer.costs(thr, pd.DataFrame()) == []
     assert answer.sentences([]) == []
+
+
+def test_one_repeat_is_not_called_noise():
+    thr = _thr([("host", 1024, 80, float("nan"), 1), ("weave", 1024, 40, float("nan"), 1)])
+    [c] = answer.costs(thr, pd.DataFrame())
+    assert c.noise is None and c.confidence == "1 repeat, no interval"
+    assert answer.sentences([c]) == [
+        "weave against host: throughput costs 50 % (one repeat: no interval) at 1 KiB."]

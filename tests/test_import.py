@@ -48,8 +48,16 @@ def test_folder_names():
     assert configuration("weave-udp-secure") == ("weave", "udp", "secure")
     with pytest.raises(UserError, match="unknown CNI 'cilium'"):
         configuration("cilium-udp")
-    with pytest.raises(UserError, match="expected <cni>-<transport>"):
+    with pytest.raises(UserError, match="expected <cni>.-variant.-<transport>"):
         configuration("flannel")
+    # the published tree's forms: <cni>-<variant>-<transport>
+    assert configuration("flannel-hostgw-dds-secure-tcp") == ("flannel-hostgw", "tcp", "secure")
+    assert configuration("kube-router-dds-secure-udp") == ("kube-router", "udp", "secure")
+    assert configuration("weavenet-encryption-udp") == ("weave-encrypted", "udp", "")
+    assert configuration("weavenet-tls") == ("weave", "tls", "")
+    assert configuration("hostnetwork-tcp") == ("host", "tcp", "")
+    with pytest.raises(UserError, match="unknown variant 'encryption'"):
+        configuration("flannel-vxlan-encryption-udp")
 
 
 def test_import_makes_run_directories_that_report_works_on(tmp_path):
@@ -112,3 +120,36 @@ def test_import_never_follows_a_link_or_opens_a_fifo_in_the_tree(tmp_path):
         entry = manifest["repeats"][key]
         assert entry["status"] == "failed" and what in entry["reason"], entry
     assert not any("outside the tree" in p.read_text() for p in run.rglob("*.log"))
+
+
+def test_a_bad_folder_is_skipped_and_the_rest_imported_once(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    (tree / "throughput-test" / "cilium-udp" / "test-0").mkdir(parents=True)
+    (tree / "throughput-test" / ".DS_Store").write_text("")
+    out = tmp_path / "logs"
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "skipped throughput-test/cilium-udp: cilium-udp: unknown CNI 'cilium'" in \
+        " ".join(proc.stderr.split())
+    assert sorted(p.name for p in out.iterdir()) == [
+        "k8sdds-latency-test-weave-tls", "k8sdds-throughput-test-flannel-udp"]  # no partial
+    again = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
+                            "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 1 and "exists already" in again.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "k8sdds-latency-test-weave-tls", "k8sdds-throughput-test-flannel-udp"]  # never twice
+
+
+def test_the_published_log_names_and_a_schedule_given_for_folders_without_one(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    test0 = tree / "throughput-test" / "flannel-udp" / "test-0"
+    (test0 / "rtiperftest-pub.log").rename(test0 / "rtiperftest-pub0.log")  # as published
+    (tree / "schedule.csv").rename(tmp_path / "elsewhere.csv")
+    with pytest.raises(UserError, match="give one with --schedule"):
+        import_tree(tree, tmp_path / "none")
+    runs = import_tree(tree, tmp_path / "logs", schedule=tmp_path / "elsewhere.csv")
+    thr = next(r for r in runs if "throughput" in r.name)
+    manifest = json.loads((thr / "manifest.json").read_text())
+    assert manifest["repeats"]["test-1/rep-1"]["status"] == "done"
+    assert (thr / "test-1" / "rep-1" / "pub.log").exists()

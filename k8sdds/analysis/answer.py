@@ -23,7 +23,7 @@ class Cost:
     host: float
     value: float
     change_pct: float
-    noise: bool  # within noise: the difference is not shown to be real
+    noise: bool | None  # within noise: not shown to be real; None: unknown (one repeat)
     confidence: str  # what backs the figure ("±4 %, 5 repeats", "1200 round trips")
 
 
@@ -55,7 +55,7 @@ def _means(thr: pd.DataFrame, metric: str) -> list[Cost]:
                 continue
             h = host.loc[row["data_len"]]
             overlap = not (row["ci_high"] < h["ci_low"] or row["ci_low"] > h["ci_high"])
-            noise = bool(overlap) or pd.isna(row["ci_low"]) or pd.isna(h["ci_low"])
+            noise = None if pd.isna(row["ci_low"]) or pd.isna(h["ci_low"]) else bool(overlap)
             half = (row["ci_high"] - row["ci_low"]) / 2 / row["mean"] * 100 if row["mean"] else 0
             conf = (f"±{half:.0f} %, {int(row['repeats'])} repeats" if not pd.isna(half)
                     else f"{int(row['repeats'])} repeat, no interval")
@@ -117,7 +117,8 @@ def _change(c: Cost, down: str, up: str) -> str:
     if c.noise:
         return f"within noise ({c.change_pct:+.0f} %)"
     word = down if c.change_pct < 0 else up
-    return f"{word} {abs(c.change_pct):.0f} %"
+    unsure = " (one repeat: no interval)" if c.noise is None else ""
+    return f"{word} {abs(c.change_pct):.0f} %{unsure}"
 
 
 def table(found: list[Cost]) -> pd.DataFrame:
@@ -125,5 +126,6 @@ def table(found: list[Cost]) -> pd.DataFrame:
     return pd.DataFrame([{
         "datapath": c.datapath, "metric": c.metric, "payload": _size(c.data_len),
         "host": c.host, "datapath value": c.value, "change %": c.change_pct,
-        "within noise": "yes" if c.noise else "no", "confidence": c.confidence}
+        "within noise": {True: "yes", False: "no", None: "unknown"}[c.noise],
+        "confidence": c.confidence}
         for c in found])

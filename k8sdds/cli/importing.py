@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from k8sdds.cli.common import out_console
+from k8sdds.cli.common import err_console, out_console
 
 import_app = typer.Typer(no_args_is_help=True, help="Import data from other tools.")
 
@@ -15,12 +15,23 @@ def import_k8sdds(
     tree: Path = typer.Argument(..., help="A K8sDDS data tree (throughput-test/, "
                                 "latency-test/)."),
     out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
+    schedule: Path | None = typer.Option(None, "--schedule", help="The schedule of the "
+                                         "configurations with no schedule.csv in or above "
+                                         "their folder (K8sDDS's: schedules/k8sdds.csv)."),
 ) -> None:
-    """K8sDDS logs -> one run directory per configuration, ready for `k8sdds report`."""
+    """K8sDDS logs -> one run directory per configuration, ready for `k8sdds report`. A
+    configuration that cannot be imported is skipped with its reason (exit 1); the rest is
+    imported; a configuration already imported under --out is kept, never duplicated."""
     from k8sdds.importer import import_tree
 
-    for run in import_tree(tree, out):
+    skipped: list[tuple[str, str]] = []
+    for run in import_tree(tree, out, skipped, schedule):
         out_console.print(f"imported: {run}")
+    for folder, reason in skipped:
+        err_console.print(f"skipped {folder}: {reason}", markup=False, highlight=False)
+    if skipped:
+        err_console.print(f"{len(skipped)} configuration(s) skipped; the rest is imported")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
