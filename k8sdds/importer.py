@@ -18,6 +18,7 @@ from pathlib import Path
 from k8sdds import perftest, records
 from k8sdds.errors import UserError
 from k8sdds.guarded import FileRefused, read_bytes
+from k8sdds.parsers.perftest_header import header
 from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write
 from k8sdds.schedule import load
 
@@ -140,28 +141,35 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         datapaths=[datapath], tools={"rtiperftest": "from the logs"},
         imported={"kind": kind, "folder": folder.name, "variant": variant})
     engine = engines["rtiperftest"]
-    all_rows = []
+    all_rows, disagreements = [], []
+    columns = {c.strip().lower() for c in
+               read_bytes(sch, "schedule").decode("utf-8", errors="replace")
+               .lstrip("\ufeff").splitlines()[0].split(",")} if sch else set()
     for index, path in sorted(tests_dirs.items()):
         row = index - base
         if not 0 <= row < len(rows):
             raise UserError(f"{path}: no row {row} in {sch} ({len(rows)} rows)")
-        test = replace(rows[row], engine="rtiperftest", datapath=datapath, transport=transport,
-                       latency_test=latency, secure="secure" in variant, number=row + 1)
-        manifest.tests.append(test)
-        key = RepeatKey(test.number, 1)
-        rep_dir = run.repeat_dir(key)
-        rep_dir.mkdir(parents=True)
-        roles, refused = [], []
+        logs, refused = {}, []
         for log in sorted(path.iterdir()):
             m = LOG.match(log.name)
             if m:
                 role = "pub" if m[1] == "pub" else f"sub{m[2] or 0}"
                 try:  # a regular file of the tree: no link followed, no FIFO opened
-                    atomic_write(rep_dir / f"{role}.log", read_bytes(log, "log", follow=False))
+                    logs[role] = read_bytes(log, "log", follow=False)
                 except FileRefused as exc:
                     refused.append(str(exc))
-                    continue
-                roles.append(role)
+        scheduled = replace(rows[row], engine="rtiperftest", datapath=datapath,
+                            transport=transport, latency_test=latency,
+                            secure="secure" in variant, number=row + 1)
+        test, differ = _with_header(scheduled, logs, str(sch), columns)
+        disagreements += [f"test-{index}: {d}" for d in differ]
+        manifest.tests.append(test)
+        key = RepeatKey(test.number, 1)
+        rep_dir = run.repeat_dir(key)
+        rep_dir.mkdir(parents=True)
+        for role, data in logs.items():
+            atomic_write(rep_dir / f"{role}.log", data)
+        roles = list(logs)
         parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
         failures = refused + [f"{r}: {p.failure}" for r, p in parsed.items() if p.failure]
         expected = set(engine.roles(test))
@@ -172,5 +180,33 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
             status="failed" if failures else "done", reason="; ".join(failures) or None,
             source=str(path))
         all_rows += records.rows(run_id, "imported", test, 1, {}, parsed)
+    if disagreements:  # the header won; what the schedule said is kept here
+        manifest.imported = {**manifest.imported, "header_over_schedule": disagreements}
     run.write_results(all_rows)
     run.write_manifest(manifest)
+
+
+# the header fields that name a test parameter -> the schedule column that may say it too
+# (None: the folder name says it); the rest of the header is informative
+HEADER_FIELDS = {"data_len": "datalen", "best_effort": "besteffort", "batch_size": "batchsize",
+                 "duration": "duration", "multicast": "multicast", "latency_test": None,
+                 "transport": None, "secure": None}
+
+
+def _with_header(test, logs: dict[str, bytes], schedule: str, columns: set[str]):
+    """`test` with what its logs' headers print (the publisher's first, then any other):
+    the header wins over the schedule and the folder name; (test, disagreements: only where
+    the schedule's columns or the folder name said otherwise, not k8sdds's defaults)."""
+    said: dict[str, object] = {}
+    for role in sorted(logs, key=lambda r: r != "pub"):
+        for name, value in header(logs[role].decode("utf-8", errors="replace")).items():
+            said.setdefault(name, value)
+    changes, differ = {}, []
+    for name, column in HEADER_FIELDS.items():
+        if name in said and said[name] != getattr(test, name):
+            changes[name] = said[name]
+            where = "the folder name" if column is None else schedule
+            if column is None or column in columns:
+                differ.append(f"{name} {getattr(test, name)!r} in {where}, {said[name]!r} in "
+                              "the log's header (used)")
+    return (replace(test, **changes) if changes else test), differ

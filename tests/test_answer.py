@@ -79,3 +79,4 @@ def test_one_repeat_is_not_called_noise():
     assert c.noise is None and c.confidence == "1 repeat, no interval"
     assert answer.sentences([c]) == [
         "weave against host: throughput costs 50 % (one repeat: no interval) at 1 KiB."]
+

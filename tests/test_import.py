@@ -69,7 +69,12 @@ def test_import_makes_run_directories_that_report_works_on(tmp_path):
     thr_run = tmp_path / "logs" / "k8sdds-throughput-test-flannel-udp"
     df = pd.read_csv(thr_run / "results.csv")
     s = df[(df.kind == "summary") & (df.metric == "throughput_mbps")].sort_values("test")
-    assert s.value.tolist() == [2.1, 2.5] and s.data_len.tolist() == [64, 256]
+    # test-1 reuses a 64-byte log where the schedule's row says 256: the header wins, and the
+    # run records what the schedule said
+    assert s.value.tolist() == [2.1, 2.5] and s.data_len.tolist() == [64, 64]
+    thr_manifest = json.loads((thr_run / "manifest.json").read_text())
+    [said] = thr_manifest["imported"]["header_over_schedule"]
+    assert said.startswith("test-1: data_len 256 in ") and "64 in the log's header" in said
     assert set(s.datapath) == {"flannel-vxlan"} and set(s.engine) == {"rtiperftest"}
     assert (thr_run / "test-1" / "rep-1" / "sub0.log").exists()  # raw logs kept
     lat_run = tmp_path / "logs" / "k8sdds-latency-test-weave-tls"

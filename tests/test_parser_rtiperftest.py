@@ -179,3 +179,15 @@ def test_intervals_only_is_a_failure_but_keeps_the_samples():
 @pytest.mark.parametrize("text", ["", "\x00\xff garbage", "{\"perftest\": [", "Length:"])
 def test_garbage_is_a_failure(text):
     assert parse(text, "sub0", False).failure
+
+
+def test_the_perftest_header_names_its_test():
+    from k8sdds.parsers.perftest_header import header
+
+    said = header((FIXTURES / "rtiperftest" / "legacy-throughput-pub-loaded-latency.log")
+                  .read_text())
+    assert said["data_len"] == 64 and said["latency_test"] is False
+    assert said["best_effort"] is False and said["batch_size"] == 0
+    assert said["transport"] == "udp" and "secure" not in said
+    secure = header((FIXTURES / "rtiperftest" / "secure-throughput-sub.log").read_text())
+    assert secure.get("secure") is True
