@@ -182,6 +182,10 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         all_rows += records.rows(run_id, "imported", test, 1, {}, parsed)
     if disagreements:  # the header won; what the schedule said is kept here
         manifest.imported = {**manifest.imported, "header_over_schedule": disagreements}
+    stray = sorted(p.name for p in folder.iterdir() if p.is_file() and LOG.match(p.name))
+    if stray:  # logs outside any test-<i>: no row says what they measured
+        manifest.imported = {**manifest.imported, "skipped": [
+            f"{name}: outside any test-<i> folder, so no test to give it" for name in stray]}
     run.write_results(all_rows)
     run.write_manifest(manifest)
 

@@ -131,6 +131,8 @@ def test_a_bad_folder_is_skipped_and_the_rest_imported_once(tmp_path):
     tree = _tree(tmp_path / "k8sdds-data")
     (tree / "throughput-test" / "cilium-udp" / "test-0").mkdir(parents=True)
     (tree / "throughput-test" / ".DS_Store").write_text("")
+    shutil.copy(R / "legacy-throughput-sub.log",
+                tree / "throughput-test" / "flannel-udp" / "rtiperftest-sub0.log")  # stray
     out = tmp_path / "logs"
     proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
                            "--out", str(out)], capture_output=True, text=True, timeout=120)
@@ -139,6 +141,10 @@ def test_a_bad_folder_is_skipped_and_the_rest_imported_once(tmp_path):
         " ".join(proc.stderr.split())
     assert sorted(p.name for p in out.iterdir()) == [
         "k8sdds-latency-test-weave-tls", "k8sdds-throughput-test-flannel-udp"]  # no partial
+    manifest = json.loads((out / "k8sdds-throughput-test-flannel-udp" / "manifest.json")
+                          .read_text())
+    assert manifest["imported"]["skipped"] == [
+        "rtiperftest-sub0.log: outside any test-<i> folder, so no test to give it"]
     again = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
                             "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 1 and "exists already" in again.stderr
