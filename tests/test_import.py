@@ -127,6 +127,23 @@ def test_import_never_follows_a_link_or_opens_a_fifo_in_the_tree(tmp_path):
     assert not any("outside the tree" in p.read_text() for p in run.rglob("*.log"))
 
 
+def test_the_report_of_an_imported_tree_draws_each_protection(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    tls = tree / "throughput-test" / "weavenet-tls" / "test-2"  # row 2: 1024 B
+    tls.mkdir(parents=True)
+    shutil.copy(R / "csv-throughput-sub-tls.log", tls / "rtiperftest-sub0.log")
+    runs = import_tree(tree, tmp_path / "logs")
+    out = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "report",
+                           *[str(r) for r in runs if "throughput" in r.name], "--out",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "protection.png").stat().st_size > 10_000
+    svg = (out / "protection.svg").read_text()
+    assert 'id="datapath-weave"' in svg and 'id="datapath-flannel-vxlan"' in svg
+    assert "per transport and DDS Security" in (out / "report.html").read_text()
+
+
 def test_a_bad_folder_is_skipped_and_the_rest_imported_once(tmp_path):
     tree = _tree(tmp_path / "k8sdds-data")
     (tree / "throughput-test" / "cilium-udp" / "test-0").mkdir(parents=True)

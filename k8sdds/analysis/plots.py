@@ -25,8 +25,9 @@ from k8sdds.analysis.tables import base  # noqa: E402
 sns.set_theme(style="whitegrid")
 
 
-def _save(fig, out: Path, stem: str) -> str:
-    fig.tight_layout()
+def _save(fig, out: Path, stem: str, layout: bool = True) -> str:
+    if layout:  # else the figure laid itself out (room kept for a figure legend)
+        fig.tight_layout()
     for ext in ("png", "svg"):
         tmp = out / f".{stem}.tmp.{ext}"
         fig.savefig(tmp, dpi=110)
@@ -225,6 +226,41 @@ def cpu(runs: Runs, out: Path) -> str | None:
     ax.set_ylabel("CPU (% of one core, ddsperf threads)")
     ax.set_title("CPU of publisher and subscribers")
     return _save(fig, out, "cpu")
+
+
+def by_protection(runs: Runs, out: Path) -> str | None:
+    """Throughput against payload per datapath, one panel per protection (UDP, TCP, TLS,
+    DDS Security over UDP or TCP), as the CNI study drew it; host as the reference."""
+    t = tables.throughput(runs)
+    if t.empty:
+        return None
+    t = base(t, keep=("datapath", "data_len", "transport", "secure"))
+    t = t.assign(protection=[("DDS Security over " if s else "") + tr.upper()
+                             for tr, s in zip(t["transport"], t["secure"], strict=True)])
+    rank = {"UDP": 0, "TCP": 1, "TLS": 2}
+    panels = sorted(t["protection"].unique(),
+                    key=lambda p: (p.startswith("DDS"), rank.get(p.split()[-1], 3)))
+    if len(panels) < 2:
+        return None  # one protection: the throughput figure says it all
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.2), sharey=True,
+                             squeeze=False)
+    for ax, name in zip(axes[0], panels, strict=True):
+        _lines_with_ci(ax, t[t["protection"] == name], "data_len")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_title(name)
+        ax.set_xlabel("payload (bytes)")
+        ax.get_legend().remove()
+    axes[0][0].set_ylabel("throughput per subscriber (Mb/s)")
+    legend: dict[str, object] = {}
+    for ax in axes[0]:  # every datapath of any panel, host first
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    labels = sorted(legend, key=lambda name: name != HOST_LABEL)
+    fig.legend([legend[n] for n in labels], labels, loc="lower center",
+               ncol=min(7, len(labels)), frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return _save(fig, out, "protection", layout=False)
 
 
 def history(hist: pd.DataFrame, out: Path) -> str | None:

@@ -128,6 +128,8 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
                  _img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                  _img(out, plots.throughput(runs, out, "samples_per_s"),
                       "throughput (samples/s) against payload") +
+                 (_img(out, stem, "throughput against payload per transport and DDS Security")
+                  if (stem := plots.by_protection(runs, out)) else "") +
                  "<p>Mean per subscriber over repeats, with the 95 % confidence interval "
                  "(Student's t) and the coefficient of variation.</p>" + _table(thr_view)),
         _section("latency",
