@@ -118,7 +118,8 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
         assert f"datapath {name} is not available here: {reason}" in " ".join(up.stderr.split())
         assert namespaces("kdx" + str(os.getpid() % 1000)) == []
         listed = cli("testbed", "datapaths", env=env)
-        assert listed.returncode == 0 and f"no: {reason}"[:40] in " ".join(listed.stdout.split())
+        assert listed.returncode == 0 and f"Not here: {reason}"[:40] in " ".join(
+            listed.stdout.split())
         return
     n0, n1, n2 = wired.nodes
     wired.use_datapath(name)
