@@ -8,7 +8,6 @@ they prove the cost of the cryptography, not the safety of a deployment.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +17,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs7
-from cryptography.x509.oid import NameOID
 
-from k8sdds.results import atomic_write
+from k8sdds import certs
 
 ORGANIZATION = "k8sdds"
-VALID_DAYS = 30
 DOMAINS = (0, 230)  # every DDS domain id
 
 GOVERNANCE = """\
@@ -114,8 +111,7 @@ def ensure(directory: Path, roles: list[str] | tuple[str, ...]) -> dict[str, Ide
 
 
 def subject(role: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, role),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION)])
+    return certs.name(role, ORGANIZATION)
 
 
 def _authority(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
@@ -125,49 +121,32 @@ def _authority(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePriva
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     else:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8sdds test CA"),
-                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION)])
-        cert = (_builder(name, name, key.public_key())
-                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                .add_extension(x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                    crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-                .sign(key, hashes.SHA256()))
-        _private(key_path, _key_pem(key))
-        _private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+        cert, key = certs.authority(certs.name("k8sdds test CA", ORGANIZATION))
+        certs.private(key_path, _key_pem(key))
+        certs.private(cert_path, certs.pem(cert))
     if not governance.exists():
         lo, hi = DOMAINS
-        _private(governance, _sign(GOVERNANCE.format(lo=lo, hi=hi), cert, key))
+        certs.private(governance, _sign(GOVERNANCE.format(lo=lo, hi=hi), cert, key))
     return cert, key
 
 
 def _identity(ident: Identity, role: str, ca_cert: x509.Certificate,
               ca_key: ec.EllipticCurvePrivateKey) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = _builder(subject(role), ca_cert.subject, key.public_key()).sign(ca_key,
-                                                                         hashes.SHA256())
+    cert = certs.builder(subject(role), ca_cert.subject, key.public_key()).sign(
+        ca_key, hashes.SHA256())
     cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    _private(ident.key, _key_pem(key))
-    _private(ident.certificate, cert_pem)
-    _private(ident.keystore, cert_pem + _key_pem(key) + ca_pem)
+    certs.private(ident.key, _key_pem(key))
+    certs.private(ident.certificate, cert_pem)
+    certs.private(ident.keystore, cert_pem + _key_pem(key) + ca_pem)
     lo, hi = DOMAINS
     start = cert.not_valid_before_utc.strftime("%Y-%m-%dT%H:%M:%S")
     end = cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%S")
     document = PERMISSIONS.format(role=escape(role), subject=escape(subject(role)
                                                                     .rfc4514_string()),
                                   start=start, end=end, lo=lo, hi=hi)
-    _private(ident.permissions, _sign(document, ca_cert, ca_key))
-
-
-def _builder(name: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
-    now = dt.datetime.now(dt.timezone.utc)
-    return (x509.CertificateBuilder().subject_name(name).issuer_name(issuer)
-            .public_key(public_key).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(hours=1))
-            .not_valid_after(now + dt.timedelta(days=VALID_DAYS)))
+    certs.private(ident.permissions, _sign(document, ca_cert, ca_key))
 
 
 def _sign(document: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -182,8 +161,3 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM,
                              serialization.PrivateFormat.TraditionalOpenSSL,
                              serialization.NoEncryption())
-
-
-def _private(path: Path, data: bytes) -> None:
-    """Write `data` readable by the owner only, atomically."""
-    atomic_write(path, data, mode=0o600)

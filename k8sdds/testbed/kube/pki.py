@@ -3,7 +3,6 @@ signing key, and one static token per client (admin, each kubelet, the controlle
 
 from __future__ import annotations
 
-import datetime as dt
 import ipaddress
 import secrets
 from dataclasses import dataclass
@@ -12,7 +11,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
+
+from k8sdds import certs
 
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: first address of the service range
 
@@ -32,77 +32,45 @@ def _key_pem(key) -> bytes:
                              serialization.NoEncryption())
 
 
-def _private(path: Path, data: bytes) -> None:
-    path.touch(mode=0o600)
-    path.write_bytes(data)
-
-
 def make(directory: Path, api_address: str, clients: dict[str, tuple[str, str]]) -> Pki:
     """Credentials in `directory` (0700); `clients`: name -> (user, group) of a token."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8sdds-testbed-ca")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - dt.timedelta(minutes=5))
-          .not_valid_after(now + dt.timedelta(days=30))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca, ca_key = certs.authority(certs.name("k8sdds-testbed-ca"))
     key = ec.generate_private_key(ec.SECP256R1())
     names = [x509.DNSName(n) for n in ("kubernetes", "kubernetes.default",
                                         "kubernetes.default.svc", "localhost")]
     ips = [x509.IPAddress(ipaddress.ip_address(a)) for a in (api_address, SERVICE_IP,
                                                                 "127.0.0.1")]
-    api = (x509.CertificateBuilder()
-           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-           .issuer_name(ca_name).public_key(key.public_key())
-           .serial_number(x509.random_serial_number())
-           .not_valid_before(now - dt.timedelta(minutes=5))
-           .not_valid_after(now + dt.timedelta(days=30))
+    api = (certs.builder(certs.name("kube-apiserver"), ca.subject, key.public_key())
            .add_extension(x509.SubjectAlternativeName(names + ips), critical=False)
            .sign(ca_key, hashes.SHA256()))
-    (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (directory / "apiserver.crt").write_bytes(api.public_bytes(serialization.Encoding.PEM))
-    _private(directory / "apiserver.key", _key_pem(key))
+    (directory / "ca.crt").write_bytes(certs.pem(ca))
+    (directory / "apiserver.crt").write_bytes(certs.pem(api))
+    certs.private(directory / "apiserver.key", _key_pem(key))
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _private(directory / "sa.key", _key_pem(sa))
+    certs.private(directory / "sa.key", _key_pem(sa))
     (directory / "sa.pub").write_bytes(sa.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    _front_proxy(directory, now)
+    _front_proxy(directory)
     tokens = {name: secrets.token_hex(16) for name in clients}
-    _private(directory / "tokens.csv", "".join(
+    certs.private(directory / "tokens.csv", "".join(
         f'{tokens[name]},{user},{name},"{group}"\n' for name, (user, group) in clients.items())
         .encode())
     return Pki(directory, tokens)
 
 
-def _front_proxy(directory: Path, now: dt.datetime) -> None:
+def _front_proxy(directory: Path) -> None:
     """The aggregation layer's own CA and the client certificate the API server proxies to
     extension API servers (metrics-server) with, as kubeadm makes them."""
+    ca, ca_key = certs.authority(certs.name("k8sdds-front-proxy-ca"))
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "k8sdds-front-proxy-ca")])
-    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-          .public_key(key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - dt.timedelta(minutes=5))
-          .not_valid_after(now + dt.timedelta(days=30))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .sign(key, hashes.SHA256()))
-    client_key = ec.generate_private_key(ec.SECP256R1())
-    client = (x509.CertificateBuilder()
-              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
-                                                          "front-proxy-client")]))
-              .issuer_name(name).public_key(client_key.public_key())
-              .serial_number(x509.random_serial_number())
-              .not_valid_before(now - dt.timedelta(minutes=5))
-              .not_valid_after(now + dt.timedelta(days=30))
+    client = (certs.builder(certs.name("front-proxy-client"), ca.subject, key.public_key())
               .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]),
                              critical=False)
-              .sign(key, hashes.SHA256()))
-    (directory / "front-proxy-ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (directory / "front-proxy-client.crt").write_bytes(
-        client.public_bytes(serialization.Encoding.PEM))
-    _private(directory / "front-proxy-client.key", _key_pem(client_key))
+              .sign(ca_key, hashes.SHA256()))
+    (directory / "front-proxy-ca.crt").write_bytes(certs.pem(ca))
+    (directory / "front-proxy-client.crt").write_bytes(certs.pem(client))
+    certs.private(directory / "front-proxy-client.key", _key_pem(key))
 
 
 def kubeconfig(pki: Pki, server: str, client: str) -> str:
