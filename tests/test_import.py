@@ -41,23 +41,25 @@ def _tree(root: Path) -> Path:
     return root
 
 
-def test_folder_names():
-    assert configuration("flannel-udp") == ("flannel-vxlan", "udp", "")
-    assert configuration("kuberouter-tcp") == ("kube-router", "tcp", "")
-    assert configuration("weave-tcp-encrypted") == ("weave-encrypted", "tcp", "")
-    assert configuration("weave-udp-secure") == ("weave", "udp", "secure")
-    with pytest.raises(UserError, match="unknown CNI 'cilium'"):
-        configuration("cilium-udp")
-    with pytest.raises(UserError, match="expected <cni>.-variant.-<transport>"):
-        configuration("flannel")
+FOLDERS = {
+    "flannel-udp": ("flannel-vxlan", "udp", ""), "kuberouter-tcp": ("kube-router", "tcp", ""),
+    "weave-tcp-encrypted": ("weave-encrypted", "tcp", ""),
+    "weave-udp-secure": ("weave", "udp", "secure"),
     # the published tree's forms: <cni>-<variant>-<transport>
-    assert configuration("flannel-hostgw-dds-secure-tcp") == ("flannel-hostgw", "tcp", "secure")
-    assert configuration("kube-router-dds-secure-udp") == ("kube-router", "udp", "secure")
-    assert configuration("weavenet-encryption-udp") == ("weave-encrypted", "udp", "")
-    assert configuration("weavenet-tls") == ("weave", "tls", "")
-    assert configuration("hostnetwork-tcp") == ("host", "tcp", "")
-    with pytest.raises(UserError, match="unknown variant 'encryption'"):
-        configuration("flannel-vxlan-encryption-udp")
+    "flannel-hostgw-dds-secure-tcp": ("flannel-hostgw", "tcp", "secure"),
+    "kube-router-dds-secure-udp": ("kube-router", "udp", "secure"),
+    "weavenet-encryption-udp": ("weave-encrypted", "udp", ""),
+    "weavenet-tls": ("weave", "tls", ""), "hostnetwork-tcp": ("host", "tcp", ""),
+}
+
+
+def test_folder_names():
+    assert {folder: configuration(folder) for folder in FOLDERS} == FOLDERS
+    for folder, refusal in (("cilium-udp", "unknown CNI 'cilium'"),
+                            ("flannel", "expected <cni>.-variant.-<transport>"),
+                            ("flannel-vxlan-encryption-udp", "unknown variant 'encryption'")):
+        with pytest.raises(UserError, match=refusal):
+            configuration(folder)
 
 
 def test_import_makes_run_directories_that_report_works_on(tmp_path):

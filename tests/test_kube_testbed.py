@@ -116,16 +116,21 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
     assert (run / "test-1" / "rep-1" / "sub0.log").read_text().count("size 1024") >= 1
 
 
-def test_a_service_path_goes_through_kube_proxy(cluster, tmp_path):
+def _iperf3_through(cluster, tmp_path, path: str) -> list[str]:
+    """An iperf3 run on a Service path: it measured (over 10 Mb/s); the client's argv."""
     sch = ("engine,path,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
-           "duration\niperf3,pod-service,tcp,131072,false,1,false,0,2\n")
+           f"duration\niperf3,{path},tcp,131072,false,1,false,0,2\n")
     outcome, run = _run(cluster, tmp_path, sch)
     assert outcome["failed"] == []
     df = pd.read_csv(run / "results.csv")
-    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
-    assert thr.value.max() > 10
-    argv = json.loads((run / "manifest.json").read_text())["repeats"]["test-1/rep-1"]["argv"]
-    assert any(a.startswith("10.96.") for a in argv["client"])  # dialled the ClusterIP
+    assert df[(df.kind == "summary") & (df.metric == "throughput_mbps")].value.max() > 10
+    manifest = json.loads((run / "manifest.json").read_text())
+    return manifest["repeats"]["test-1/rep-1"]["argv"]["client"]
+
+
+def test_a_service_path_goes_through_kube_proxy(cluster, tmp_path):
+    argv = _iperf3_through(cluster, tmp_path, "pod-service")
+    assert any(a.startswith("10.96.") for a in argv)  # dialled the ClusterIP
 
 
 def test_an_image_that_is_not_there_fails_its_repeat_with_the_kubelets_reason(cluster,
@@ -170,16 +175,9 @@ def test_flannel_is_the_real_one(cluster):
 
 
 def test_external_nodeport_reaches_the_server_through_kube_proxy(cluster, tmp_path):
-    sch = ("engine,path,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
-           "duration\niperf3,external-nodeport,tcp,131072,false,1,false,0,2\n")
-    outcome, run = _run(cluster, tmp_path, sch)
-    assert outcome["failed"] == []
-    df = pd.read_csv(run / "results.csv")
-    assert df[(df.kind == "summary") & (df.metric == "throughput_mbps")].value.max() > 10
-    argv = json.loads((run / "manifest.json").read_text())["repeats"]["test-1/rep-1"]["argv"]
-    client_argv = argv["client"]
-    assert client_argv[client_argv.index("-c") + 1].startswith("10.99.0.")  # a node address
-    assert 30000 <= int(client_argv[client_argv.index("-p") + 1]) <= 32767  # its NodePort
+    argv = _iperf3_through(cluster, tmp_path, "external-nodeport")
+    assert argv[argv.index("-c") + 1].startswith("10.99.0.")  # a node address
+    assert 30000 <= int(argv[argv.index("-p") + 1]) <= 32767  # its NodePort
 
 
 def test_tls_and_dds_security_run_with_credentials_from_the_secret(cluster, tmp_path):
