@@ -104,10 +104,9 @@ def test_the_forwarder_carries_both_directions():
 
 
 def _flannel(datapath: str) -> dict:
-    names = {"ghcr.io/flannel-io/flannel:v0.28.9": "localhost/k8sdds/flannel:v0.28.9",
-             "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3":
-                 "localhost/k8sdds/flannel-cni-plugin:v0.9.1"}
-    docs = flannel.manifest(flannel.MANIFEST.read_text(), datapath, FILES.view, names,
+    tags = flannel.Tags("localhost/k8sdds/flannel:v0.28.9",
+                        "localhost/k8sdds/flannel-cni-plugin:v0.9.1")
+    docs = flannel.manifest(flannel.MANIFEST.read_text(), datapath, FILES.view, tags,
                             "10.244.0.0/16")
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 

@@ -238,18 +238,18 @@ def cluster_load_image(
     from the image's is refused by name."""
     from k8sdds.cluster import images
     from k8sdds.cluster.remote import HostError
+    from k8sdds.results.files import sha256
 
     loaded, known = _hosts(inventory, known_hosts)
     if archive is None:
-        from k8sdds.images.build import BuildOptions, build
-        from k8sdds.testbed.kube.up import DOCKERFILE
+        from k8sdds.images.build import engine_image
 
-        archive = build(BuildOptions(DOCKERFILE, None), say=lambda line: err_console.print(
-            line, markup=False, highlight=False))
+        archive = engine_image(say=lambda line: err_console.print(line, markup=False,
+                                                                  highlight=False))
     if not Path(archive).is_file():
         raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
     tags, arch = images.describe(archive)
-    digest = images.sha256(archive)
+    digest = sha256(archive)
     out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})")
 
     def one(remote):

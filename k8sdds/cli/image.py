@@ -52,11 +52,10 @@ def image_load(
     if tb is None:
         raise UserError(f"testbed {name} is down (k8sdds testbed up --kubernetes)")
     if not archives:
-        from k8sdds.images.build import BuildOptions, build
-        from k8sdds.testbed.kube.up import DOCKERFILE
+        from k8sdds.images.build import engine_image
 
-        archives = [build(BuildOptions(DOCKERFILE, None), say=lambda line: err_console.print(
-            line, markup=False, highlight=False))]
+        archives = [engine_image(say=lambda line: err_console.print(line, markup=False,
+                                                                    highlight=False))]
     for archive in archives:
         if not Path(archive).is_file():
             raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")

@@ -4,7 +4,6 @@ with `ctr -n k8s.io images import`, then removed)."""
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 from pathlib import Path
 
@@ -30,14 +29,6 @@ def describe(archive: Path) -> tuple[list[str], str]:
     tags = [tag for entry in manifest for tag in (entry.get("RepoTags") or [])]
     arch = str(config.get("architecture", "unknown"))
     return tags, {"armhf": "arm"}.get(arch, arch)  # the inventory's (and OCI's) names
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDRESS

@@ -20,6 +20,7 @@ from pathlib import Path
 from k8sdds.deployment.options import DEFAULT_IMAGE  # the tag pods use (IfNotPresent)
 from k8sdds.errors import UserError
 from k8sdds.images.dockerfile import Recipe, parse
+from k8sdds.results.files import sha256
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 ARCHS = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}
@@ -84,6 +85,18 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) ->
     return Path(options.out)
 
 
+DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
+
+
+def engine_image(say: Callable[[str], None] = lambda _: None) -> Path:
+    """The engine image of docker/Dockerfile (built once, then cached): what the kubernetes
+    backend's pods run by default."""
+    if not DOCKERFILE.exists():
+        raise UserError(f"no {DOCKERFILE} (k8sdds installed without its source tree): give "
+                        "the engine image archive with --image-archive/--archive")
+    return build(BuildOptions(DOCKERFILE, None), say)
+
+
 def assemble(recipe: Recipe, text: str, options: BuildOptions,
              say: Callable[[str], None] = lambda _: None,
              files: Mapping[str, Path] | None = None, entrypoint: Sequence[str] = (),
@@ -93,7 +106,7 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
     files = dict(files or {})
     cache = Path(options.cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
-    digests = [f"{dest}={hashlib.sha256(Path(src).read_bytes()).hexdigest()}"
+    digests = [f"{dest}={sha256(src)}"
                for dest, src in sorted(files.items())]
     seed = "\n".join([text, *digests, *entrypoint])
     archive = cache / f"{name}-{key(recipe, seed, options)}.tar"

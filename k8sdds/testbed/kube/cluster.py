@@ -83,6 +83,10 @@ class KubeCluster:
         self.state_file = state_dir() / f"{name}-kube.json"
         self.kubeconfig = self.run_dir / "admin.kubeconfig"
 
+    def _files(self, node: str) -> agent.NodeFiles:
+        """Where `node` keeps its state; the node view is one path for every node."""
+        return agent.NodeFiles(self.data_dir / node, self.run_dir / node, self.run_dir / "node")
+
     def running(self) -> bool:
         """Whether a cluster was brought up here (and not taken down)."""
         return self.state_file.exists()
@@ -161,7 +165,7 @@ class KubeCluster:
             self._node(worker, images, cni)
         names = [w.name for w in workers]
         self._watch_nodes(names, timeout, ready=False)  # registered, given their pod CIDRs
-        cni.start(self.kubeconfig)
+        cni.start(self.kubeconfig, self._files(workers[0].name).view)
         self._watch_nodes(names, timeout, ready=True)
         cni.wait(self.kubeconfig, timeout)
         if metrics:
@@ -222,8 +226,7 @@ class KubeCluster:
                     control.ns)
 
     def _node(self, node: Node, images: list[Path], cni: Cni) -> None:
-        files = agent.NodeFiles(self.data_dir / node.name, self.run_dir / node.name,
-                                self.run_dir / "node")
+        files = self._files(node.name)
         for path in (files.root, files.run):
             path.mkdir(parents=True, exist_ok=True)
         agent.prepare_view(files)
@@ -308,8 +311,7 @@ class KubeCluster:
             raise TestbedError(f"testbed {self.tb.spec.name} runs no Kubernetes cluster "
                                "(k8sdds testbed up --kubernetes)")
         for name, pid in holders.items():
-            files = agent.NodeFiles(self.data_dir / name, self.run_dir / name,
-                                    self.run_dir / "node")
+            files = self._files(name)
             for archive in archives:
                 _import(pid, files, archive, name)
         return sorted(holders)

@@ -47,8 +47,9 @@ class Cni:
         (files.own("net.d") / "10-k8sdds.conflist").write_text(
             agent.cni_config(node.pod_cidr, node.gateway, 1500, files))
 
-    def start(self, kubeconfig: Path) -> None:
-        """Once the nodes are registered: what the cluster learns of its network."""
+    def start(self, kubeconfig: Path, view: Path) -> None:
+        """Once the nodes are registered: what the cluster learns of its network (`view`:
+        the node view, where a DaemonSet's host paths point)."""
         from kubernetes import client, config
 
         api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
@@ -64,8 +65,7 @@ class Cni:
 class Flannel(Cni):
     """flanneld as the upstream DaemonSet, with the flannel CNI plugin (see flannel.py)."""
 
-    names: dict[str, str] = field(default_factory=dict)
-    view: Path = Path("/")
+    tags: flannel.Tags | None = None  # the images built here, once prepared
     real = True
 
     def describe(self) -> str:
@@ -83,28 +83,41 @@ class Flannel(Cni):
 
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
         built = flannel.images(binaries, say)
-        self.archives, self.names = list(built.archives), built.names
+        self.archives, self.tags = list(built.archives), built.tags
 
     def configure(self, node: Node, files: agent.NodeFiles) -> None:
-        self.view = files.view  # flannel's init containers write the configuration
+        """Nothing: flannel's init containers write the CNI configuration."""
 
-    def start(self, kubeconfig: Path) -> None:
+    def start(self, kubeconfig: Path, view: Path) -> None:
         from k8sdds.testbed.testbed import POD_NETWORK
 
         flannel.apply(kubeconfig, flannel.manifest(flannel.MANIFEST.read_text(), self.datapath,
-                                                   self.view, self.names, POD_NETWORK))
+                                                   view, self.tags, POD_NETWORK))
 
     def wait(self, kubeconfig: Path, timeout: float) -> None:
-        """Until every flanneld is ready (its /readyz: the subnet lease and the backend)."""
-        from kubernetes import client, config
+        """Until every flanneld is ready (its /readyz: the subnet lease and the backend),
+        watching the DaemonSet's status."""
+        from kubernetes import client, config, watch
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         api = client.AppsV1Api(config.new_client_from_config(str(kubeconfig)))
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            st = api.read_namespaced_daemon_set("kube-flannel-ds", "kube-flannel").status
-            if st.desired_number_scheduled and st.number_ready == st.desired_number_scheduled:
-                return
-            time.sleep(0.5)  # a DaemonSet's rollout: its status, polled
+        while (left := deadline - time.monotonic()) > 0:
+            w = watch.Watch()
+            try:
+                for event in w.stream(api.list_namespaced_daemon_set, "kube-flannel",
+                                      field_selector="metadata.name=kube-flannel-ds",
+                                      timeout_seconds=max(1, int(left)),
+                                      _request_timeout=left + 10):
+                    st = event["object"].status
+                    if (st.desired_number_scheduled
+                            and st.number_ready == st.desired_number_scheduled):
+                        return
+            except (ApiException, HTTPError):
+                continue  # the watch broke: watch again while time is left
+            finally:
+                w.stop()
         raise TestbedError(f"flannel not ready within {timeout:g} s (kubectl -n kube-flannel "
                            "logs ds/kube-flannel-ds)")
 

@@ -13,7 +13,6 @@ What differs from the upstream manifest, and why (`manifest()` does it, nothing 
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from collections.abc import Callable
@@ -36,11 +35,23 @@ INSTALL_APT = ("apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install
 
 
 @dataclass(frozen=True)
+class Tags:
+    """The names of the images built here: flanneld's, and the CNI plugin's."""
+
+    flannel: str
+    plugin: str
+
+    def for_image(self, upstream: str) -> str:
+        """What an image of the upstream manifest becomes."""
+        return self.plugin if "cni-plugin" in upstream else self.flannel
+
+
+@dataclass(frozen=True)
 class Images:
-    """Image name -> archive, for the nodes to import; and what the manifest's names become."""
+    """The archives the nodes import, and their names."""
 
     archives: tuple[Path, ...]
-    names: dict[str, str]  # upstream image -> image built here
+    tags: Tags
 
 
 def version(binaries: Path, name: str) -> str:
@@ -54,10 +65,10 @@ def missing(binaries: Path) -> str | None:
     lacking = [b for b in BINARIES if not (binaries / b).exists()]
     if lacking:
         return (f"{', '.join(lacking)} not built in {binaries} (run .ci/k8s-test-binaries)")
-    import hashlib
+    from k8sdds.results.files import sha256
 
     try:
-        if hashlib.sha256(MANIFEST.read_bytes()).hexdigest() != MANIFEST_SHA256:
+        if sha256(MANIFEST) != MANIFEST_SHA256:
             return f"{MANIFEST} is not the pinned flannel manifest (its digest differs)"
     except OSError as exc:
         return f"{MANIFEST}: {exc.strerror}"
@@ -81,30 +92,16 @@ def images(binaries: Path, say: Callable[[str], None] = lambda _: None) -> Image
                        entrypoint=["/opt/bin/flanneld"], name="flannel")
     plugin = busybox_image(plugin_tag, {"/flannel": binaries / "flannel-cni"}, [],
                            "flannel-cni-plugin")
-    upstream = _upstream_images(MANIFEST.read_text())
-    names = {img: (plugin_tag if "cni-plugin" in img else flannel_tag) for img in upstream}
-    return Images((flannel, plugin), names)
+    return Images((flannel, plugin), Tags(flannel_tag, plugin_tag))
 
 
-def _upstream_images(text: str) -> set[str]:
-    import yaml
-
-    found = set()
-    for doc in yaml.safe_load_all(text):
-        if doc and doc.get("kind") == "DaemonSet":
-            spec = doc["spec"]["template"]["spec"]
-            found |= {c["image"] for c in spec.get("initContainers", []) + spec["containers"]}
-    return found
-
-
-def manifest(text: str, datapath: str, view: Path, names: dict[str, str],
-             network: str) -> list[dict]:
+def manifest(text: str, datapath: str, view: Path, tags: Tags, network: str) -> list[dict]:
     """The upstream manifest's objects, adapted to the testbed (see the module's text): pure."""
     import yaml
 
     if datapath not in BACKENDS:
         raise TestbedError(f"flannel runs {', '.join(BACKENDS)} here, not {datapath}")
-    docs = [copy.deepcopy(d) for d in yaml.safe_load_all(text) if d]
+    docs = [d for d in yaml.safe_load_all(text) if d]
     for doc in docs:
         if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "kube-flannel-cfg":
             net = json.loads(doc["data"]["net-conf.json"])
@@ -119,7 +116,7 @@ def manifest(text: str, datapath: str, view: Path, names: dict[str, str],
         elif doc["kind"] == "DaemonSet":
             spec = doc["spec"]["template"]["spec"]
             for c in spec.get("initContainers", []) + spec["containers"]:
-                c["image"] = names.get(c["image"], c["image"])
+                c["image"] = tags.for_image(c["image"])
                 c["imagePullPolicy"] = "IfNotPresent"
             for volume in spec["volumes"]:
                 host = volume.get("hostPath")

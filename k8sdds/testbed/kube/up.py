@@ -12,8 +12,6 @@ from k8sdds.testbed.kube.cni import choose
 from k8sdds.testbed.kube.node import PAUSE
 from k8sdds.testbed.testbed import Testbed
 
-DOCKERFILE = Path(__file__).resolve().parents[3] / "docker" / "Dockerfile"
-
 
 def check_datapath(name: str) -> None:
     """The CNI bridge gives each node's pods its own /24: a routed datapath carries them."""
@@ -28,7 +26,7 @@ def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: s
              say: Callable[[str], None] = lambda _: None) -> Path:
     """The pause, engine and CNI images (built once, cached), the datapath (wired by the
     testbed, or by the real CNI), then the cluster; the kubeconfig."""
-    from k8sdds.images.build import BuildOptions, build, pause
+    from k8sdds.images.build import engine_image, pause
     from k8sdds.testbed.kube.cluster import binaries
 
     cni = choose(datapath, cni_mode, binaries())
@@ -36,9 +34,7 @@ def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: s
         say(f"{datapath}: emulated wiring ({cni.fallback})")
     images = [pause(PAUSE)]
     if image_archive is None:
-        if not DOCKERFILE.exists():
-            raise UserError(f"no {DOCKERFILE}: give the engine image with --image-archive")
-        image_archive = build(BuildOptions(DOCKERFILE, None), say)
+        image_archive = engine_image(say)
     elif not Path(image_archive).is_file():
         raise UserError(f"--image-archive {image_archive}: no such file")
     images.append(Path(image_archive))
