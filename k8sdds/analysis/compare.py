@@ -14,6 +14,7 @@ from k8sdds.analysis.load import (
     MEASURING,
     PARAMS,
     ROUND_TRIPS,
+    Runs,
     intervals,
     load,
     pooled_quantile,
@@ -96,18 +97,27 @@ def _show(value) -> str:
     return "-" if value is None else str(value)
 
 
-def compared(baseline: Path, contender: Path) -> list[str]:
+def _name(run: Path | Runs) -> str:
+    return ", ".join(run.manifests) if isinstance(run, Runs) else str(run)
+
+
+def _results(run: Path | Runs) -> pd.DataFrame:
+    return (run if isinstance(run, Runs) else load([run])).results
+
+
+def compared(baseline: Path | Runs, contender: Path | Runs) -> list[str]:
     """The parameters the comparison is about: each one the two runs hold at one value
     each, but different values ("datapath: host -> flannel-vxlan")."""
-    a, b = load([baseline]).results, load([contender]).results
+    a, b = _results(baseline), _results(contender)
     return [f"{p}: {a[p].iloc[0]} -> {b[p].iloc[0]}" for p in PARAMS
             if a[p].nunique() == 1 and b[p].nunique() == 1 and a[p].iloc[0] != b[p].iloc[0]]
 
 
-def compare(baseline: Path, contender: Path, metrics: Sequence[str], test: str = "welch",
+def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str],
+            test: str = "welch",
             ) -> list[dict]:
     """One row per test present in both runs and per metric."""
-    a, b = load([baseline]).results, load([contender]).results
+    a, b = _results(baseline), _results(contender)
     # a parameter each run holds constant but at different values (say, the datapath) is
     # what is being compared, not part of what identifies a test
     params = [p for p in PARAMS if not (a[p].nunique() == 1 and b[p].nunique() == 1
@@ -145,8 +155,8 @@ def compare(baseline: Path, contender: Path, metrics: Sequence[str], test: str =
                          "p_value": sig.p_value if sig else None,
                          "significant": sig.significant if sig else None})
     if not rows:
-        raise UserError(f"{baseline} and {contender} have no test and metric in common "
-                        f"(metrics: {', '.join(metrics)})")
+        raise UserError(f"{_name(baseline)} and {_name(contender)} have no test and metric "
+                        f"in common (metrics: {', '.join(metrics)})")
     return rows
 
 

@@ -81,25 +81,25 @@ def compare(
     Runs made on different machines, kernels, engine versions, backends or profiles are
     refused (exit 2, the differences listed) unless --force."""
     from k8sdds.analysis import compare as cmp
-    from k8sdds.results import RunDir
+    from k8sdds.analysis.load import load
 
     method = choice(test, ["welch", "mannwhitney"], "--test")
     bounds = [cmp.parse_bound(b) for b in fail_if]
     metrics = list(dict.fromkeys(list(metric) + [b.metric for b in bounds]))
-    differ = cmp.differences(RunDir(baseline).read_manifest().to_dict(),
-                             RunDir(contender).read_manifest().to_dict())
+    runs = load([baseline]), load([contender])  # each read once, manifests and results
+    differ = cmp.differences(*(next(iter(r.manifests.values())) for r in runs))
     if differ and not force:
         raise UserError(f"{baseline} and {contender} were not made alike: "
                         + "; ".join(differ) + " (--force compares them all the same)")
     for line in differ:
         err_console.print(f"[yellow]warning: the runs differ in {line}[/yellow]",
                           highlight=False)
-    about = cmp.compared(baseline, contender)
+    about = cmp.compared(*runs)
     if not as_json:
         err_console.print("comparing " + ("; ".join(about) if about else
                                           "the same tests (no parameter differs)"),
                           markup=False, highlight=False)
-    rows = cmp.compare(baseline, contender, metrics, method)
+    rows = cmp.compare(*runs, metrics, method)
     crossed = cmp.crossed(rows, bounds)
     if as_json:
         out_console.print_json(json.dumps({"rows": rows, "crossed": crossed, "compared": about,
