@@ -85,11 +85,16 @@ class Hosts:
                     # machine's root (which may start slow tools)
                     f"SetEnv HOME={d}/home PATH={path}\n")
                 self.procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", ns, SSHD, "-D", "-e", "-f", str(conf)],
+                    [*self.enter(i), SSHD, "-D", "-e", "-f", str(conf)],
                     stdout=subprocess.DEVNULL, stderr=open(d / f"sshd{i}.log", "wb")))
         for i in self.serving:
             self._wait_listening(i)
         return self
+
+    def enter(self, i: int) -> list[str]:
+        """The argv prefix that runs a command in host i (its sshd, and what a subclass
+        starts beside it)."""
+        return ["ip", "netns", "exec", self.ns(i)]
 
     def _wait_listening(self, i: int, timeout: float = 10) -> None:
         deadline = time.monotonic() + timeout

@@ -73,16 +73,31 @@ def _dry_run_listing(folder: HostLogs, hosts) -> None:
         out_console.print(folder.since(host).rstrip(), markup=False, highlight=False)
 
 
-def cluster_check(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+def cluster_check(inventory: Path = INVENTORY,
+                  cni: str | None = typer.Option(None, "--cni", help="Also check that the "
+                                                 "images this CNI runs are on every host "
+                                                 "[kubeadm's images only]."),
+                  address: str = typer.Option("/run/containerd/containerd.sock",
+                                              "--containerd-address",
+                                              help="containerd's socket on the hosts."),
+                  known_hosts: Path | None = KNOWN_HOSTS,
                   dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """Preflight of every host: reachable, swap off, cgroup memory/cpuset, br_netfilter,
-    ip_forward, container runtime, kubeadm and kubelet, time skew; the fix for each failure.
-    Exit status 1 when a check fails on a host."""
-    from k8sdds.cluster.checks import check_host
+    ip_forward, container runtime, kubeadm and kubelet, time skew, and the images kubeadm
+    (and --cni's manifest) will run; the fix for each failure. Exit status 1 when a check
+    fails on a host."""
+    from k8sdds.cluster import cnis
+    from k8sdds.cluster.checks import check_host, image_check
     from k8sdds.cluster.remote import HostError
 
+    plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")] if cni else None
+    cni_images = cnis.images(plan) if plan else []
     loaded, known = _hosts(inventory, known_hosts)
-    results, folder = _per_host(loaded, known, dry_run, log_dir, check_host)
+    control = loaded.control_plane().name
+    fix = (f"k8sdds cluster images --inventory {inventory}"
+           + (f" --cni {plan.name}" if plan else " --cni <cni>") + " --build (or --from DIR)")
+    results, folder = _per_host(loaded, known, dry_run, log_dir, lambda r: [
+        *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix)])
     if dry_run:
         _dry_run_listing(folder, loaded.hosts)
         return
@@ -156,6 +171,18 @@ def cluster_tune(
 
 CNI = typer.Option(..., "--cni", help="flannel-vxlan, flannel-hostgw, kube-router, weave, "
                    "weave-encrypted, calico or cilium.")
+PREFLIGHT = typer.Option(None, "--ignore-preflight-errors", help="kubeadm's preflight checks "
+                         "to ignore, comma-separated (kubeadm's names, or all) [none].")
+
+
+def _preflight(value: str | None) -> str | None:
+    from k8sdds.cluster.kubeadm import PREFLIGHT as PATTERN
+
+    if value is not None and not PATTERN.match(value):
+        raise typer.BadParameter(f"{value!r} is not a comma-separated list of kubeadm check "
+                                 "names (letters, digits, . _ -) or all",
+                                 param_hint="--ignore-preflight-errors")
+    return value
 
 
 def _report(results: dict, what: str, folder: Path) -> None:
@@ -175,34 +202,66 @@ def _report(results: dict, what: str, folder: Path) -> None:
         raise typer.Exit(1)
 
 
-def cluster_init(inventory: Path = INVENTORY, cni: str = CNI,
-                 known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
-                 log_dir: Path = HOST_LOGS) -> None:
-    """kubeadm init on the control plane with the CNI's pod network, then the CNI (manifests
-    pinned to a release; weave-encrypted: a generated password, never printed)."""
-    from k8sdds.cluster import kubeadm
+def cluster_init(
+    inventory: Path = INVENTORY, cni: str = CNI,
+    kubeadm_config: Path | None = typer.Option(
+        None, "--kubeadm-config", help="YAML documents added to the kubeadm configuration "
+        "k8sdds writes: KubeletConfiguration, KubeProxyConfiguration; an InitConfiguration "
+        "or ClusterConfiguration is merged over k8sdds's [none]."),
+    manifest_url: str | None = typer.Option(
+        None, "--manifest-url", help="Apply the CNI's manifest from this URL on the control "
+        "plane (the online way; the host needs the internet) instead of the copy shipped "
+        "with k8sdds [the shipped, pinned copy]."),
+    ignore_preflight_errors: str | None = PREFLIGHT,
+    known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+    log_dir: Path = HOST_LOGS,
+) -> None:
+    """kubeadm init on the control plane with the CNI's pod network and the Kubernetes
+    version of its own kubeadm, then the CNI from the manifest shipped with k8sdds (pinned,
+    checked by SHA-256, applied from the control plane's copy: no internet needed;
+    weave-encrypted: a generated password, never printed). Load the images first: `k8sdds
+    cluster images`."""
+    from dataclasses import replace
+
+    from k8sdds.cluster import cnis, kubeadm
     from k8sdds.cluster.inventory import Inventory
 
-    plan = kubeadm.CNIS[choice(cni, list(kubeadm.CNIS), "--cni")]
+    plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")]
+    ignore = _preflight(ignore_preflight_errors)
+    if manifest_url is not None:
+        if not manifest_url.startswith(("https://", "http://")) or any(
+                c.isspace() for c in manifest_url):
+            raise typer.BadParameter(f"{manifest_url!r} is not an http(s) URL",
+                                     param_hint="--manifest-url")
+        if plan.manifest is None:
+            raise typer.BadParameter(f"{plan.name} is installed by its own CLI, not a "
+                                     "manifest", param_hint="--manifest-url")
+        plan = replace(plan, url=manifest_url)
+    extra = kubeadm.extra_config(kubeadm_config) if kubeadm_config else []
+    if not dry_run and plan.manifest is not None and manifest_url is None:
+        cnis.shipped(plan)  # the digest, before any host is touched
     loaded, known = _hosts(inventory, known_hosts)
     control = Inventory((loaded.control_plane(),), loaded.known_hosts)
-    results, folder = _per_host(control, known, dry_run, log_dir,
-                                lambda r: kubeadm.init(r, plan))
+    results, folder = _per_host(control, known, dry_run, log_dir, lambda r: kubeadm.init(
+        r, plan, extra, ignore, url=manifest_url is not None))
     if dry_run:
         _dry_run_listing(folder, control.hosts)
         return
     _report(results, f"init with {plan.name}", folder)
 
 
-def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+def cluster_join(inventory: Path = INVENTORY,
+                 ignore_preflight_errors: str | None = PREFLIGHT,
+                 known_hosts: Path | None = KNOWN_HOSTS,
                  dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """Join every worker with a fresh token from the control plane, then wait until every
     node is Ready."""
     from k8sdds.cluster import kubeadm
 
+    ignore = _preflight(ignore_preflight_errors)
     loaded, known = _hosts(inventory, known_hosts)
     folder = _logs(log_dir, loaded.hosts)
-    results = kubeadm.join_all(loaded, known, dry_run, folder.folder)
+    results = kubeadm.join_all(loaded, known, dry_run, folder.folder, ignore)
     if dry_run:
         _dry_run_listing(folder, loaded.hosts)
         return
@@ -211,7 +270,10 @@ def cluster_join(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_H
 
 def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
                   dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
-    """kubeadm reset -f on every host, and the CNI state it leaves (/etc/cni/net.d, links)."""
+    """kubeadm reset -f on every host, and what it leaves: the CNIs' files (/etc/cni/net.d,
+    /var/lib/cni, /run/flannel, their plugins in /opt/cni/bin), links, flannel's routes and
+    the cluster's iptables chains (KUBE-, CNI-, FLANNEL-, WEAVE, cali-, CILIUM_). Loaded
+    images stay."""
     from k8sdds.cluster import kubeadm
 
     loaded, known = _hosts(inventory, known_hosts)
@@ -264,9 +326,96 @@ def cluster_load_image(
     _report(results, "load-image", folder)
 
 
+def cluster_images(
+    inventory: Path = INVENTORY, cni: str = CNI,
+    source: Path | None = typer.Option(None, "--from", help="A directory of image archives "
+                                       "(docker-archive .tar, as `docker save` or `ctr images "
+                                       "export` write), found by the names they carry."),
+    build: bool = typer.Option(False, "--build", help="Build the images here from the Go "
+                               "binaries .ci/k8s-test-binaries makes (control plane, "
+                               "kube-proxy, etcd, CoreDNS, pause, flannel; amd64)."),
+    address: str = typer.Option("/run/containerd/containerd.sock", "--containerd-address",
+                                help="containerd's socket on the hosts."),
+    known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
+    log_dir: Path = HOST_LOGS,
+) -> None:
+    """Load what kubeadm and the CNI need onto every host over SSH, before init and join,
+    for hosts with no registry: each host's kubeadm says what its version needs (all of it on
+    the control plane; kube-proxy, pause and CoreDNS on workers), the CNI's pinned manifest
+    the rest. Images a host has are skipped. Give --from DIR or --build."""
+    from k8sdds.cluster import cnis, images
+    from k8sdds.cluster.remote import HostError
+    from k8sdds.images.kubernetes import build as build_image
+    from k8sdds.images.kubernetes import normalize
+    from k8sdds.results.files import sha256
+
+    if (source is None) == (not build):
+        raise typer.BadParameter("give exactly one of --from DIR and --build",
+                                 param_hint="--from/--build")
+    plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")]
+    if plan.manifest is None and build:
+        raise typer.BadParameter(f"{plan.name}'s images cannot be built here; give --from",
+                                 param_hint="--build")
+    cni_images = cnis.images(plan)
+    found = images.from_directory(source) if source is not None else {}
+    loaded, known = _hosts(inventory, known_hosts)
+    control = loaded.control_plane().name
+    folder = _logs(log_dir, loaded.hosts)
+    from k8sdds.cluster.remote import on_hosts
+
+    surveys = on_hosts(loaded.hosts, known, dry_run, folder.folder, lambda r: images.survey(
+        r, r.host.name == control, cni_images, address))
+    wanted = list(dict.fromkeys(ref for s in surveys.values()
+                                if not isinstance(s, HostError) for ref in s.missing))
+
+    def say(line: str) -> None:
+        err_console.print(line, markup=False, highlight=False)
+
+    archives: dict[str, tuple[Path, str, str]] = {}  # ref -> (archive, sha256, arch)
+    if build:
+        for ref in wanted:
+            archive = build_image(ref, say)
+            archives[ref] = (archive, sha256(archive), images.describe(archive)[1])
+    else:
+        absent = [ref for ref in wanted if normalize(ref) not in found]
+        if absent:
+            raise typer.BadParameter(f"{source} has no archive of {', '.join(absent)} (the "
+                                     "hosts need them; no host was changed)",
+                                     param_hint="--from")
+        for ref in wanted:
+            archive = found[normalize(ref)]
+            archives[ref] = (archive, sha256(archive), images.describe(archive)[1])
+
+    def one(remote):
+        survey = surveys[remote.host.name]
+        if isinstance(survey, HostError):
+            raise survey
+        wrong = [ref for ref in survey.missing if archives[ref][2] != remote.host.arch]
+        if wrong:
+            raise HostError(f"{remote.host.name} is {remote.host.arch}; "
+                            f"{', '.join(f'{r} is {archives[r][2]}' for r in wrong)}")
+        done: list[Path] = []
+        for ref in survey.missing:
+            archive, digest, _ = archives[ref]
+            if archive not in done:
+                images.load(remote, archive, digest, address)
+                done.append(archive)
+        kept = len(survey.needed) - len(survey.missing)
+        return [f"kubeadm {survey.version}: {len(survey.missing)} loaded"
+                + (f" ({', '.join(survey.missing)})" if survey.missing else "")
+                + f", {kept} already there"]
+
+    results = on_hosts(loaded.hosts, known, dry_run, folder.folder, one)
+    if dry_run:
+        _dry_run_listing(folder, loaded.hosts)
+        return
+    _report(results, f"images for kubeadm and {plan.name}", folder.folder)
+
+
 def register(app: typer.Typer) -> None:
     for name, command in (("check", cluster_check), ("tune", cluster_tune),
-                          ("init", cluster_init), ("join", cluster_join),
-                          ("reset", cluster_reset), ("load-image", cluster_load_image)):
+                          ("images", cluster_images), ("init", cluster_init),
+                          ("join", cluster_join), ("reset", cluster_reset),
+                          ("load-image", cluster_load_image)):
         cluster_app.command(name)(command)
     app.add_typer(cluster_app, name="cluster")

@@ -111,3 +111,24 @@ def check_host(remote: Remote) -> list[Outcome]:
                        "" if passed else "enable time sync: timedatectl set-ntp true "
                        "(systemd-timesyncd or chrony)"))
     return out
+
+
+def image_check(remote: Remote, control_plane: bool, cni_images: list[str], address: str,
+                fix: str) -> Outcome:
+    """The images kubeadm (and the CNI) will run, present in the host's containerd: an
+    air-gapped host cannot pull them."""
+    from k8sdds.cluster.images import survey
+    from k8sdds.cluster.remote import HostError
+
+    name = remote.host.name
+    if remote.dry_run:
+        survey(remote, control_plane, cni_images, address)
+        return Outcome(name, "images", True, "dry run", "")
+    try:
+        found = survey(remote, control_plane, cni_images, address)
+    except HostError as exc:
+        return Outcome(name, "images", False, str(exc), fix)
+    if found.missing:
+        return Outcome(name, "images", False, f"missing: {', '.join(found.missing)}", fix)
+    return Outcome(name, "images", True, f"all {len(found.needed)} present (kubeadm "
+                   f"{found.version})", "")

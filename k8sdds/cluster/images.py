@@ -1,10 +1,13 @@
-"""`k8sdds cluster load-image`: an image archive into each host's containerd over SSH, for
-edge clusters with no registry (copied by SFTP, checked by its SHA-256 on the host, imported
-with `ctr -n k8s.io images import`, then removed)."""
+"""Images onto bare hosts with no registry: `k8sdds cluster load-image` (one archive into
+each host's containerd over SSH: copied by SFTP, checked by its SHA-256 on the host, imported
+with `ctr -n k8s.io images import`, then removed) and `k8sdds cluster images` (what kubeadm
+and a CNI need, on every host, before init and join; `cluster check --cni` reports what is
+missing)."""
 
 from __future__ import annotations
 
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.cluster.remote import HostError, Remote
@@ -53,3 +56,67 @@ def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDR
     finally:
         remote.run(["rm", "-f", target])
     return [f"imported {archive.name} into containerd ({address})"]
+
+
+# ---- what kubeadm and a CNI need on each host (`cluster images`, `cluster check --cni`) ----
+WORKER_IMAGES = ("registry.k8s.io/kube-proxy", "registry.k8s.io/pause",
+                 "registry.k8s.io/coredns/coredns")  # what a worker runs of kubeadm's
+
+
+@dataclass(frozen=True)
+class HostImages:
+    """One host's view: the images it needs (kubeadm's for its role, the CNI's) and has."""
+
+    version: str
+    needed: tuple[str, ...]
+    present: frozenset[str]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        from k8sdds.images.kubernetes import normalize
+
+        return tuple(r for r in self.needed if normalize(r) not in self.present)
+
+
+def needed(kubeadm_list: list[str], control_plane: bool, cni_images: list[str]) -> list[str]:
+    """The images a host needs: all of kubeadm's on the control plane, kube-proxy, pause and
+    CoreDNS on a worker; the CNI's on every host. Pure."""
+    from k8sdds.images.kubernetes import split
+
+    mine = [r for r in kubeadm_list if control_plane or split(r)[0] in WORKER_IMAGES]
+    return list(dict.fromkeys([*mine, *cni_images]))
+
+
+def survey(remote: Remote, control_plane: bool, cni_images: list[str],
+           address: str = DEFAULT_ADDRESS) -> HostImages:
+    """Ask the host's kubeadm what it needs and its containerd what it has."""
+    from k8sdds.cluster.kubeadm import host_version
+
+    version = host_version(remote)
+    listed = remote.run(["kubeadm", "config", "images", "list", "--kubernetes-version",
+                         version])
+    if listed.code != 0 and not remote.dry_run:
+        raise HostError(f"kubeadm config images list: {(listed.err or listed.out).strip()[-200:]}")
+    have = remote.run(["ctr", "--address", address, "-n", "k8s.io", "images", "ls", "-q"],
+                      root=True)
+    if have.code != 0 and not remote.dry_run:
+        raise HostError(f"containerd ({address}) did not answer: "
+                        f"{(have.err or have.out).strip()[-200:]}")
+    refs = [line.strip() for line in listed.out.splitlines() if line.strip()]
+    return HostImages(version, tuple(needed(refs, control_plane, cni_images)),
+                      frozenset(have.out.split()))
+
+
+def from_directory(folder: Path) -> dict[str, Path]:
+    """Every image name the archives in `folder` carry -> its archive."""
+    from k8sdds.images.kubernetes import normalize
+
+    if not folder.is_dir():
+        raise UserError(f"{folder}: not a directory of image archives")
+    found: dict[str, Path] = {}
+    for archive in sorted(folder.iterdir()):
+        if archive.is_file() and archive.name.endswith(".tar"):
+            tags, _ = describe(archive)
+            for tag in tags:
+                found.setdefault(normalize(tag), archive)
+    return found

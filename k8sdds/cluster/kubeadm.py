@@ -1,96 +1,132 @@
 """`k8sdds cluster init|join|reset`: kubeadm and the CNIs of the K8sDDS study, as argv lists.
 
-What each CNI needs (pod CIDR, manifests pinned to a release, the steps after them) is data
-here; the commands run on the hosts through `remote.Remote`. Manifests use current APIs (no
-v1beta1 RBAC, no PodSecurityPolicy, no `master` label or taint): they are the projects' own
-release manifests, applied by URL on the control plane.
+kubeadm gets a configuration file k8sdds writes (the control plane's address and name, the
+pod network, the Kubernetes version of the host's own kubeadm: nothing is looked up on the
+network), with the user's extra documents (`--kubeadm-config`). The CNI's manifest is the
+one shipped with k8sdds (cnis.py), copied to the control plane and applied from there;
+`--manifest-url` applies the published one by URL instead.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from k8sdds.cluster.cnis import CNIS, WEAVE_SECRET, Cni, adapt, shipped, url_steps
 from k8sdds.cluster.inventory import Inventory
-from k8sdds.cluster.remote import HostError, Remote, on_hosts
+from k8sdds.cluster.remote import HostError, Remote, on_hosts, remote_file
 from k8sdds.errors import UserError
+
+__all__ = ["CNIS", "Cni", "init", "join_all", "reset", "kubeadm_config", "without_cluster_rules"]
 
 ADMIN = "/etc/kubernetes/admin.conf"
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN)
 READY_TIMEOUT = "600s"  # Raspberry Pis pull images slowly
-
-FLANNEL = "https://github.com/flannel-io/flannel/releases/download/v0.26.7/kube-flannel.yml"
-KUBE_ROUTER = ("https://raw.githubusercontent.com/cloudnativelabs/kube-router/v2.4.0/daemonset/"
-               "kubeadm-kuberouter.yaml")
-# Weave Net's last release (the project is archived; its manifest uses apps/v1 and rbac v1)
-WEAVE = "https://github.com/weaveworks/weave/releases/download/v2.8.1/weave-daemonset-k8s.yaml"
-CALICO = "https://raw.githubusercontent.com/projectcalico/calico/v3.29.3/manifests/calico.yaml"
-CILIUM_VERSION = "1.17.4"
-
-
-def _flannel_backend(kind: str) -> tuple[str, ...]:
-    conf = json.dumps({"Network": "10.244.0.0/16", "EnableNFTables": False,
-                       "Backend": {"Type": kind}})
-    return (*KUBECTL, "-n", "kube-flannel", "patch", "configmap", "kube-flannel-cfg",
-            "--type", "merge", "-p", json.dumps({"data": {"net-conf.json": conf}}))
-
-
-RESTART_FLANNEL = (*KUBECTL, "-n", "kube-flannel", "rollout", "restart",
-                   "daemonset/kube-flannel-ds")
-WEAVE_SECRET = (*KUBECTL, "-n", "kube-system", "create", "secret", "generic", "weave-passwd",
-                "--from-file=weave-passwd=/dev/stdin")
-WEAVE_ENCRYPT = (*KUBECTL, "-n", "kube-system", "patch", "daemonset", "weave-net", "--type",
-                 "json", "-p", json.dumps([{
-                     "op": "add", "path": "/spec/template/spec/containers/0/env/-",
-                     "value": {"name": "WEAVE_PASSWORD", "valueFrom": {"secretKeyRef": {
-                         "name": "weave-passwd", "key": "weave-passwd"}}}}]))
-
-
-@dataclass(frozen=True)
-class Cni:
-    name: str
-    pod_cidr: str
-    steps: tuple[tuple[str, ...], ...]  # on the control plane, after kubeadm init
-    password: bool = False  # weave-encrypted: a generated secret goes to WEAVE_SECRET's stdin
-    needs: tuple[str, ...] = field(default_factory=tuple)  # programs the control plane needs
-
-
-CNIS: dict[str, Cni] = {c.name: c for c in (
-    Cni("flannel-vxlan", "10.244.0.0/16", ((*KUBECTL, "apply", "-f", FLANNEL),)),
-    Cni("flannel-hostgw", "10.244.0.0/16", ((*KUBECTL, "apply", "-f", FLANNEL),
-                                            _flannel_backend("host-gw"), RESTART_FLANNEL)),
-    Cni("kube-router", "10.244.0.0/16", ((*KUBECTL, "apply", "-f", KUBE_ROUTER),)),
-    Cni("weave", "10.32.0.0/12", ((*KUBECTL, "apply", "-f", WEAVE),)),
-    Cni("weave-encrypted", "10.32.0.0/12",
-        (WEAVE_SECRET, (*KUBECTL, "apply", "-f", WEAVE), WEAVE_ENCRYPT), password=True),
-    Cni("calico", "192.168.0.0/16", ((*KUBECTL, "apply", "-f", CALICO),)),
-    Cni("cilium", "10.244.0.0/16",
-        (("cilium", "install", "--kubeconfig", ADMIN, "--version", CILIUM_VERSION, "--set",
-          "ipam.mode=kubernetes"),), needs=("cilium",)),
-)}
-
+KINDS = {"InitConfiguration": "kubeadm.k8s.io", "ClusterConfiguration": "kubeadm.k8s.io",
+         "KubeletConfiguration": "kubelet.config.k8s.io",
+         "KubeProxyConfiguration": "kubeproxy.config.k8s.io"}
+PREFLIGHT = re.compile(r"^(all|[A-Za-z0-9][A-Za-z0-9._-]*)(,[A-Za-z0-9][A-Za-z0-9._-]*)*$")
 JOIN = re.compile(r"^kubeadm join \S+:\d+ --token [a-z0-9]{6}\.[a-z0-9]{16} "
                   r"--discovery-token-ca-cert-hash sha256:[0-9a-f]{64}\s*$")
+VERSION = re.compile(r"^v\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
 
 
-def init(remote: Remote, cni: Cni) -> list[str]:
+def extra_config(path: Path) -> list[dict]:
+    """The user's kubeadm configuration documents (--kubeadm-config), checked: each a
+    mapping of a kind kubeadm init reads."""
+    import yaml
+
+    from k8sdds.guarded import read_text
+
+    text = read_text(path, "testbed spec")
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserError(f"{path}{where}: not valid YAML") from None
+    for n, doc in enumerate(docs, start=1):
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        if kind not in KINDS:
+            raise UserError(f"{path}, document {n}: kind {kind!r} is not one of "
+                            f"{', '.join(KINDS)}")
+        if not str(doc.get("apiVersion", "")).startswith(KINDS[kind] + "/"):
+            raise UserError(f"{path}, document {n} ({kind}): apiVersion "
+                            f"{doc.get('apiVersion')!r} is not {KINDS[kind]}/<version>")
+    return docs
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = (_merge(out[key], value) if isinstance(value, dict)
+                    and isinstance(out.get(key), dict) else value)
+    return out
+
+
+def kubeadm_config(name: str, address: str, version: str, cni: Cni,
+                   extra: list[dict] = ()) -> str:
+    """kubeadm init's configuration: k8sdds's InitConfiguration and ClusterConfiguration with
+    the user's documents merged over them (same kind) or added (other kinds). Pure."""
+    import yaml
+
+    docs = [{"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "InitConfiguration",
+             "localAPIEndpoint": {"advertiseAddress": address},
+             "nodeRegistration": {"name": name}},
+            {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+             "kubernetesVersion": version, "networking": {"podSubnet": cni.pod_cidr}}]
+    for doc in extra:
+        same = [i for i, d in enumerate(docs) if d["kind"] == doc["kind"]]
+        if same:
+            docs[same[0]] = _merge(docs[same[0]], doc)
+        else:
+            docs.append(dict(doc))
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def _preflight(ignore: str | None) -> tuple[str, ...]:
+    return (f"--ignore-preflight-errors={ignore}",) if ignore else ()
+
+
+def host_version(remote: Remote) -> str:
+    """The Kubernetes version of the host's kubeadm (what the cluster runs)."""
+    r = _ok(remote, ("kubeadm", "version", "-o", "short"))
+    got = r.out.strip() if not remote.dry_run else "v1.34.3"
+    if not VERSION.match(got):
+        raise HostError(f"kubeadm version -o short said {got[:60]!r}")
+    return got
+
+
+def init(remote: Remote, cni: Cni, extra: list[dict] = (), ignore: str | None = None,
+         url: bool = False) -> list[str]:
     """kubeadm init on the control plane, then the CNI; returns what was done, in words."""
     host = remote.host
-    _ok(remote, ("kubeadm", "init", f"--pod-network-cidr={cni.pod_cidr}",
-                 f"--apiserver-advertise-address={host.address}", f"--node-name={host.name}"),
-        root=True)
-    done = [f"kubeadm init (pod network {cni.pod_cidr})"]
-    for step in cni.steps:
-        stdin = None
-        if step == WEAVE_SECRET:
-            stdin = secrets.token_urlsafe(32)  # weave's encryption password: never printed
-        _ok(remote, step, root=True, stdin=stdin)
-        done.append(shlex.join(step[3:] if step[0] == "kubectl" else step)[:90])
-    return done
+    version = host_version(remote)
+    config = kubeadm_config(host.name, host.address, version, cni, extra)
+    with remote_file(remote, config, "kubeadm") as path:
+        _ok(remote, ("kubeadm", "init", "--config", path, *_preflight(ignore)), root=True,
+            timeout=900)
+    done = [f"kubeadm init {version} (pod network {cni.pod_cidr})"]
+    if cni.encrypted:  # weave's encryption password: generated, never printed or logged
+        _ok(remote, (*KUBECTL, "-n", "kube-system", "create", "secret", "generic",
+                     WEAVE_SECRET, f"--from-file={WEAVE_SECRET}=/dev/stdin"),
+            root=True, stdin=secrets.token_urlsafe(32))
+        done.append(f"Secret {WEAVE_SECRET}")
+    if cni.manifest is None:  # cilium: its CLI installs it
+        step = ("cilium", "install", "--kubeconfig", ADMIN, "--version", "1.17.4", "--set",
+                "ipam.mode=kubernetes")
+        _ok(remote, step, root=True, timeout=900)
+        return [*done, shlex.join(step[:2] + step[4:6])]
+    if url:
+        for step in url_steps(cni, KUBECTL):
+            _ok(remote, step, root=True)
+            done.append(shlex.join(step[3:])[:90])
+        return done
+    with remote_file(remote, adapt(cni, shipped(cni)), cni.name) as path:
+        _ok(remote, (*KUBECTL, "apply", "-f", path), root=True)
+    return [*done, f"{cni.manifest} applied (shipped, pinned)"]
 
 
 def join_command(remote: Remote) -> tuple[str, ...]:
@@ -105,8 +141,9 @@ def join_command(remote: Remote) -> tuple[str, ...]:
     return tuple(shlex.split(line))
 
 
-def join(remote: Remote, command: tuple[str, ...]) -> list[str]:
-    _ok(remote, (*command, f"--node-name={remote.host.name}"), root=True)
+def join(remote: Remote, command: tuple[str, ...], ignore: str | None = None) -> list[str]:
+    _ok(remote, (*command, f"--node-name={remote.host.name}", *_preflight(ignore)),
+        root=True, timeout=900)
     return ["kubeadm join"]
 
 
@@ -116,13 +153,8 @@ def wait_ready(remote: Remote) -> list[str]:
     return ["every node Ready"]
 
 
-RESET = (("kubeadm", "reset", "-f"), ("rm", "-rf", "/etc/cni/net.d", "/var/lib/cni"),
-         ("ip", "link", "delete", "cni0"), ("ip", "link", "delete", "flannel.1"),
-         ("ip", "link", "delete", "kube-bridge"), ("ip", "link", "delete", "weave"))
-
-
-def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
-             ) -> dict[str, list[str] | HostError]:
+def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path,
+             ignore: str | None = None) -> dict[str, list[str] | HostError]:
     """The join sequence: a fresh join command from the control plane, every worker joined
     with it at once, then (when all joined) a wait on the control plane until every node is
     Ready. A control plane that cannot give the command touches no worker."""
@@ -135,7 +167,7 @@ def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
         raise UserError(f"{control.name} (control plane): {exc}; no worker was touched"
                         ) from None
     results = on_hosts(inventory.workers(), known_hosts, dry_run, folder,
-                       lambda r: join(r, command))
+                       lambda r: join(r, command, ignore))
     if dry_run or not any(isinstance(v, HostError) for v in results.values()):
         try:
             with Remote(control, known_hosts, log, dry_run=dry_run) as r:
@@ -147,13 +179,55 @@ def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
     return results
 
 
+# what the CNIs leave on a node after kubeadm reset: configuration, IPAM state, the plugins
+# their init containers installed, flannel's lease, and their links
+RESET_FILES = ("rm", "-rf", "/etc/cni/net.d", "/var/lib/cni", "/run/flannel",
+               "/opt/cni/bin/flannel", "/opt/cni/bin/weave-net", "/opt/cni/bin/weave-ipam",
+               "/opt/cni/bin/weave-plugin-2.8.1", "/opt/cni/bin/calico",
+               "/opt/cni/bin/calico-ipam", "/opt/cni/bin/cilium-cni")
+LINKS = ("cni0", "flannel.1", "kube-bridge", "kube-dummy-if", "weave", "datapath", "vxlan-6784",
+         "tunl0", "vxlan.calico", "cilium_host", "cilium_vxlan")
+# chains of kube-proxy, the CNI plugins and the CNIs (kube-router, weave, calico, cilium)
+CHAINS = ("KUBE-", "CNI-", "FLANNEL-", "WEAVE", "cali-", "CILIUM_")
+FLANNEL_ROUTES = ("ip", "route", "flush", "root", "10.244.0.0/16")  # host-gw's routes
+
+
+def without_cluster_rules(saved: str) -> str:
+    """iptables-save output without the chains (and jumps to them) a cluster made: what
+    `iptables-restore` puts back after a reset. Pure."""
+    out = []
+    for line in saved.splitlines():
+        words = line.split()
+        if line.startswith(":") and line[1:].startswith(CHAINS):
+            continue
+        if line.startswith("-A ") and (
+                words[1].startswith(CHAINS)
+                or any(w in ("-j", "-g") and i + 1 < len(words)
+                       and words[i + 1].startswith(CHAINS) for i, w in enumerate(words))):
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def reset(remote: Remote) -> list[str]:
-    """kubeadm reset and what the CNIs leave behind (links that may not exist are fine)."""
-    _ok(remote, RESET[0], root=True)
-    _ok(remote, RESET[1], root=True)
-    for argv in RESET[2:]:
-        remote.run(argv, root=True)  # absent on this host: nothing to remove
-    return ["kubeadm reset", "CNI state removed"]
+    """kubeadm reset and what it leaves behind: the CNIs' files, links, routes and the
+    cluster's iptables rules (what may not exist is fine)."""
+    _ok(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
+    _ok(remote, RESET_FILES, root=True)
+    for link in LINKS:
+        remote.run(("ip", "link", "delete", link), root=True)  # absent on this host: fine
+    remote.run(FLANNEL_ROUTES, root=True)
+    done = ["kubeadm reset", "CNI state removed"]
+    for save, restore in (("iptables-save", "iptables-restore"),
+                          ("ip6tables-save", "ip6tables-restore")):
+        saved = remote.run((save,), root=True)
+        if saved.code != 0 or remote.dry_run:
+            continue
+        kept = without_cluster_rules(saved.out)
+        if kept != saved.out.rstrip("\n") + "\n":
+            _ok(remote, (restore,), root=True, stdin=kept)
+            done.append(f"cluster rules removed ({save.removesuffix('-save')})")
+    return done
 
 
 def _ok(remote: Remote, argv, root: bool = False, stdin: str | None = None,

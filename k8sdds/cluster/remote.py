@@ -13,9 +13,11 @@ import hashlib
 import os
 import shlex
 import socket
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -218,3 +220,22 @@ def on_hosts(hosts: Sequence[Host], known_hosts: str, dry_run: bool, folder: Pat
             return work(remote)
 
     return each_host(hosts, one)
+
+
+@contextmanager
+def remote_file(remote: Remote, text: str, name: str) -> Iterator[str]:
+    """`text` as a fresh file on the host (mktemp, SFTP, mode 0600 of the login user) for
+    the length of the block, then removed: for files a command reads (a kubeadm
+    configuration, a manifest)."""
+    made = remote.run(["mktemp", f"/tmp/k8sdds-{name}.XXXXXX"])
+    if made.code != 0:
+        raise HostError(f"{remote.host.name}: mktemp failed: {made.err.strip()}")
+    target = made.out.strip() or f"/tmp/k8sdds-{name}.XXXXXX"
+    with tempfile.NamedTemporaryFile("w", prefix=f"k8sdds-{name}.", suffix=".tmp") as local:
+        local.write(text)
+        local.flush()
+        try:
+            remote.put(Path(local.name), target)
+            yield target
+        finally:
+            remote.run(["rm", "-f", target])

@@ -209,7 +209,7 @@ def pause(tag: str, cache: Path | None = None) -> Path:
 
 
 def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], name: str,
-                  cache: Path | None = None) -> Path:
+                  cache: Path | None = None, path: str = "/bin") -> Path:
     """A tiny image: Debian's static busybox (its shell tools on PATH) and `files`; cached by
     content."""
     busybox = Path("/bin/busybox")
@@ -218,9 +218,10 @@ def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], na
                         "(apt-get install busybox-static)")
     cache = Path(cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256(busybox.read_bytes() + tag.encode() + "\0".join(config).encode())
+    h = hashlib.sha256(busybox.read_bytes() + tag.encode() + "\0".join(config).encode()
+                       + path.encode())
     for dest, src in sorted(files.items()):
-        h.update(dest.encode() + Path(src).read_bytes())
+        h.update(dest.encode() + sha256(src).encode())
     archive = cache / f"{name}-{h.hexdigest()[:16]}.tar"
     if archive.exists():
         return archive
@@ -232,6 +233,6 @@ def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], na
             (rootfs / "bin" / tool).symlink_to("busybox")
         _add(rootfs, files)
         _pack(Path(work), rootfs, tag, archive,
-              ["--config.env=PATH=/bin", *config,
+              [f"--config.env=PATH={path}", *config,
                f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"])
     return archive

@@ -78,21 +78,29 @@ def missing(binaries: Path) -> str | None:
 def images(binaries: Path, say: Callable[[str], None] = lambda _: None) -> Images:
     """flanneld's image (Debian with iptables and iproute2, as upstream's alpine one) and the
     CNI plugin's (busybox cp and the plugin), built once and cached."""
-    from k8sdds.images.build import BuildOptions, assemble, busybox_image
-    from k8sdds.images.dockerfile import Recipe
+    from k8sdds.images.build import busybox_image
 
     fl, cni = version(binaries, "flanneld"), version(binaries, "flannel-cni")
     flannel_tag = f"localhost/k8sdds/flannel:{fl}"
     plugin_tag = f"localhost/k8sdds/flannel-cni-plugin:{cni}"
     say(f"flannel {fl} image (cached after the first build)")
-    flannel = assemble(Recipe("bookworm", (INSTALL_APT,)), f"flannel {INSTALL_APT}",
-                       BuildOptions(Path("-"), None, tag=flannel_tag), say,
-                       files={"/opt/bin/flanneld": binaries / "flanneld",
-                              "/opt/bin/install-conf": binaries / "flannel-install-conf"},
-                       entrypoint=["/opt/bin/flanneld"], name="flannel")
+    flannel = flannel_image(flannel_tag, binaries, say)
     plugin = busybox_image(plugin_tag, {"/flannel": binaries / "flannel-cni"}, [],
                            "flannel-cni-plugin")
     return Images((flannel, plugin), Tags(flannel_tag, plugin_tag))
+
+
+def flannel_image(tag: str, binaries: Path, say: Callable[[str], None] = lambda _: None
+                  ) -> Path:
+    """flanneld and install-conf on Debian with iptables and iproute2, named `tag`."""
+    from k8sdds.images.build import BuildOptions, assemble
+    from k8sdds.images.dockerfile import Recipe
+
+    return assemble(Recipe("bookworm", (INSTALL_APT,)), f"flannel {INSTALL_APT}",
+                    BuildOptions(Path("-"), None, tag=tag), say,
+                    files={"/opt/bin/flanneld": binaries / "flanneld",
+                           "/opt/bin/install-conf": binaries / "flannel-install-conf"},
+                    entrypoint=["/opt/bin/flanneld"], name="flannel")
 
 
 def manifest(text: str, datapath: str, view: Path, tags: Tags, network: str) -> list[dict]:
