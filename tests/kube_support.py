@@ -323,3 +323,23 @@ def node(name: str, arch: str, control_plane: bool = False,
 EDGE = [node("master", "amd64", control_plane=True, kernel="6.1.0-28-amd64"),
         node("pi4-a", "arm64"), node("pi4-b", "arm64"), node("pi3-a", "arm",
                                                                kernel="6.1.0-rpi7-rpi-v7")]
+
+
+# where a kubelet, kubeadm, the controller manager or a CNI write at fixed paths: none of
+# them may appear (or change) on this machine
+FIXED_PATHS = ("/etc/kubernetes", "/etc/cni", "/opt/cni", "/run/flannel", "/var/lib/kubelet",
+               "/var/lib/etcd", "/usr/libexec/kubernetes", "/run/xtables.lock",
+               "/var/log/pods", "/var/log/containers", "/run/kubernetes")
+
+
+def fixed_paths() -> dict:
+    """Each fixed path's listing (None when absent)."""
+    from pathlib import Path
+
+    def listing(p: str):
+        path = Path(p)
+        if not path.exists():
+            return None
+        return sorted(str(x) for x in path.rglob("*")) if path.is_dir() else "file"
+
+    return {p: listing(p) for p in FIXED_PATHS}

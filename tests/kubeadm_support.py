@@ -183,6 +183,8 @@ class Nodes(ss.Hosts):
             work.mkdir(parents=True, exist_ok=True)
             steps.append(["mount", "-t", "overlay", f"k8sdds-{name}", "-o",
                           f"lowerdir={tree},upperdir={upper},workdir={work}", tree])
+        steps.append(["mount", "--make-rshared", "/"])  # as systemd makes it (the kubelet
+        # wants its root directory shared); a peer group of the node's own
         for key, value in KUBELET_SYSCTLS.items():
             shadow = d / "sysctl" / key.replace("/", ".")
             shadow.parent.mkdir(parents=True, exist_ok=True)

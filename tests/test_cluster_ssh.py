@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from k8sdds.cluster import inventory as inv
 
@@ -181,21 +182,32 @@ def test_tune_with_a_host_down_says_which_and_does_the_others(hosts, tmp_path):
     assert hosts.sysctl(1, "net.ipv4.ipfrag_high_thresh") != "8388608"
 
 
-# kubeadm and kubectl cannot run here (no container runtime, no kubelet): these stand-ins,
-# first on the PATH of the SSH sessions, record each command they get (with the host it ran
-# on, from SSH_CONNECTION) and answer as kubeadm would; `rm` is one too, so that reset
-# removes nothing of this machine
+# the recorded-command tests: for the CNIs whose images cannot be built here (kube-router,
+# weave, calico, cilium) these are the tests; flannel's run for real in test_kubeadm_real.py.
+# These stand-ins, first on the PATH of the SSH sessions, record each command they get (with
+# the host it ran on, from SSH_CONNECTION, and the files it was given) and answer as kubeadm
+# and kubectl would; `rm` is one too, and removes only k8sdds's own temporary files
 STANDIN = """#!{python}
 import json, os, sys
 args = sys.argv[1:]
+name = os.path.basename(sys.argv[0])
 stdin = sys.stdin.read() if "--from-file=weave-passwd=/dev/stdin" in args else None
+files = {{a: open(a).read() for a in args if a.startswith("/tmp/k8sdds-")
+         and name != "rm" and os.path.exists(a)}}
 with open({calls!r}, "a") as fh:
     fh.write(json.dumps({{"host": os.environ["SSH_CONNECTION"].split()[2],
-                         "argv": [os.path.basename(sys.argv[0])] + args,
-                         "stdin": stdin}}) + "\\n")
+                         "argv": [name] + args, "stdin": stdin, "files": files}}) + "\\n")
+if name == "rm":
+    for a in args:
+        if a.startswith("/tmp/k8sdds-") and os.path.isfile(a):
+            os.remove(a)
 if args[:3] == ["token", "create", "--print-join-command"]:
     print("kubeadm join 10.252.0.11:6443 --token abcdef.0123456789abcdef "
           "--discovery-token-ca-cert-hash sha256:" + "ab" * 32)
+if args == ["version", "-o", "short"]:
+    print("v1.34.3")
+if args[-4:] == ["get", "nodes", "-o", "name"]:
+    print("node/h1\\nnode/h2")
 """
 
 
@@ -223,69 +235,120 @@ def _calls(path: Path) -> list[dict]:
     return calls
 
 
+def _config(call: dict) -> dict:
+    """The kubeadm configuration documents kubeadm init was given, by kind."""
+    (text,) = call["files"].values()
+    return {d["kind"]: d for d in yaml.safe_load_all(text)}
+
+
 @pytest.mark.ssh
 @requires_hosts
 def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
     hosts, calls_file = kube_hosts
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
     args = ("--inventory", str(invf), "--log-dir", str(tmp_path))
-    done = _cli("cluster", "init", "--cni", "weave-encrypted", *args)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                     "cgroupDriver: cgroupfs\n---\napiVersion: kubeadm.k8s.io/v1beta4\n"
+                     "kind: ClusterConfiguration\nnetworking: {serviceSubnet: 10.97.0.0/16}\n")
+    done = _cli("cluster", "init", "--cni", "weave-encrypted", "--kubeadm-config", str(extra),
+                *args)
     assert done.returncode == 0, done.stderr
     calls = _calls(calls_file)
     cp = hosts.address(1)
     assert {c["host"] for c in calls} == {cp}  # the control plane only
-    assert calls[0]["argv"] == ["kubeadm", "init", "--pod-network-cidr=10.32.0.0/12",
-                                f"--apiserver-advertise-address={cp}", "--node-name=h1"]
-    secret, apply, patch = calls[1:]
+    argvs = [c["argv"] for c in calls]
+    assert argvs[0] == ["kubeadm", "version", "-o", "short"]
+    assert argvs[1][:3] == ["kubeadm", "init", "--config"] and len(argvs[1]) == 4
+    config = _config(calls[1])
+    assert config["InitConfiguration"]["localAPIEndpoint"]["advertiseAddress"] == cp
+    assert config["InitConfiguration"]["nodeRegistration"]["name"] == "h1"
+    cluster = config["ClusterConfiguration"]
+    assert cluster["kubernetesVersion"] == "v1.34.3"  # the host's kubeadm: no lookup online
+    assert cluster["networking"] == {"podSubnet": "10.32.0.0/12",
+                                     "serviceSubnet": "10.97.0.0/16"}  # merged
+    assert config["KubeletConfiguration"]["cgroupDriver"] == "cgroupfs"  # added
+    assert argvs[2] == ["rm", "-f", argvs[1][3]]  # the configuration copy removed
+    secret = calls[3]
     assert secret["argv"][-5:] == ["create", "secret", "generic", "weave-passwd",
                                    "--from-file=weave-passwd=/dev/stdin"]
     password = secret["stdin"]
     assert len(password) >= 40  # generated, 32 random bytes
-    assert apply["argv"][-3:] == ["apply", "-f", "https://github.com/weaveworks/weave/"
-                                  "releases/download/v2.8.1/weave-daemonset-k8s.yaml"]
-    assert "WEAVE_PASSWORD" in patch["argv"][-1] and "weave-passwd" in patch["argv"][-1]
+    apply = calls[4]
+    assert apply["argv"][-3:-1] == ["apply", "-f"]
+    assert apply["argv"][-1].startswith("/tmp/k8sdds-weave-encrypted.")
+    objects = [o for d in yaml.safe_load_all(apply["files"][apply["argv"][-1]]) if d
+               for o in d.get("items", [d])]
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    containers = daemonset["spec"]["template"]["spec"]["containers"]
+    assert {c["image"] for c in containers} == {"weaveworks/weave-kube:2.8.1",
+                                                "weaveworks/weave-npc:2.8.1"}
+    assert all(c["imagePullPolicy"] == "IfNotPresent" for c in containers)
+    weave = next(c for c in containers if c["name"] == "weave")
+    assert {"name": "WEAVE_PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "weave-passwd", "key": "weave-passwd"}}} in weave["env"]
+    for copy in (argvs[1][3], apply["argv"][-1]):  # removed (the hosts share this /tmp)
+        assert not Path(copy).exists()
     # never printed, never logged
     assert password not in done.stdout + done.stderr
-    assert all(password not in f.read_text() for f in tmp_path.iterdir())
+    assert all(password not in f.read_text() for f in tmp_path.iterdir() if f.is_file())
 
-    done = _cli("cluster", "join", *args)
+    done = _cli("cluster", "join", "--ignore-preflight-errors", "Swap,SystemVerification",
+                *args)
     assert done.returncode == 0, done.stderr
     calls = _calls(calls_file)
     assert [(c["host"], c["argv"][:3]) for c in calls] == [
         (cp, ["kubeadm", "token", "create"]),
         (hosts.address(2), ["kubeadm", "join", "10.252.0.11:6443"]),
+        (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),
         (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"])]
     assert calls[1]["argv"][3:] == ["--token", "abcdef.0123456789abcdef",
                                     "--discovery-token-ca-cert-hash", "sha256:" + "ab" * 32,
-                                    "--node-name=h2"]
-    assert calls[2]["argv"][3:] == ["wait", "--for=condition=Ready", "node", "--all",
-                                    "--timeout=600s"]
+                                    "--node-name=h2",
+                                    "--ignore-preflight-errors=Swap,SystemVerification"]
+    assert calls[2]["argv"][3:] == ["get", "nodes", "-o", "name"]  # until every one is there
+    assert calls[3]["argv"][3:6] == ["wait", "--for=condition=Ready", "node/h1"]
 
     done = _cli("cluster", "reset", *args)
     assert done.returncode == 0, done.stderr
     calls = _calls(calls_file)
     for addr in (cp, hosts.address(2)):
         mine = [c["argv"] for c in calls if c["host"] == addr]
-        assert mine == [["kubeadm", "reset", "-f"],
-                        ["rm", "-rf", "/etc/cni/net.d", "/var/lib/cni"]]
+        assert mine[0] == ["kubeadm", "reset", "-f"]
+        assert mine[1][:5] == ["rm", "-rf", "/etc/cni/net.d", "/var/lib/cni", "/run/flannel"]
 
 
 @pytest.mark.ssh
 @requires_hosts
 def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
-    from k8sdds.cluster import kubeadm
+    from k8sdds.cluster import cnis
 
     hosts, calls_file = kube_hosts
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
-    for cni in kubeadm.CNIS.values():
+    for cni in cnis.CNIS.values():
         done = _cli("cluster", "init", "--cni", cni.name, "--inventory", str(invf),
                     "--log-dir", str(tmp_path))
         assert done.returncode == 0, done.stderr
         calls = _calls(calls_file)
-        assert calls[0]["argv"][2] == f"--pod-network-cidr={cni.pod_cidr}"
-        assert [c["argv"] for c in calls[1:]] == [list(s) for s in cni.steps]
-    flannel = kubeadm.CNIS["flannel-hostgw"].steps[1][-1]
-    assert '\\"Type\\": \\"host-gw\\"' in flannel or '"host-gw"' in flannel
+        config = _config(calls[1])
+        assert config["ClusterConfiguration"]["networking"]["podSubnet"] == cni.pod_cidr
+        applied = [c for c in calls if c["argv"][0] == "kubectl" and "apply" in c["argv"]]
+        if cni.manifest is None:  # cilium: its CLI
+            assert calls[-1]["argv"][:2] == ["cilium", "install"] and not applied
+            continue
+        (apply,) = applied
+        text = apply["files"][apply["argv"][-1]]
+        assert cnis.adapt(cni, cnis.shipped(cni)) == text  # the shipped manifest, adapted
+        for image in cnis.images(cni):
+            assert f"image: {image}" in text
+    # the online way: the published manifest by URL, then the same changes as patches
+    url = "https://example.org/kube-flannel.yml"
+    done = _cli("cluster", "init", "--cni", "flannel-hostgw", "--manifest-url", url,
+                "--inventory", str(invf), "--log-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    argvs = [c["argv"] for c in _calls(calls_file)]
+    assert argvs[3][-3:] == ["apply", "-f", url]
+    assert 'host-gw' in argvs[4][-1] and argvs[5][-1] == "daemonset/kube-flannel-ds"
 
 
 @pytest.mark.ssh

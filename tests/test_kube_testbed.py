@@ -18,6 +18,7 @@ import pytest
 from k8sdds.testbed.kube import cluster as kube
 
 from .emulated_support import cli, missing, namespaces, root_links
+from .kube_support import fixed_paths
 
 REASON = missing() or kube.missing()
 pytestmark = [pytest.mark.kubelet, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
@@ -44,7 +45,7 @@ def cluster(tmp_path_factory):
     name = "kk" + str(os.getpid() % 1000)
     env = {**os.environ, "COLUMNS": "200",
            "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    before = (_sysctls(), root_links(), _mounts())
+    before = (_sysctls(), root_links(), _mounts(), fixed_paths())
     up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
              "flannel-vxlan", "--cni", "real", env=env, cwd=ROOT, timeout=1800)
     try:
@@ -56,7 +57,7 @@ def cluster(tmp_path_factory):
     finally:
         down = cli("testbed", "down", "--name", name, env=env)
         assert down.returncode == 0, down.stderr
-        assert (_sysctls(), root_links(), _mounts()) == before
+        assert (_sysctls(), root_links(), _mounts(), fixed_paths()) == before
         assert namespaces(name) == []
         assert not any(Path(f"/sys/fs/cgroup/{h}/k8sdds/{name}").exists()
                        for h in ("cpu", "memory", "pids", "cpuset"))

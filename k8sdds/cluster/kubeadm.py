@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
+import time
 from pathlib import Path
 
 from k8sdds.cluster.cnis import CNIS, WEAVE_SECRET, Cni, adapt, shipped, url_steps
@@ -23,7 +24,7 @@ __all__ = ["CNIS", "Cni", "init", "join_all", "reset", "kubeadm_config", "withou
 
 ADMIN = "/etc/kubernetes/admin.conf"
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN)
-READY_TIMEOUT = "600s"  # Raspberry Pis pull images slowly
+READY_TIMEOUT_S = 600.0  # Raspberry Pis pull images slowly
 KINDS = {"InitConfiguration": "kubeadm.k8s.io", "ClusterConfiguration": "kubeadm.k8s.io",
          "KubeletConfiguration": "kubelet.config.k8s.io",
          "KubeProxyConfiguration": "kubeproxy.config.k8s.io"}
@@ -147,9 +148,23 @@ def join(remote: Remote, command: tuple[str, ...], ignore: str | None = None) ->
     return ["kubeadm join"]
 
 
-def wait_ready(remote: Remote) -> list[str]:
-    _ok(remote, (*KUBECTL, "wait", "--for=condition=Ready", "node", "--all",
-                 f"--timeout={READY_TIMEOUT}"), root=True, timeout=700)
+def wait_ready(remote: Remote, names: list[str], timeout: float = READY_TIMEOUT_S
+               ) -> list[str]:
+    """Until every node in `names` has registered (kubeadm join returns before the kubelet
+    does), then until each is Ready."""
+    deadline = time.monotonic() + timeout
+    while not remote.dry_run:
+        listed = _ok(remote, (*KUBECTL, "get", "nodes", "-o", "name"), root=True)
+        absent = set(names) - {n.removeprefix("node/") for n in listed.out.split()}
+        if not absent:
+            break
+        if time.monotonic() > deadline:
+            raise HostError(f"{', '.join(sorted(absent))} did not register within "
+                            f"{timeout:g} s (see its kubelet's log)")
+        time.sleep(2)  # another host's kubelet registering: nothing here to wait on
+    _ok(remote, (*KUBECTL, "wait", "--for=condition=Ready", *(f"node/{n}" for n in names),
+                 f"--timeout={max(1, int(deadline - time.monotonic()))}s"), root=True,
+        timeout=timeout + 60)
     return ["every node Ready"]
 
 
@@ -171,7 +186,7 @@ def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
     if dry_run or not any(isinstance(v, HostError) for v in results.values()):
         try:
             with Remote(control, known_hosts, log, dry_run=dry_run) as r:
-                ready = wait_ready(r)
+                ready = wait_ready(r, [h.name for h in inventory.hosts])
             if not dry_run:
                 results[control.name] = ready
         except HostError as exc:

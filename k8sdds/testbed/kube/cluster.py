@@ -202,7 +202,8 @@ class KubeCluster:
             f"--service-account-private-key-file={creds.directory / 'sa.key'}",
             f"--root-ca-file={creds.ca}", "--use-service-account-credentials=true",
             "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--service-cluster-ip-range={SERVICE_RANGE}", "--controllers=*,-nodeipam"], ns)
+            f"--service-cluster-ip-range={SERVICE_RANGE}", "--controllers=*,-nodeipam",
+            f"--flex-volume-plugin-dir={d / 'flex-volumes'}"], ns)  # not /usr/libexec
         self._spawn("kube-scheduler", [
             str(bins / "kube-scheduler"), f"--kubeconfig={d / 'scheduler.kubeconfig'}",
             "--leader-elect=false", "--bind-address=127.0.0.1"], ns)

@@ -132,12 +132,31 @@ def in_namespaces(holder: int, argv: list[str]) -> list[str]:
     return ["nsenter", "-t", str(holder), "-m", "-n", "--", *argv]
 
 
+# what the kubelet writes at fixed paths (/var/lib/kubelet/device-plugins, the
+# /var/log/containers links): their trees are overlays in the node, whose upper layer is the
+# node's; /var/lib/k8sdds (the node's own data) is moved back on top, as it was
+OVERLAID = {"/var/lib": "/var/lib/k8sdds", "/var/log": None}
+
+
 def mount_private(holder: int, files: NodeFiles) -> None:
-    """Inside the node's mount namespace only: its own /run/containerd, /var/lib/cni and node
-    view, and the sysctls the kubelet checks shown with the values it wants."""
+    """Inside the node's mount namespace only: /var/lib and /var/log as overlays, its own
+    /run/containerd, /var/lib/cni and node view, and the sysctls the kubelet checks shown
+    with the values it wants."""
     sysctls = files.run / "sysctl"
     sysctls.mkdir(parents=True, exist_ok=True)
     steps = []
+    for tree, keep in OVERLAID.items():
+        layer = files.run / "overlay" / tree.strip("/").replace("/", "-")
+        for part in ("upper", "work", "keep"):
+            (layer / part).mkdir(parents=True, exist_ok=True)
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            steps.append(["mount", "--bind", keep, str(layer / "keep")])
+        steps.append(["mount", "-t", "overlay", "k8sdds-node", "-o",
+                      f"lowerdir={tree},upperdir={layer / 'upper'},workdir={layer / 'work'}",
+                      tree])
+        if keep:
+            steps.append(["mount", "--move", str(layer / "keep"), keep])
     for source, target in ((files.run / "run-containerd", "/run/containerd"),
                            (files.root / "var-lib-cni", "/var/lib/cni")):
         Path(source).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,208 @@
+"""`k8sdds cluster images|check|init|join|reset` against real kubeadm: three SSH test hosts
+that are real nodes (tests/kubeadm_support.py: sshd, containerd and the kubelet in each
+host's namespaces), images built here and loaded over SSH, the pinned flannel manifest
+applied from the control plane's copy, then a run of the kubernetes backend on that cluster,
+then reset: each host as it was, and this machine untouched throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from . import kubeadm_support as ks
+from .kube_support import fixed_paths
+
+REASON = ks.missing()
+requires_nodes = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+pytestmark = [pytest.mark.kubelet, pytest.mark.ssh, requires_nodes]
+
+# what the test nodes need of kubeadm's configuration: cgroup v1 with cgroupfs, no swap
+# check, the kubelet's and kube-proxy's host-wide settings left alone (see kubeadm_support)
+NODE_CONFIG = [
+    {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+     "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False,
+     "protectKernelDefaults": False, "localStorageCapacityIsolation": False,
+     "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%",
+                      "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+     "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99},
+    {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+     "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                   "tcpCloseWaitTimeout": "0s"}}]
+# a node's state, as reset must leave it: files (not directories: kubeadm's packages own
+# /etc/kubernetes), links, routes, iptables rules and chains (empty built-in chains are no
+# rules), containers, mounts
+SNAPSHOT = r"""
+for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
+         /opt/cni/bin; do [ -e $p ] && find $p ! -type d; done | sort
+ip -o link 2>/dev/null | awk '{print $2}' | sed 's/@.*//'
+ip -4 route
+iptables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
+ip6tables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
+ctr -n k8s.io containers ls -q
+awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' | sort
+"""
+SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",
+           "net/ipv4/ip_forward", "net/netfilter/nf_conntrack_max")
+
+
+def _host_state() -> dict:
+    """This machine's state where kubeadm, the kubelet and flannel would write."""
+    sysctls = {}
+    for key in SYSCTLS:
+        try:
+            sysctls[key] = Path(f"/proc/sys/{key}").read_text()
+        except OSError:
+            sysctls[key] = None
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return {"paths": fixed_paths(), "sysctls": sysctls,
+            "links": sorted(line.split()[1] for line in links.splitlines()),
+            "mounts": sorted(line.split()[4] for line in
+                             Path("/proc/self/mountinfo").read_text().splitlines()),
+            "cgroups": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/k8sdds-kubeadm"))}
+
+
+def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "250",
+                               "PYTHONPATH": str(Path(__file__).parent.parent)})
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    before = _host_state()
+    n = ks.make(tmp_path_factory.mktemp("kubeadm"), f"kka{os.getpid() % 1000}", net=241)
+    try:
+        yield n.up()
+    finally:
+        n.down()
+    assert _host_state() == before  # nothing of kubeadm's, the kubelet's or flannel's here
+
+
+@pytest.fixture(scope="module")
+def inventory(nodes) -> Path:
+    path = nodes.directory / "inventory.yaml"
+    path.write_text(yaml.safe_dump({
+        "known_hosts": str(nodes.known_hosts((1, 2, 3))),
+        "defaults": {"user": "root", "key": str(nodes.directory / "id_ed25519")},
+        "hosts": [{"name": f"h{i}", "address": nodes.address(i), "arch": "amd64",
+                   "role": "control-plane" if i == 1 else "worker"} for i in (1, 2, 3)]}))
+    return path
+
+
+def _snapshot(nodes, i: int) -> str:
+    return nodes.in_node(i, "sh", "-c", SNAPSHOT).stdout
+
+
+def _rows(out: str) -> dict[tuple[str, str], str]:
+    return {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
+            for line in out.splitlines() if line.count("│") >= 6}
+
+
+def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes, inventory,
+                                                                         tmp_path):
+    from k8sdds.images.build import pause
+
+    folder = tmp_path / "archives"
+    folder.mkdir()
+    (folder / "pause.tar").symlink_to(pause("registry.k8s.io/pause:3.10.1"))
+    done = _cli("cluster", "images", "--inventory", str(inventory), "--cni", "flannel-vxlan",
+                "--from", str(folder), "--log-dir", str(tmp_path / "logs"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    text = " ".join(done.stderr.split())
+    assert "has no archive of registry.k8s.io/kube-apiserver:v1.34.3" in text
+    assert "ghcr.io/flannel-io/flannel:v0.28.9" in text and "no host was changed" in text
+    assert "registry.k8s.io/pause:3.10.1," not in text  # that one it has
+    for i in (1, 2, 3):
+        assert "images import" not in (tmp_path / "logs" / f"h{i}.log").read_text()
+
+
+@pytest.mark.parametrize("cni", ["flannel-vxlan", "flannel-hostgw"])
+def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
+    from kubernetes import client, config
+
+    logs = ("--log-dir", str(tmp_path / "logs"))
+    done = _cli("cluster", "images", "--inventory", str(inventory), "--cni", cni, "--build",
+                *logs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "images for kubeadm and " + cni + ": 3/3 hosts" in " ".join(done.stdout.split())
+    done = _cli("cluster", "check", "--inventory", str(inventory), "--cni", cni, *logs)
+    rows = _rows(done.stdout)
+    for h in ("h1", "h2", "h3"):
+        assert "pass" in rows[(h, "images")], rows[(h, "images")]
+        assert "pass" in rows[(h, "kubeadm")] and "v1.34.3" in rows[(h, "kubeadm")]
+    before = {i: _snapshot(nodes, i) for i in (1, 2, 3)}
+
+    extra = tmp_path / "node.yaml"
+    extra.write_text(yaml.safe_dump_all(NODE_CONFIG))
+    done = _cli("cluster", "init", "--inventory", str(inventory), "--cni", cni,
+                "--kubeadm-config", str(extra), "--ignore-preflight-errors", "all", *logs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kubeadm init v1.34.3 (pod network 10.244.0.0/16)" in done.stdout
+    assert "kube-flannel.yml applied (shipped, pinned)" in " ".join(done.stdout.split())
+    h1_log = (tmp_path / "logs" / "h1.log").read_text()
+    assert "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /tmp/k8sdds-" in h1_log
+    assert "apply -f https://" not in h1_log  # nothing from the network
+    done = _cli("cluster", "join", "--inventory", str(inventory),
+                "--ignore-preflight-errors", "all", *logs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "join: 3/3 hosts" in done.stdout
+
+    admin = nodes.admin_conf()
+    api = config.new_client_from_config(str(admin))
+    core = client.CoreV1Api(api)
+    ready = {n.metadata.name: next(c.status for c in n.status.conditions if c.type == "Ready")
+             for n in core.list_node().items}
+    assert ready == {"h1": "True", "h2": "True", "h3": "True"}
+    from kubernetes import watch
+
+    running: set[str] = set()
+    for event in watch.Watch().stream(core.list_namespaced_pod, "kube-flannel",
+                                      timeout_seconds=120):
+        pod = event["object"]
+        if pod.status.phase == "Running" and all(
+                s.ready for s in pod.status.container_statuses or []):
+            running.add(pod.spec.node_name)
+        if running == {"h1", "h2", "h3"}:
+            break
+    assert running == {"h1", "h2", "h3"}  # flannel's own DaemonSet, Running on every node
+    links = nodes.in_node(2, "ip", "-o", "link").stdout
+    routes = nodes.in_node(2, "ip", "-4", "route").stdout
+    if cni == "flannel-vxlan":
+        assert "flannel.1" in links
+    else:  # host-gw: the other nodes' pod subnets through their addresses
+        assert "flannel.1" not in links and f"via {nodes.address(3)} dev eth0" in routes
+    api.close()
+
+    done = _cli("cluster", "load-image", "--inventory", str(inventory), *logs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                   "1024,false,1,false,0\n")
+    done = _cli("run", "--backend", "kubernetes", "--kubeconfig", str(admin), "--sch",
+                str(sch), "--duration", "3", "--out", str(tmp_path / "out"), "--json",
+                "--no-plot")
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["failed"] == []
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["datapaths"] == [cni]
+    assert set(manifest["repeats"]["test-1/rep-1"]["placement"].values()) == {"h2", "h3"}
+    import pandas as pd
+
+    df = pd.read_csv(run / "results.csv")
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
+    assert len(thr) == 1 and thr.value.iloc[0] > 1
+
+    done = _cli("cluster", "reset", "--inventory", str(inventory), *logs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reset: 3/3 hosts" in done.stdout
+    for i in (1, 2, 3):
+        assert _snapshot(nodes, i) == before[i], f"h{i} differs after reset"
