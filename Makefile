@@ -39,7 +39,7 @@ install: system-deps $(BIN)/k8sdds
 test-deps: k8s-test-binaries
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 
-## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, coredns and kwok (Go; cached)
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, metrics-server and kwok (Go; cached)
 k8s-test-binaries:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
 	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries; \

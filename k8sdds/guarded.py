@@ -16,6 +16,7 @@ from k8sdds.errors import UserError
 MiB = 1 << 20
 # the largest file of each kind k8sdds reads (a limit far above any real one)
 LIMITS = {"schedule": 16 * MiB, "testbed spec": 4 * MiB, "inventory": 4 * MiB,
+          "kubeadm configuration": 4 * MiB, "CNI manifest": 16 * MiB,
           "known_hosts": 16 * MiB, "manifest": 256 * MiB, "results": 4096 * MiB,
           "log": 1024 * MiB, "usage": MiB}
 YAML_DEPTH = 32

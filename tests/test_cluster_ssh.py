@@ -107,6 +107,7 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
     assert "pass" in rows[("h1", "ip_forward")]
     assert "fail" in rows[("h2", "ip_forward")] and "sysctl -w" in rows[("h2", "ip_forward")]
     assert "fail" in rows[("h1", "kubeadm")] and "pkgs.k8s.io" in rows[("h1", "kubeadm")]
+    assert "fail" in rows[("h1", "images")] and "cluster images" in rows[("h1", "images")]
     assert "pass" in rows[("h2", "time skew")]
     # every command and its output, per host
     log = (tmp_path / "h2.log").read_text()
@@ -126,8 +127,9 @@ def test_unknown_host_key_and_a_host_down_stop_only_themselves(hosts, tmp_path):
     assert f"cannot reach {hosts.address(3)}:22" in text
     from k8sdds.cluster.checks import CHECKS
 
-    # h1 fully checked: every check's command and the clock, in its log
-    assert (tmp_path / "h1.log").read_text().count("$ ") == len(CHECKS) + 1
+    # h1 fully checked: every check's command, the clock and the images' (which stop at
+    # kubeadm's version: no kubeadm here), in its log
+    assert (tmp_path / "h1.log").read_text().count("$ ") == len(CHECKS) + 2
 
 
 @pytest.mark.ssh
@@ -315,7 +317,8 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
     for addr in (cp, hosts.address(2)):
         mine = [c["argv"] for c in calls if c["host"] == addr]
         assert mine[0] == ["kubeadm", "reset", "-f"]
-        assert mine[1][:5] == ["rm", "-rf", "/etc/cni/net.d", "/var/lib/cni", "/run/flannel"]
+        assert mine[1] == ["find", "/etc/cni/net.d", "-mindepth", "1", "-delete"]
+        assert mine[2][:4] == ["rm", "-rf", "/var/lib/cni", "/run/flannel"]
 
 
 @pytest.mark.ssh

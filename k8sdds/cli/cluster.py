@@ -346,17 +346,17 @@ def cluster_images(
     from k8sdds.cluster import cnis, images
     from k8sdds.cluster.remote import HostError
     from k8sdds.images.kubernetes import build as build_image
-    from k8sdds.images.kubernetes import normalize
+    from k8sdds.images.kubernetes import buildable, normalize
     from k8sdds.results.files import sha256
 
     if (source is None) == (not build):
         raise typer.BadParameter("give exactly one of --from DIR and --build",
                                  param_hint="--from/--build")
     plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")]
-    if plan.manifest is None and build:
+    cni_images = cnis.images(plan)
+    if build and (plan.manifest is None or not all(map(buildable, cni_images))):
         raise typer.BadParameter(f"{plan.name}'s images cannot be built here; give --from",
                                  param_hint="--build")
-    cni_images = cnis.images(plan)
     found = images.from_directory(source) if source is not None else {}
     loaded, known = _hosts(inventory, known_hosts)
     control = loaded.control_plane().name

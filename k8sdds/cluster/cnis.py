@@ -68,7 +68,7 @@ def shipped(cni: Cni) -> str:
     if cni.manifest is None:
         raise UserError(f"{cni.name} is installed by its own CLI; it has no manifest")
     path = MANIFESTS / cni.manifest
-    data = read_bytes(path, "manifest")
+    data = read_bytes(path, "CNI manifest")
     got = hashlib.sha256(data).hexdigest()
     if got != cni.sha256:
         raise UserError(f"{path}: not the pinned {cni.name} manifest (sha256 {got}, expected "

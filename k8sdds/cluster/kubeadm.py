@@ -15,7 +15,15 @@ import shlex
 import time
 from pathlib import Path
 
-from k8sdds.cluster.cnis import CNIS, WEAVE_SECRET, Cni, adapt, shipped, url_steps
+from k8sdds.cluster.cnis import (
+    CILIUM_VERSION,
+    CNIS,
+    WEAVE_SECRET,
+    Cni,
+    adapt,
+    shipped,
+    url_steps,
+)
 from k8sdds.cluster.inventory import Inventory
 from k8sdds.cluster.remote import HostError, Remote, on_hosts, remote_file
 from k8sdds.errors import UserError
@@ -41,7 +49,7 @@ def extra_config(path: Path) -> list[dict]:
 
     from k8sdds.guarded import read_text
 
-    text = read_text(path, "testbed spec")
+    text = read_text(path, "kubeadm configuration")
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -116,7 +124,7 @@ def init(remote: Remote, cni: Cni, extra: list[dict] = (), ignore: str | None = 
             root=True, stdin=secrets.token_urlsafe(32))
         done.append(f"Secret {WEAVE_SECRET}")
     if cni.manifest is None:  # cilium: its CLI installs it
-        step = ("cilium", "install", "--kubeconfig", ADMIN, "--version", "1.17.4", "--set",
+        step = ("cilium", "install", "--kubeconfig", ADMIN, "--version", CILIUM_VERSION, "--set",
                 "ipam.mode=kubernetes")
         _ok(remote, step, root=True, timeout=900)
         return [*done, shlex.join(step[:2] + step[4:6])]
@@ -194,9 +202,12 @@ def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
     return results
 
 
-# what the CNIs leave on a node after kubeadm reset: configuration, IPAM state, the plugins
-# their init containers installed, flannel's lease, and their links
-RESET_FILES = ("rm", "-rf", "/etc/cni/net.d", "/var/lib/cni", "/run/flannel",
+# what the CNIs leave on a node after kubeadm reset: their configuration (the files: the
+# container runtime watches the directory, and one removed and made again goes unseen until
+# it restarts), IPAM state, the plugins their init containers installed, flannel's lease,
+# and their links
+RESET_CONFIG = ("find", "/etc/cni/net.d", "-mindepth", "1", "-delete")
+RESET_FILES = ("rm", "-rf", "/var/lib/cni", "/run/flannel",
                "/opt/cni/bin/flannel", "/opt/cni/bin/weave-net", "/opt/cni/bin/weave-ipam",
                "/opt/cni/bin/weave-plugin-2.8.1", "/opt/cni/bin/calico",
                "/opt/cni/bin/calico-ipam", "/opt/cni/bin/cilium-cni")
@@ -228,6 +239,7 @@ def reset(remote: Remote) -> list[str]:
     """kubeadm reset and what it leaves behind: the CNIs' files, links, routes and the
     cluster's iptables rules (what may not exist is fine)."""
     _ok(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
+    remote.run(RESET_CONFIG, root=True)  # no such directory: nothing to remove
     _ok(remote, RESET_FILES, root=True)
     for link in LINKS:
         remote.run(("ip", "link", "delete", link), root=True)  # absent on this host: fine
