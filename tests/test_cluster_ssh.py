@@ -116,6 +116,23 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
 
 @pytest.mark.ssh
 @requires_hosts
+def test_a_long_output_is_read_whole(hosts, tmp_path):
+    """A long output, on stdout and stderr, is read to its end: not only until the exit
+    status, which sshd may send before the last of it (a reset restores iptables rules from
+    what iptables-save printed)."""
+    from k8sdds.cluster.remote import Remote
+
+    invf = hosts.inventory((1,), hosts.known_hosts((1,)))
+    host = inv.load(invf).hosts[0]
+    with Remote(host, str(hosts.known_hosts((1,))), tmp_path / "h1.log") as remote:
+        for _ in range(5):
+            r = remote.run(["python3", "-c", "import sys; sys.stdout.write('x' * 3_000_000); "
+                            "sys.stderr.write('y' * 300_000)"])
+            assert (r.code, len(r.out), len(r.err)) == (0, 3_000_000, 300_000)
+
+
+@pytest.mark.ssh
+@requires_hosts
 def test_unknown_host_key_and_a_host_down_stop_only_themselves(hosts, tmp_path):
     invf = hosts.inventory((1, 2, 3), hosts.known_hosts((1, 3)))  # h2 unknown, h3 no sshd
     done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir", str(tmp_path))
@@ -188,7 +205,7 @@ def test_tune_with_a_host_down_says_which_and_does_the_others(hosts, tmp_path):
 # weave, calico, cilium) these are the tests; flannel's run for real in test_kubeadm_real.py.
 # These stand-ins, first on the PATH of the SSH sessions, record each command they get (with
 # the host it ran on, from SSH_CONNECTION, and the files it was given) and answer as kubeadm
-# and kubectl would; `rm` is one too, and removes only k8sdds's own temporary files
+# and kubectl would; `rm` and `find` are too (`rm` removes only k8sdds's temporary files)
 STANDIN = """#!{python}
 import json, os, sys
 args = sys.argv[1:]
@@ -218,7 +235,7 @@ def kube_hosts(tmp_path_factory):
     d = tmp_path_factory.mktemp("kubeadm")
     bin_dir = d / "bin"
     bin_dir.mkdir()
-    for name in ("kubeadm", "kubectl", "rm", "cilium"):
+    for name in ("kubeadm", "kubectl", "rm", "find", "cilium"):
         (bin_dir / name).write_text(STANDIN.format(python=sys.executable,
                                                    calls=str(d / "calls.jsonl")))
         (bin_dir / name).chmod(0o755)

@@ -116,7 +116,7 @@ def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes,
                 "--from", str(folder), "--log-dir", str(tmp_path / "logs"))
     assert done.returncode == 2, done.stdout + done.stderr
     text = " ".join(done.stderr.split())
-    assert "has no archive of registry.k8s.io/kube-apiserver:v1.34.3" in text
+    assert "the archives given have no registry.k8s.io/kube-apiserver:v1.34.3" in text
     assert "ghcr.io/flannel-io/flannel:v0.28.9" in text and "no host was changed" in text
     assert "registry.k8s.io/pause:3.10.1," not in text  # that one it has
     for i in (1, 2, 3):

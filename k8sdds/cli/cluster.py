@@ -94,8 +94,7 @@ def cluster_check(inventory: Path = INVENTORY,
     cni_images = cnis.images(plan) if plan else []
     loaded, known = _hosts(inventory, known_hosts)
     control = loaded.control_plane().name
-    fix = (f"k8sdds cluster images --inventory {inventory}"
-           + (f" --cni {plan.name}" if plan else " --cni <cni>") + " --build (or --from DIR)")
+    fix = f"k8sdds cluster images --cni {plan.name if plan else 'CNI'} --from DIR (or --build)"
     results, folder = _per_host(loaded, known, dry_run, log_dir, lambda r: [
         *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix)])
     if dry_run:
@@ -344,10 +343,7 @@ def cluster_images(
     the control plane; kube-proxy, pause and CoreDNS on workers), the CNI's pinned manifest
     the rest. Images a host has are skipped. Give --from DIR or --build."""
     from k8sdds.cluster import cnis, images
-    from k8sdds.cluster.remote import HostError
-    from k8sdds.images.kubernetes import build as build_image
-    from k8sdds.images.kubernetes import buildable, normalize
-    from k8sdds.results.files import sha256
+    from k8sdds.images.kubernetes import buildable
 
     if (source is None) == (not build):
         raise typer.BadParameter("give exactly one of --from DIR and --build",
@@ -357,55 +353,12 @@ def cluster_images(
     if build and (plan.manifest is None or not all(map(buildable, cni_images))):
         raise typer.BadParameter(f"{plan.name}'s images cannot be built here; give --from",
                                  param_hint="--build")
-    found = images.from_directory(source) if source is not None else {}
+    found = images.from_directory(source) if source is not None else None
     loaded, known = _hosts(inventory, known_hosts)
-    control = loaded.control_plane().name
     folder = _logs(log_dir, loaded.hosts)
-    from k8sdds.cluster.remote import on_hosts
-
-    surveys = on_hosts(loaded.hosts, known, dry_run, folder.folder, lambda r: images.survey(
-        r, r.host.name == control, cni_images, address))
-    wanted = list(dict.fromkeys(ref for s in surveys.values()
-                                if not isinstance(s, HostError) for ref in s.missing))
-
-    def say(line: str) -> None:
-        err_console.print(line, markup=False, highlight=False)
-
-    archives: dict[str, tuple[Path, str, str]] = {}  # ref -> (archive, sha256, arch)
-    if build:
-        for ref in wanted:
-            archive = build_image(ref, say)
-            archives[ref] = (archive, sha256(archive), images.describe(archive)[1])
-    else:
-        absent = [ref for ref in wanted if normalize(ref) not in found]
-        if absent:
-            raise typer.BadParameter(f"{source} has no archive of {', '.join(absent)} (the "
-                                     "hosts need them; no host was changed)",
-                                     param_hint="--from")
-        for ref in wanted:
-            archive = found[normalize(ref)]
-            archives[ref] = (archive, sha256(archive), images.describe(archive)[1])
-
-    def one(remote):
-        survey = surveys[remote.host.name]
-        if isinstance(survey, HostError):
-            raise survey
-        wrong = [ref for ref in survey.missing if archives[ref][2] != remote.host.arch]
-        if wrong:
-            raise HostError(f"{remote.host.name} is {remote.host.arch}; "
-                            f"{', '.join(f'{r} is {archives[r][2]}' for r in wrong)}")
-        done: list[Path] = []
-        for ref in survey.missing:
-            archive, digest, _ = archives[ref]
-            if archive not in done:
-                images.load(remote, archive, digest, address)
-                done.append(archive)
-        kept = len(survey.needed) - len(survey.missing)
-        return [f"kubeadm {survey.version}: {len(survey.missing)} loaded"
-                + (f" ({', '.join(survey.missing)})" if survey.missing else "")
-                + f", {kept} already there"]
-
-    results = on_hosts(loaded.hosts, known, dry_run, folder.folder, one)
+    results = images.load_all(loaded, known, dry_run, folder.folder, cni_images, found,
+                              address, lambda line: err_console.print(
+                                  line, markup=False, highlight=False))
     if dry_run:
         _dry_run_listing(folder, loaded.hosts)
         return

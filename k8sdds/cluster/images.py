@@ -7,6 +7,7 @@ missing)."""
 from __future__ import annotations
 
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,3 +121,50 @@ def from_directory(folder: Path) -> dict[str, Path]:
             for tag in tags:
                 found.setdefault(normalize(tag), archive)
     return found
+
+
+def load_all(loaded, known: str, dry_run: bool, folder: Path, cni_images: list[str],
+             found: dict[str, Path] | None, address: str,
+             say: Callable[[str], None]) -> dict[str, list[str] | HostError]:
+    """`cluster images`: every host surveyed at once; what any lacks built here (`found`
+    None) or taken from the archives `found`, all before any host is changed; then each
+    host's missing images loaded."""
+    from k8sdds.cluster.remote import on_hosts
+    from k8sdds.images.kubernetes import build, normalize
+    from k8sdds.results.files import sha256
+
+    control = loaded.control_plane().name
+    surveys = on_hosts(loaded.hosts, known, dry_run, folder, lambda r: survey(
+        r, r.host.name == control, cni_images, address))
+    wanted = list(dict.fromkeys(ref for s in surveys.values()
+                                if not isinstance(s, HostError) for ref in s.missing))
+    if found is not None:
+        absent = [ref for ref in wanted if normalize(ref) not in found]
+        if absent:
+            raise UserError(f"the archives given have no {', '.join(absent)} (the hosts need "
+                            "them; no host was changed)")
+    archives: dict[str, tuple[Path, str, str]] = {}  # ref -> (archive, sha256, arch)
+    for ref in wanted:
+        archive = build(ref, say) if found is None else found[normalize(ref)]
+        archives[ref] = (archive, sha256(archive), describe(archive)[1])
+
+    def one(remote: Remote) -> list[str]:
+        host = surveys[remote.host.name]
+        if isinstance(host, HostError):
+            raise host
+        wrong = [ref for ref in host.missing if archives[ref][2] != remote.host.arch]
+        if wrong:
+            raise HostError(f"{remote.host.name} is {remote.host.arch}; "
+                            f"{', '.join(f'{r} is {archives[r][2]}' for r in wrong)}")
+        done: list[Path] = []
+        for ref in host.missing:
+            archive, digest, _ = archives[ref]
+            if archive not in done:
+                load(remote, archive, digest, address)
+                done.append(archive)
+        kept = len(host.needed) - len(host.missing)
+        return [f"kubeadm {host.version}: {len(host.missing)} loaded"
+                + (f" ({', '.join(host.missing)})" if host.missing else "")
+                + f", {kept} already there"]
+
+    return on_hosts(loaded.hosts, known, dry_run, folder, one)

@@ -151,7 +151,10 @@ class Remote:
                             ) from None
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
-        while not chan.exit_status_ready() or chan.recv_ready() or chan.recv_stderr_ready():
+        # until the exit status and the end of the output (the status may come before the
+        # last of a long output is in paramiko's buffer)
+        while not (chan.exit_status_ready() and chan.eof_received) or chan.recv_ready() \
+                or chan.recv_stderr_ready():
             if chan.recv_ready():
                 out += chan.recv(65536)
             elif chan.recv_stderr_ready():
@@ -159,6 +162,8 @@ class Remote:
             elif time.monotonic() > deadline:
                 chan.close()
                 raise HostError(f"{line}: no answer within {timeout:g} s")
+            elif chan.exit_status_ready():
+                time.sleep(0.005)  # exited, its output still arriving: no event for that
             else:
                 chan.status_event.wait(0.05)  # paramiko's own event: set on exit
         code = chan.recv_exit_status()
