@@ -215,7 +215,9 @@ LINKS = ("cni0", "flannel.1", "kube-bridge", "kube-dummy-if", "weave", "datapath
          "tunl0", "vxlan.calico", "cilium_host", "cilium_vxlan")
 # chains of kube-proxy, the CNI plugins and the CNIs (kube-router, weave, calico, cilium)
 CHAINS = ("KUBE-", "CNI-", "FLANNEL-", "WEAVE", "cali-", "CILIUM_")
-FLANNEL_ROUTES = ("ip", "route", "flush", "root", "10.244.0.0/16")  # host-gw's routes
+# host-gw's routes to the other nodes' pod subnets (proto boot, as flanneld adds them; a LAN's
+# own route is proto kernel or dhcp and stays)
+FLANNEL_ROUTES = ("ip", "route", "flush", "root", "10.244.0.0/16", "proto", "boot")
 
 
 def without_cluster_rules(saved: str) -> str:
