@@ -18,7 +18,7 @@ MiB = 1 << 20
 LIMITS = {"schedule": 16 * MiB, "testbed spec": 4 * MiB, "inventory": 4 * MiB,
           "kubeadm configuration": 4 * MiB, "CNI manifest": 16 * MiB,
           "known_hosts": 16 * MiB, "manifest": 256 * MiB, "results": 4096 * MiB,
-          "log": 1024 * MiB, "usage": MiB}
+          "log": 1024 * MiB, "usage": MiB, "token": 64 << 10}
 YAML_DEPTH = 32
 RUN_DIR_ENTRIES = 1_000_000
 

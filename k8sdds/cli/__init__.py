@@ -8,13 +8,13 @@ import sys
 import typer
 
 from k8sdds import stopping
-from k8sdds.cli import analysis, cluster, image, importing, run, testbed
+from k8sdds.cli import analysis, cluster, image, importing, run, serve, testbed
 from k8sdds.cli.common import err_console
 from k8sdds.errors import UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Benchmark DDS publish/subscribe on (emulated) edge Kubernetes clusters.")
-for group in (run, analysis, testbed, cluster, image, importing):
+for group in (run, analysis, testbed, cluster, image, importing, serve):
     group.register(app)
 
 

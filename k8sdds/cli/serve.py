@@ -1,0 +1,78 @@
+"""`k8sdds serve`: the runs' database and its HTTP API."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import typer
+
+from k8sdds.cli.common import err_console, out_console
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+        number = int(port)
+        if not 0 < number < 65536:
+            raise ValueError(port)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not ADDRESS:PORT (an IP address and a port "
+                                 "1-65535, e.g. 127.0.0.1:8080)", param_hint="--listen"
+                                 ) from None
+    return str(address), number
+
+
+def serve(
+    db: str | None = typer.Option(None, "--db", help="SQLAlchemy URL of the database "
+                                  "(postgresql+psycopg://user@host/db, sqlite:///file) "
+                                  "[sqlite: k8sdds.db in --out]."),
+    listen: str = typer.Option("127.0.0.1:8080", "--listen", help="Address and port the "
+                               "API listens on; anything but loopback needs --token-file."),
+    out: Path = typer.Option(Path("logs"), "--out", help="The folder of run directories "
+                             "(`k8sdds run --out`)."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the "
+                                           "token every API call must bring (Authorization: "
+                                           "Bearer TOKEN) [none: loopback only]."),
+    import_runs: bool = typer.Option(False, "--import", help="Add every run directory in "
+                                     "--out to the database (each once), then exit."),
+) -> None:
+    """The runs' database (migrated to the newest schema at start) and its HTTP API
+    (OpenAPI at /openapi.json): runs listed with filters, one run's results as JSON or CSV,
+    runs added from --out."""
+    from k8sdds.serve import store
+
+    host, port = _listen(listen)
+    token = None
+    if token_file is not None:
+        from k8sdds.guarded import read_text
+
+        token = read_text(token_file, "token").strip()
+        if len(token) < 16:
+            raise typer.BadParameter(f"{token_file}: the token must be at least 16 "
+                                     "characters", param_hint="--token-file")
+    if token is None and not ipaddress.ip_address(host).is_loopback:
+        raise typer.BadParameter(f"listening on {host} needs --token-file (every call is "
+                                 "then checked)", param_hint="--listen")
+    out.mkdir(parents=True, exist_ok=True)
+    engine = store.open_db(db or store.default_url(out))
+    if import_runs:
+        done = store.import_tree(engine, out)
+        for _path, why in done.refused:
+            err_console.print(f"not added: {why}", markup=False, highlight=False)
+        out_console.print(f"added {len(done.added)} runs, {len(done.present)} already there, "
+                          f"{len(done.refused)} refused")
+        if done.refused:
+            raise typer.Exit(1)
+        return
+    import uvicorn
+
+    from k8sdds.serve.api import create_app
+
+    err_console.print(f"k8sdds serve: http://{listen} (runs in {out})")
+    uvicorn.run(create_app(engine, out, token), host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

@@ -1,0 +1,97 @@
+"""The HTTP API of `k8sdds serve` (FastAPI; OpenAPI at /openapi.json): runs listed with
+filters, one run, its results as JSON or CSV, and runs added from the run directory folder.
+Every call checks the token when one is set; request bodies are size-limited; a run id is
+checked against the form k8sdds gives them before it reaches the database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Engine
+
+from k8sdds.errors import RunDirError, UserError
+from k8sdds.serve import store
+
+MAX_BODY = 1 << 20  # bytes
+
+
+class ImportRequest(BaseModel):
+    """A run directory to add, by its name under the service's run folder."""
+
+    model_config = ConfigDict(extra="forbid")
+    run: str
+
+
+def create_app(engine: Engine, out: Path, token: str | None = None) -> FastAPI:
+    app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            return JSONResponse({"detail": f"request body over {MAX_BODY} bytes"}, 413)
+        return await call_next(request)
+
+    def authorized(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HTTPException(401, "a valid token is needed (Authorization: Bearer ...)")
+
+    def run_id_of(run_id: str) -> str:
+        if not store.RUN_ID.match(run_id):
+            raise HTTPException(404, f"no run {run_id[:80]!r}")
+        return run_id
+
+    @app.get("/api/runs", dependencies=[Depends(authorized)])
+    def list_runs(datapath: str | None = None, engine_name: str | None = Query(
+                      None, alias="engine"), transport: str | None = None,
+                  payload: int | None = Query(None, ge=0),
+                  since: dt.datetime | None = None, until: dt.datetime | None = None,
+                  limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0)):
+        """Runs, newest first; `datapath`, `engine`, `transport` and `payload` (bytes) match
+        a run when any of its results does."""
+        return store.list_runs(engine, store.RunFilter(datapath, engine_name, transport,
+                                                       payload, since, until, limit, offset))
+
+    @app.get("/api/runs/{run_id}", dependencies=[Depends(authorized)])
+    def one_run(run_id: str):
+        found = store.run(engine, run_id_of(run_id))
+        if found is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        return found
+
+    @app.get("/api/runs/{run_id}/results", dependencies=[Depends(authorized)])
+    def results(run_id: str, format: str = Query("json", pattern="^(json|csv)$")):
+        """The run's results table, as `results.csv` has it (format=csv) or as rows."""
+        if store.run(engine, run_id_of(run_id)) is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        rows = store.run_results(engine, run_id)
+        if format == "json":
+            return rows
+        from k8sdds.results.table import rows_to_csv
+
+        return PlainTextResponse(rows_to_csv(rows, header=True), media_type="text/csv")
+
+    @app.post("/api/imports", dependencies=[Depends(authorized)], status_code=201)
+    def add(body: ImportRequest):
+        """Add the run directory `<run folder>/<run>`, once (200 when it was there)."""
+        name = run_id_of(body.run)
+        path = out / name
+        if not (path / "manifest.json").is_file():
+            raise HTTPException(404, f"no run directory {name!r} in {out}")
+        try:
+            added = store.import_run(engine, path)
+        except (RunDirError, UserError) as exc:
+            raise HTTPException(422, str(exc)) from None
+        if not added:
+            return JSONResponse({"run": name, "added": False}, 200)
+        return {"run": name, "added": True}
+
+    return app

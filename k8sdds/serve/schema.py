@@ -1,0 +1,52 @@
+"""The database's tables (SQLAlchemy Core): one row per run, one per measured value, as the
+run directory's manifest and results table have them. Migrations (migrations/) make them;
+this module is what the code reads and writes."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+runs = Table(
+    "runs", metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("started", DateTime(timezone=True), nullable=True, index=True),
+    Column("backend", String(32), nullable=False),
+    Column("engine", String(32), nullable=False),
+    Column("datapaths", String(512), nullable=False),  # comma-separated, as given
+    Column("transports", String(128), nullable=False),
+    Column("path", Text, nullable=False),  # the run directory it was imported from
+    Column("imported", DateTime(timezone=True), nullable=False),
+    Column("manifest", JSON, nullable=False),
+)
+
+results = Table(
+    "results", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"),
+           nullable=False, index=True),
+    Column("test", Integer, nullable=False),
+    Column("repeat", Integer, nullable=False),
+    Column("datapath", String(64), nullable=False, index=True),
+    Column("engine", String(32), nullable=False),
+    Column("transport", String(32), nullable=False),
+    Column("data_len", Integer, nullable=False, index=True),
+    Column("role", String(32), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("metric", String(64), nullable=False, index=True),
+    Column("value", Float, nullable=False),
+    Column("unit", String(16), nullable=False),
+    Column("row", JSON, nullable=False),  # every column of the results table, as written
+)

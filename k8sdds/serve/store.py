@@ -1,0 +1,197 @@
+"""The database side of `k8sdds serve`: opened and migrated to the newest schema at start;
+run directories imported exactly once (a run's id is its key, its rows go in with it in one
+transaction); runs listed with filters; a run's results read back as the table it wrote."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine, and_, create_engine, exists, func, insert, select
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from k8sdds.errors import RunDirError, UserError
+from k8sdds.serve.schema import results, runs
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+BATCH = 5000  # result rows per INSERT
+
+
+def default_url(out: Path) -> str:
+    """The embedded database beside the run directories."""
+    return f"sqlite:///{Path(out).resolve() / 'k8sdds.db'}"
+
+
+def open_db(url: str) -> Engine:
+    """Connect and bring the schema to the newest migration; a clear error when the URL or
+    the server is wrong."""
+    try:
+        engine = create_engine(url, future=True)
+        if engine.dialect.name == "sqlite":
+            from sqlalchemy import event
+
+            @event.listens_for(engine, "connect")
+            def _fk(conn, _):  # SQLite enforces foreign keys only when asked
+                conn.execute("PRAGMA foreign_keys=ON")
+        migrate(engine)
+    except (SQLAlchemyError, ValueError, ImportError) as exc:
+        raise UserError(f"database {_redact(url)}: {' '.join(str(exc).split())[:300]}"
+                        ) from None
+    return engine
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def migrate(engine: Engine) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+
+
+@dataclass(frozen=True)
+class Imported:
+    added: tuple[str, ...]
+    present: tuple[str, ...]  # already in the database: not added twice
+    refused: tuple[tuple[str, str], ...]  # (path, why)
+
+
+def _number(text: str, cast=float):
+    try:
+        return cast(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _rows(run_id: str, text: str) -> Iterator[dict]:
+    from k8sdds.results.table import csv_to_rows
+
+    for row in csv_to_rows(text):
+        value = _number(row.get("value"))
+        if value is None:
+            continue  # a value the table itself could not give: nothing to keep
+        yield {"run_id": run_id, "test": _number(row.get("test"), int) or 0,
+               "repeat": _number(row.get("repeat"), int) or 0,
+               "datapath": row.get("datapath") or "", "engine": row.get("engine") or "",
+               "transport": row.get("transport") or "",
+               "data_len": _number(row.get("data_len"), int) or 0,
+               "role": row.get("role") or "", "kind": row.get("kind") or "",
+               "metric": row.get("metric") or "", "value": value,
+               "unit": row.get("unit") or "", "row": row}
+
+
+def import_run(engine: Engine, path: Path) -> bool:
+    """Add one run directory; False when its run is already there (never twice)."""
+    from k8sdds.results.rundir import RunDir
+
+    rundir = RunDir(Path(path))
+    manifest = rundir.read_manifest().to_dict()
+    run_id = manifest.get("run_id") or rundir.run_id
+    if not RUN_ID.match(run_id):
+        raise RunDirError(f"{path}: run id {run_id!r} is not one k8sdds makes")
+    text = rundir.read_results_text() or ""
+    rows = list(_rows(run_id, text))
+    started = _time(manifest.get("created"))
+    record = {
+        "run_id": run_id, "started": started, "backend": str(manifest.get("backend", "")),
+        "engine": ",".join(sorted({r["engine"] for r in rows})) or "",
+        "datapaths": ",".join(manifest.get("datapaths") or sorted({r["datapath"]
+                                                                   for r in rows})),
+        "transports": ",".join(sorted({r["transport"] for r in rows})),
+        "path": str(Path(path).resolve()), "imported": dt.datetime.now(dt.timezone.utc),
+        "manifest": manifest}
+    try:
+        with engine.begin() as conn:
+            if conn.execute(select(exists().where(runs.c.run_id == run_id))).scalar():
+                return False
+            conn.execute(insert(runs), [record])
+            for start in range(0, len(rows), BATCH):
+                conn.execute(insert(results), rows[start:start + BATCH])
+    except IntegrityError:  # another import of the same run won the race
+        return False
+    return True
+
+
+def _time(text) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def import_tree(engine: Engine, out: Path) -> Imported:
+    """Every run directory under `out` (one level, as `k8sdds run --out` makes them)."""
+    added, present, refused = [], [], []
+    for path in sorted(p for p in Path(out).iterdir() if (p / "manifest.json").is_file()):
+        try:
+            (added if import_run(engine, path) else present).append(path.name)
+        except (RunDirError, UserError) as exc:
+            refused.append((str(path), str(exc)))
+    return Imported(tuple(added), tuple(present), tuple(refused))
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What `GET /api/runs` filters on (None: any)."""
+
+    datapath: str | None = None
+    engine: str | None = None
+    transport: str | None = None
+    payload: int | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+def list_runs(engine: Engine, f: RunFilter) -> list[dict]:
+    """Runs, newest first, with their result counts; a run matches a result filter when any
+    of its rows does."""
+    conditions = []
+    row_filters = [(results.c.datapath, f.datapath), (results.c.engine, f.engine),
+                   (results.c.transport, f.transport), (results.c.data_len, f.payload)]
+    wanted = [column == value for column, value in row_filters if value is not None]
+    if wanted:
+        conditions.append(exists().where(and_(results.c.run_id == runs.c.run_id, *wanted)))
+    if f.since:
+        conditions.append(runs.c.started >= f.since)
+    if f.until:
+        conditions.append(runs.c.started <= f.until)
+    count = (select(func.count()).select_from(results)
+             .where(results.c.run_id == runs.c.run_id).scalar_subquery())
+    query = (select(runs.c.run_id, runs.c.started, runs.c.backend, runs.c.engine,
+                    runs.c.datapaths, runs.c.transports, count.label("values"))
+             .where(*conditions).order_by(runs.c.started.desc(), runs.c.run_id.desc())
+             .limit(f.limit).offset(f.offset))
+    with engine.connect() as conn:
+        return [{**row._mapping, "started": row.started.isoformat() if row.started else None,
+                 "datapaths": row.datapaths.split(",") if row.datapaths else []}
+                for row in conn.execute(query)]
+
+
+def run(engine: Engine, run_id: str) -> dict | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+    if row is None:
+        return None
+    out = dict(row._mapping)
+    out["started"] = row.started.isoformat() if row.started else None
+    out["imported"] = row.imported.isoformat()
+    return out
+
+
+def run_results(engine: Engine, run_id: str) -> list[dict]:
+    """The run's results table rows, in the order it wrote them."""
+    with engine.connect() as conn:
+        return [r.row for r in conn.execute(select(results.c.row).where(
+            results.c.run_id == run_id).order_by(results.c.id))]

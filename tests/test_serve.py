@@ -1,0 +1,232 @@
+"""`k8sdds serve` (first part of issue 20): runs imported into a real database, SQLite and a
+PostgreSQL server started in a temporary directory on a Unix socket, with the same tests;
+the HTTP API served by the real `k8sdds serve` process and called over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from k8sdds.reparse import reparse
+from k8sdds.serve import store
+
+from .conftest import fake_run
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _pg_missing() -> str | None:
+    if not (PG_BIN / "initdb").exists():
+        return "needs Debian's postgresql (make test installs it)"
+    if os.geteuid() != 0:
+        return "starts PostgreSQL as its postgres user: needs root"
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A PostgreSQL server of the test's own: a data directory and a Unix socket under a
+    temporary directory, no TCP port."""
+    reason = _pg_missing()
+    if reason:
+        pytest.skip(reason)
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="k8sdds-pg-"))  # pytest's are root's alone (0700)
+    data, sock = d / "data", d / "sock"
+    sock.mkdir()
+    shutil.chown(d, "postgres")
+    shutil.chown(sock, "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U",
+                    "postgres"], check=True, capture_output=True)
+    subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l",
+                    str(d / "log"), "-o", f"-k {sock} -c listen_addresses=''", "start"],
+                   check=True, capture_output=True)
+    try:
+        subprocess.run([*as_pg, str(PG_BIN / "createdb"), "-h", str(sock), "k8sdds"],
+                       check=True, capture_output=True)
+        yield f"postgresql+psycopg://postgres@/k8sdds?host={sock}"
+    finally:
+        subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "fast",
+                        "stop"], capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return store.default_url(tmp_path)
+    return request.getfixturevalue("postgres")
+
+
+def _runs(folder: Path, n: int = 3) -> list[Path]:
+    out = []
+    for i in range(n):
+        run = fake_run(folder, f"2026010{i + 1}-000000-{i:04x}", repeats=2)
+        reparse(run.path)
+        out.append(run.path)
+    return out
+
+
+def _clear(url: str) -> None:
+    """An empty schema for the next test (the PostgreSQL server is shared)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        for table in ("results", "runs", "alembic_version"):
+            conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+    engine.dispose()
+
+
+def test_runs_are_imported_once_and_read_back_as_written(db_url, tmp_path):
+    _clear(db_url)
+    paths = _runs(tmp_path / "logs")
+    engine = store.open_db(db_url)
+    store.open_db(db_url)  # migrating twice changes nothing
+    first = store.import_tree(engine, tmp_path / "logs")
+    assert sorted(first.added) == sorted(p.name for p in paths) and not first.refused
+    again = store.import_tree(engine, tmp_path / "logs")
+    assert again.added == () and sorted(again.present) == sorted(first.added)
+    for path in paths:
+        written = pd.read_csv(path / "results.csv", dtype=str, keep_default_na=False)
+        back = store.run_results(engine, path.name)
+        assert len(back) == len(written) > 0  # each value exactly once
+        assert back == written.to_dict("records")
+    listed = store.list_runs(engine, store.RunFilter())
+    assert [r["run_id"] for r in listed] == sorted((p.name for p in paths), reverse=True)
+    assert all(r["values"] == len(pd.read_csv(tmp_path / "logs" / r["run_id"] /
+                                              "results.csv")) for r in listed)
+    assert store.list_runs(engine, store.RunFilter(datapath="weave")) == []
+    assert len(store.list_runs(engine, store.RunFilter(datapath="flannel-hostgw",
+                                                       payload=1024))) == 3
+    assert store.list_runs(engine, store.RunFilter(payload=77)) == []
+    assert len(store.list_runs(engine, store.RunFilter(limit=2))) == 2
+    engine.dispose()
+
+
+def test_a_damaged_run_is_refused_by_name_and_the_others_are_added(db_url, tmp_path):
+    _clear(db_url)
+    good, bad = _runs(tmp_path / "logs", 2)
+    (bad / "manifest.json").write_text("{not json")
+    engine = store.open_db(db_url)
+    done = store.import_tree(engine, tmp_path / "logs")
+    assert done.added == (good.name,)
+    assert done.refused[0][0] == str(bad) and "manifest.json" in done.refused[0][1]
+    assert store.run(engine, bad.name) is None
+    engine.dispose()
+
+
+def test_a_bad_database_url_is_a_clear_error(tmp_path):
+    from k8sdds.errors import UserError
+
+    with pytest.raises(UserError, match=r"database postgresql\+psycopg://u:\*\*\*@"):
+        store.open_db("postgresql+psycopg://u:secret@/nodb?host=" + str(tmp_path))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, token: str | None = None, data: bytes | None = None):
+    request = urllib.request.Request(url, data=data, headers={
+        **({"Authorization": f"Bearer {token}"} if token else {}),
+        **({"Content-Type": "application/json"} if data else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture
+def service(db_url, tmp_path):
+    """The real `k8sdds serve` on a free loopback port, with a token."""
+    _clear(db_url)
+    _runs(tmp_path / "logs", 2)
+    token_file = tmp_path / "token"
+    token_file.write_text("t0ken-of-the-test-0123456789\n")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "serve", "--db", db_url,
+                             "--listen", f"127.0.0.1:{port}", "--out", str(tmp_path / "logs"),
+                             "--token-file", str(token_file)], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "k8sdds serve did not listen"
+            time.sleep(0.1)  # a server starting: nothing to wait on but its port
+    try:
+        yield base, "t0ken-of-the-test-0123456789", tmp_path / "logs"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_api_adds_lists_and_returns_results_with_the_token(service):
+    base, token, logs = service
+    runs = sorted(p.name for p in logs.iterdir() if p.is_dir())
+    assert _get(f"{base}/api/runs")[0] == 401  # no token: nothing
+    assert _get(f"{base}/api/runs", "wrong-token-wrong-token")[0] == 401
+    for run in runs:
+        assert _get(f"{base}/api/imports", token, json.dumps({"run": run}).encode()) == (
+            201, json.dumps({"run": run, "added": True}, separators=(",", ":")))
+    status, body = _get(f"{base}/api/imports", token, json.dumps({"run": runs[0]}).encode())
+    assert status == 200 and json.loads(body)["added"] is False  # never twice
+    status, body = _get(f"{base}/api/runs?datapath=flannel-hostgw&payload=1024", token)
+    assert status == 200 and [r["run_id"] for r in json.loads(body)] == runs[::-1]
+    status, body = _get(f"{base}/api/runs/{runs[0]}/results?format=csv", token)
+    assert status == 200 and body == (logs / runs[0] / "results.csv").read_text()
+    status, body = _get(f"{base}/api/runs/{runs[0]}/results", token)
+    assert status == 200 and len(json.loads(body)) == body.count('"metric"')
+    assert _get(f"{base}/openapi.json")[0] == 200
+
+
+@pytest.mark.parametrize("path,data,code", [
+    ("/api/runs/..%2F..%2Fetc%2Fpasswd", None, 404),
+    ("/api/runs/%2e%2e/results", None, 404),
+    ("/api/runs/nosuchrun", None, 404),
+    ("/api/runs?payload=-1", None, 422),
+    ("/api/runs?limit=100000", None, 422),
+    ("/api/runs/x/results?format=xml", None, 422),
+    ("/api/imports", b'{"run": "../../etc"}', 404),
+    ("/api/imports", b'{"run": "a", "extra": 1}', 422),
+    ("/api/imports", b"not json", 422),
+    ("/api/imports", b'{"run": "' + b"a" * (2 << 20) + b'"}', 413),
+])
+def test_hostile_requests_get_4xx(service, path, data, code):
+    base, token, _ = service
+    status, body = _get(base + path, token, data)
+    assert status == code, body
+    assert "Traceback" not in body
+
+
+def test_listening_beyond_loopback_needs_a_token(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "serve", "--listen", "0.0.0.0:8080",
+                           "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ,
+                                           "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert done.returncode == 2 and "needs --token-file" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "serve", "--listen", "nowhere",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not ADDRESS:PORT" in " ".join(done.stderr.split())
