@@ -69,9 +69,16 @@ def serve(
     import uvicorn
 
     from k8sdds.serve.api import create_app
+    from k8sdds.serve.tasks import Worker
 
+    worker = Worker(engine, out)
+    worker.start()
     err_console.print(f"k8sdds serve: http://{listen} (runs in {out})")
-    uvicorn.run(create_app(engine, out, token), host=host, port=port, log_level="warning")
+    try:
+        uvicorn.run(create_app(engine, out, token, worker), host=host, port=port,
+                    log_level="warning")
+    finally:
+        worker.stop()
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from k8sdds.errors import RunDirError, UserError
 from k8sdds.serve import store
+from k8sdds.serve.tasks import TaskOptions, Worker, get_task, list_tasks
 
 MAX_BODY = 1 << 20  # bytes
 
@@ -27,7 +28,16 @@ class ImportRequest(BaseModel):
     run: str
 
 
-def create_app(engine: Engine, out: Path, token: str | None = None) -> FastAPI:
+class TaskRequest(BaseModel):
+    """A schedule (the CSV text `k8sdds run --sch` reads) and the run's options."""
+
+    model_config = ConfigDict(extra="forbid")
+    schedule: str
+    options: TaskOptions = TaskOptions()
+
+
+def create_app(engine: Engine, out: Path, token: str | None = None,
+               worker: Worker | None = None) -> FastAPI:
     app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
 
     @app.middleware("http")
@@ -93,5 +103,60 @@ def create_app(engine: Engine, out: Path, token: str | None = None) -> FastAPI:
         if not added:
             return JSONResponse({"run": name, "added": False}, 200)
         return {"run": name, "added": True}
+
+    def queue() -> Worker:
+        if worker is None:
+            raise HTTPException(503, "this service runs no tasks")
+        return worker
+
+    @app.post("/api/tasks", dependencies=[Depends(authorized)], status_code=201)
+    async def submit(request: Request):
+        """Queue a schedule: a JSON body {"schedule": CSV text, "options": {...}}, or the CSV
+        itself (Content-Type text/csv) with the default options. The schedule is checked as
+        `k8sdds run` checks it: a mistake is a 422 with the same message."""
+        from pydantic import ValidationError
+
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise HTTPException(413, f"request body over {MAX_BODY} bytes")
+        try:
+            text = raw.decode()
+            if request.headers.get("content-type", "").startswith("text/csv"):
+                body = TaskRequest(schedule=text)
+            else:
+                body = TaskRequest.model_validate_json(raw)
+        except (UnicodeDecodeError, ValidationError) as exc:
+            raise HTTPException(422, " ".join(str(exc).split())[:1000]) from None
+        try:
+            task_id = queue().submit(body.schedule, body.options)
+        except UserError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return get_task(engine, task_id)
+
+    @app.get("/api/tasks", dependencies=[Depends(authorized)])
+    def tasks_list():
+        """Every task, newest first: status, progress (repeats done of total), ETA."""
+        return list_tasks(engine)
+
+    @app.get("/api/tasks/{task_id}", dependencies=[Depends(authorized)])
+    def task(task_id: int):
+        found = get_task(engine, task_id)
+        if found is None:
+            raise HTTPException(404, f"no task {task_id}")
+        return found
+
+    @app.post("/api/tasks/{task_id}/cancel", dependencies=[Depends(authorized)])
+    def cancel(task_id: int):
+        """A clean stop (as Ctrl-C): the run keeps what it measured and can be resumed."""
+        if not queue().cancel(task_id):
+            raise HTTPException(409, f"task {task_id} is not queued or running")
+        return get_task(engine, task_id)
+
+    @app.post("/api/tasks/{task_id}/resume", dependencies=[Depends(authorized)])
+    def resume(task_id: int):
+        """Queue a cancelled or failed task again; its run continues where it stopped."""
+        if not queue().resume(task_id):
+            raise HTTPException(409, f"task {task_id} is not cancelled or failed")
+        return get_task(engine, task_id)
 
     return app

@@ -50,3 +50,19 @@ results = Table(
     Column("unit", String(16), nullable=False),
     Column("row", JSON, nullable=False),  # every column of the results table, as written
 )
+
+tasks = Table(
+    "tasks", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("status", String(16), nullable=False, index=True),  # see tasks.STATES
+    Column("target", String(512), nullable=False),  # one run at a time per target
+    Column("schedule", Text, nullable=False),
+    Column("options", JSON, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False),
+    Column("started", DateTime(timezone=True), nullable=True),
+    Column("finished", DateTime(timezone=True), nullable=True),
+    Column("run_id", String(64), nullable=True),
+    Column("done", Integer, nullable=False, server_default="0"),  # repeats ended
+    Column("total", Integer, nullable=False, server_default="0"),
+    Column("message", Text, nullable=False, server_default=""),
+)

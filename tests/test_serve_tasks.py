@@ -1,0 +1,160 @@
+"""`k8sdds serve`'s task queue with real runs on the emulated backend (root, namespaces):
+schedules submitted over HTTP run one at a time on their testbed, end in the database, and a
+service killed with SIGKILL mid-run resumes the run in flight when started again, with every
+value exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from .emulated_support import missing
+from .test_serve import _clear, _free_port, _get, postgres  # noqa: F401 - a fixture
+
+REASON = missing()
+pytestmark = [pytest.mark.emulated,
+              pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+ROW = "1024,false,1,false,0\n"
+TESTBED = f"sv{os.getpid() % 1000}"  # a testbed of the test's own
+HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+
+
+class Service:
+    """The real `k8sdds serve` process (started again on the same database and folder)."""
+
+    def __init__(self, db: str, out: Path):
+        self.db, self.out, self.proc = db, out, None
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Service:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "k8sdds", "serve", "--db", self.db, "--listen",
+             f"127.0.0.1:{self.port}", "--out", str(self.out)], env=env,
+            stderr=open(self.out.parent / "serve.log", "ab"))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if _get(f"{self.base}/api/tasks")[0] == 200:
+                    return self
+            except OSError:
+                pass  # not listening yet
+            assert self.proc.poll() is None and time.monotonic() < deadline, \
+                (self.out.parent / "serve.log").read_text()
+            time.sleep(0.2)  # a server starting: nothing to wait on but its answer
+
+    def task(self, task_id: int) -> dict:
+        status, body = _get(f"{self.base}/api/tasks/{task_id}")
+        assert status == 200, body
+        return json.loads(body)
+
+    def submit(self, schedule: str, **options) -> dict:
+        status, body = _get(f"{self.base}/api/tasks", data=json.dumps(
+            {"schedule": schedule, "options": {"testbed": TESTBED, **options}}).encode())
+        assert status == 201, body
+        return json.loads(body)
+
+    def wait(self, task_id: int, until, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.task(task_id)
+            if until(task):
+                return task
+            assert time.monotonic() < deadline, task
+            time.sleep(0.5)  # a run in another process: its state is polled over HTTP
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def service(request, tmp_path):
+    from k8sdds.serve.store import default_url
+
+    db = (default_url(tmp_path) if request.param == "sqlite"
+          else request.getfixturevalue("postgres"))
+    _clear(db)
+    (tmp_path / "logs").mkdir()
+    s = Service(db, tmp_path / "logs").start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def _results_once(service: Service, task: dict) -> pd.DataFrame:
+    """The run's results.csv, checked against the database: every row exactly once."""
+    run = service.out / "tasks" / f"task-{task['id']}" / task["run_id"]
+    written = pd.read_csv(run / "results.csv", dtype=str, keep_default_na=False)
+    status, body = _get(f"{service.base}/api/runs/{task['run_id']}/results")
+    assert status == 200
+    assert json.loads(body) == written.to_dict("records")
+    keys = ["test", "repeat", "role", "kind", "t", "metric"]
+    assert not written.duplicated(keys).any()
+    return written
+
+
+def test_submitted_schedules_run_one_at_a_time_and_land_in_the_database(service):
+    first = service.submit(HEADER + ROW, duration=2, datapath="host")
+    second = service.submit(HEADER + ROW, duration=2, datapath="host")
+    assert first["status"] == "queued" and first["target"] == f"emulated:{TESTBED}"
+    running = service.wait(first["id"], lambda t: t["status"] != "queued")
+    assert running["status"] == "running"
+    assert service.task(second["id"])["status"] == "queued"  # the same testbed: it waits
+    done = service.wait(first["id"], lambda t: t["status"] not in ("queued", "running"))
+    assert done["status"] == "done" and done["done"] == done["total"] == 1, done
+    df = _results_once(service, done)
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
+    assert len(thr) == 1 and float(thr.value.iloc[0]) > 1
+    done = service.wait(second["id"], lambda t: t["status"] not in ("queued", "running"))
+    assert done["status"] == "done" and done["run_id"] != first.get("run_id")
+    status, body = _get(f"{service.base}/api/runs?datapath=host")
+    assert len(json.loads(body)) == 2
+
+
+def test_a_bad_schedule_gets_the_clis_message(service, tmp_path):
+    bad = HEADER + "-5,false,1,false,0\n"
+    status, body = _get(f"{service.base}/api/tasks", data=json.dumps(
+        {"schedule": bad}).encode())
+    (tmp_path / "bad.csv").write_text(bad)
+    cli = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--sch",
+                          str(tmp_path / "bad.csv")], capture_output=True, text=True)
+    message = " ".join(cli.stderr.split()).split(f"{tmp_path / 'bad.csv'}, ", 1)[1]
+    assert status == 422 and json.loads(body)["detail"] == "schedule, " + message
+    for options, field in (({"repeats": 0}, "repeats"), ({"datapath": "--help"}, "datapath"),
+                           ({"shell": "rm -rf /"}, "shell"), ({"backend": "docker"}, "backend")):
+        status, body = _get(f"{service.base}/api/tasks", data=json.dumps(
+            {"schedule": HEADER + ROW, "options": options}).encode())
+        assert status == 422 and field in body, (options, body)
+    assert json.loads(_get(f"{service.base}/api/tasks")[1]) == []  # nothing queued
+
+
+def test_a_killed_service_resumes_the_run_in_flight(service):
+    task = service.submit(HEADER + ROW * 3, duration=3, datapath="host")
+    service.wait(task["id"], lambda t: t["done"] >= 1)
+    service.proc.send_signal(signal.SIGKILL)
+    service.proc.wait(timeout=10)
+    folder = service.out / "tasks" / f"task-{task['id']}"
+    deadline = time.monotonic() + 60
+    while subprocess.run(["pgrep", "-f", f"--out {folder}"], capture_output=True).stdout:
+        assert time.monotonic() < deadline, "the run outlived its service"
+        time.sleep(0.2)  # the run stopping cleanly on SIGTERM (its parent died)
+    service.start()
+    done = service.wait(task["id"], lambda t: t["status"] not in ("queued", "running"))
+    assert done["status"] == "done" and done["done"] == done["total"] == 3, done
+    assert "resumed" in (folder / "run.log").read_text() or done["message"] == ""
+    manifest = json.loads((folder / done["run_id"] / "manifest.json").read_text())
+    assert manifest["resumed"], "the run was not resumed"
+    df = _results_once(service, done)
+    assert sorted(df[df.kind == "summary"].test.unique()) == ["1", "2", "3"]
