@@ -11,7 +11,7 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
 # bare-host commands
-TEST_APT_PACKAGES := chromium openssl etcd-server openssh-server debootstrap umoci skopeo \
+TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
                      containerd runc containernetworking-plugins busybox-static iptables \
                      postgresql
 

@@ -230,3 +230,16 @@ def test_listening_beyond_loopback_needs_a_token(tmp_path):
     done = subprocess.run([sys.executable, "-m", "k8sdds", "serve", "--listen", "nowhere",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "is not ADDRESS:PORT" in " ".join(done.stderr.split())
+
+
+def test_pages_need_the_token_too_and_login_sets_it(service):
+    base, token, logs = service
+    status, body = _get(f"{base}/")  # redirected to the login form
+    assert status == 200 and 'name="token"' in body and "<table" not in body
+    status, body = _get(f"{base}/login?token=wrong-token-wrong-token")
+    assert status == 401 and "not the token" in body
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    with opener.open(f"{base}/login?token={token}", timeout=10) as response:
+        assert response.status == 200 and '<table id="runs">' in response.read().decode()
+    with opener.open(f"{base}/api/tasks", timeout=10) as response:  # the cookie serves
+        assert response.status == 200

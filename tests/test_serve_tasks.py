@@ -158,3 +158,92 @@ def test_a_killed_service_resumes_the_run_in_flight(service):
     assert manifest["resumed"], "the run was not resumed"
     df = _results_once(service, done)
     assert sorted(df[df.kind == "summary"].test.unique()) == ["1", "2", "3"]
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """Debian's chromium, headless, driven by its chromedriver (Selenium)."""
+    import shutil
+
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("needs Debian chromium and chromium-driver (make test installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as Driver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 f"--user-data-dir={tmp_path / 'profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Driver(shutil.which("chromedriver")))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_web_page_lists_shows_compares_and_runs_a_schedule(tmp_path, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from k8sdds.reparse import reparse
+    from k8sdds.serve.store import default_url
+
+    from .conftest import fake_run
+
+    (tmp_path / "logs").mkdir()
+    service = Service(default_url(tmp_path), tmp_path / "logs").start()
+    try:
+        ids = []
+        for i in range(2):
+            run = fake_run(tmp_path / "logs", f"2026010{i + 1}-000000-{i:04x}", repeats=2)
+            reparse(run.path)
+            assert _get(f"{service.base}/api/imports", data=json.dumps(
+                {"run": run.path.name}).encode())[0] == 201
+            ids.append(run.path.name)
+        browser.get(service.base + "/")
+        listed = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#runs a")]
+        assert listed == ids[::-1]
+        browser.find_element(By.LINK_TEXT, ids[0]).click()
+        cells = browser.find_elements(By.CSS_SELECTOR, "#summary tr")
+        assert len(cells) > 1 and "throughput_mbps" in browser.page_source
+        browser.get(f"{service.base}/compare?a={ids[0]}&b={ids[1]}")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#compare tr")) > 1
+        browser.get(service.base + "/tasks")
+        schedule = browser.find_element(By.ID, "schedule")
+        schedule.clear()
+        schedule.send_keys(HEADER + ROW)
+        for field, value in (("duration", "2"), ("testbed", TESTBED)):
+            box = browser.find_element(By.ID, field)
+            box.clear()
+            box.send_keys(value)
+        browser.find_element(By.ID, "go").click()
+        # the page follows the task by itself (its script asks the API every second and
+        # redraws the table: an element read may be gone the next moment)
+        from selenium.common.exceptions import (
+            NoSuchElementException,
+            StaleElementReferenceException,
+        )
+
+        seen = set()
+
+        def finished(d):
+            text = d.find_element(By.ID, "task-1").text
+            seen.update(w for w in ("queued", "running") if w in text)
+            return text if " done " in f" {text} " else False
+
+        row = WebDriverWait(browser, 240, poll_frequency=0.3, ignored_exceptions=[
+            StaleElementReferenceException, NoSuchElementException]).until(finished)
+        assert "1 of 1" in row and seen  # it was seen before it ended, then done
+        run_id = WebDriverWait(browser, 10, ignored_exceptions=[
+            StaleElementReferenceException, NoSuchElementException]).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "#task-1 a").text)
+        browser.get(f"{service.base}/runs/{run_id}")
+        assert "host" in browser.find_element(By.ID, "summary").text
+        browser.get(service.base + "/nodes")
+        assert browser.find_element(By.ID, "nodes")
+        logs = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not logs, logs
+    finally:
+        service.stop()

@@ -37,6 +37,11 @@ def serve(
                                            "Bearer TOKEN) [none: loopback only]."),
     import_runs: bool = typer.Option(False, "--import", help="Add every run directory in "
                                      "--out to the database (each once), then exit."),
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="A cluster whose nodes "
+                                           "the nodes page shows [none]."),
+    context: str | None = typer.Option(None, "--context", help="That kubeconfig's context."),
+    inventory: Path | None = typer.Option(None, "--inventory", help="Bare hosts whose sshd "
+                                          "the nodes page asks [none]."),
 ) -> None:
     """The runs' database (migrated to the newest schema at start) and its HTTP API
     (OpenAPI at /openapi.json): runs listed with filters, one run's results as JSON or CSV,
@@ -75,8 +80,11 @@ def serve(
     worker.start()
     err_console.print(f"k8sdds serve: http://{listen} (runs in {out})")
     try:
-        uvicorn.run(create_app(engine, out, token, worker), host=host, port=port,
-                    log_level="warning")
+        from k8sdds.serve.nodes import online
+
+        app = create_app(engine, out, token, worker,
+                         lambda: online(kubeconfig, context, inventory))
+        uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         worker.stop()
 

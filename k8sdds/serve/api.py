@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -16,6 +17,7 @@ from sqlalchemy import Engine
 
 from k8sdds.errors import RunDirError, UserError
 from k8sdds.serve import store
+from k8sdds.serve.pages import COOKIE, add_pages
 from k8sdds.serve.tasks import TaskOptions, Worker, get_task, list_tasks
 
 MAX_BODY = 1 << 20  # bytes
@@ -37,8 +39,10 @@ class TaskRequest(BaseModel):
 
 
 def create_app(engine: Engine, out: Path, token: str | None = None,
-               worker: Worker | None = None) -> FastAPI:
+               worker: Worker | None = None,
+               nodes: Callable[[], list[dict]] = lambda: []) -> FastAPI:
     app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
+    add_pages(app, engine, token, nodes)
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next):
@@ -51,7 +55,9 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         if token is None:
             return
         given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        cookie = request.cookies.get(COOKIE, "")  # the web page's, after /login
+        if not (hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+                or hmac.compare_digest(cookie.encode(), token.encode())):
             raise HTTPException(401, "a valid token is needed (Authorization: Bearer ...)")
 
     def run_id_of(run_id: str) -> str:
@@ -88,6 +94,42 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         from k8sdds.results.table import rows_to_csv
 
         return PlainTextResponse(rows_to_csv(rows, header=True), media_type="text/csv")
+
+    def run_path(run_id: str) -> Path:
+        found = store.run(engine, run_id_of(run_id))
+        if found is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        path = Path(found["path"])
+        if not (path / "manifest.json").is_file():
+            raise HTTPException(410, f"run {run_id}: its directory {path} is gone")
+        return path
+
+    @app.get("/api/compare", dependencies=[Depends(authorized)])
+    def compare_runs(a: str, b: str, metric: list[str] = Query(
+            ["throughput_mbps", "latency_us_p50"], pattern=r"^[a-z0-9_]{1,64}$")):
+        """Run `b` against run `a`, per test and metric: ratio, change and significance, as
+        `k8sdds compare` gives them."""
+        import json
+
+        from k8sdds.analysis import compare
+
+        try:
+            rows = compare.compare(run_path(a), run_path(b), metric)
+        except UserError as exc:
+            raise HTTPException(422, str(exc)) from None
+        plain = json.loads(json.dumps(rows, default=lambda v: v.item()))  # numpy scalars
+        return {"baseline": a, "contender": b, "rows": plain}
+
+    @app.get("/api/history", dependencies=[Depends(authorized)])
+    def metric_history(metric: str = Query("throughput_mbps", pattern=r"^[a-z0-9_]{1,64}$"),
+                       datapath: str | None = None,
+                       engine_name: str | None = Query(None, alias="engine"),
+                       transport: str | None = None, payload: int | None = Query(None, ge=0),
+                       since: dt.datetime | None = None, until: dt.datetime | None = None,
+                       limit: int = Query(1000, ge=1, le=10000)):
+        """A metric across runs, oldest first: per run, the mean of its repeats' values."""
+        return store.history(engine, metric, store.RunFilter(
+            datapath, engine_name, transport, payload, since, until, limit))
 
     @app.post("/api/imports", dependencies=[Depends(authorized)], status_code=201)
     def add(body: ImportRequest):
@@ -158,5 +200,11 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         if not queue().resume(task_id):
             raise HTTPException(409, f"task {task_id} is not cancelled or failed")
         return get_task(engine, task_id)
+
+    @app.get("/api/nodes", dependencies=[Depends(authorized)])
+    def nodes_online():
+        """The nodes up now: emulated testbeds, the cluster's nodes (--kubeconfig: Ready and
+        the kubelet's last heartbeat), the inventory's hosts that answer (--inventory)."""
+        return nodes()
 
     return app

@@ -195,3 +195,39 @@ def run_results(engine: Engine, run_id: str) -> list[dict]:
     with engine.connect() as conn:
         return [r.row for r in conn.execute(select(results.c.row).where(
             results.c.run_id == run_id).order_by(results.c.id))]
+
+
+def history(engine: Engine, metric: str, f: RunFilter) -> list[dict]:
+    """A metric across runs, oldest first: per run, the mean of its repeats' summary values
+    (each repeat's own value; repeats are not pooled into a percentile) matching `f`."""
+    wanted = [results.c.kind == "summary", results.c.metric == metric]
+    for column, value in ((results.c.datapath, f.datapath), (results.c.engine, f.engine),
+                          (results.c.transport, f.transport),
+                          (results.c.data_len, f.payload)):
+        if value is not None:
+            wanted.append(column == value)
+    if f.since:
+        wanted.append(runs.c.started >= f.since)
+    if f.until:
+        wanted.append(runs.c.started <= f.until)
+    query = (select(runs.c.run_id, runs.c.started, func.avg(results.c.value).label("mean"),
+                    func.count().label("values"))
+             .join(runs, runs.c.run_id == results.c.run_id).where(*wanted)
+             .group_by(runs.c.run_id, runs.c.started)
+             .order_by(runs.c.started, runs.c.run_id).limit(f.limit).offset(f.offset))
+    with engine.connect() as conn:
+        return [{"run_id": r.run_id, "started": r.started.isoformat() if r.started else None,
+                 "mean": r.mean, "values": r.values} for r in conn.execute(query)]
+
+
+def summary(engine: Engine, run_id: str) -> list[dict]:
+    """Per test and metric, the mean of the run's repeat summaries (for its page)."""
+    query = (select(results.c.test, results.c.datapath, results.c.transport,
+                    results.c.data_len, results.c.metric,
+                    func.avg(results.c.value).label("mean"), func.count().label("n"))
+             .where(results.c.run_id == run_id, results.c.kind == "summary")
+             .group_by(results.c.test, results.c.datapath, results.c.transport,
+                       results.c.data_len, results.c.metric)
+             .order_by(results.c.test, results.c.metric))
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]

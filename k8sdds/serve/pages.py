@@ -1,0 +1,95 @@
+"""The web page of `k8sdds serve`: server-rendered HTML (Jinja2) with a little JavaScript on
+the tasks page (submit, and follow progress live). No asset from the network."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import Engine
+
+from k8sdds.errors import UserError
+from k8sdds.serve import store
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
+COOKIE = "k8sdds_token"
+
+
+def add_pages(app: FastAPI, engine: Engine, token: str | None,
+              nodes: Callable[[], list[dict]]) -> None:
+    def page(request: Request, name: str, title: str, **values) -> HTMLResponse:
+        if token is not None and not hmac.compare_digest(
+                request.cookies.get(COOKIE, "").encode(), token.encode()):
+            return RedirectResponse("/login", 303)
+        return TEMPLATES.TemplateResponse(request, name, {"title": title, **values})
+
+    @app.get("/login", response_class=HTMLResponse, include_in_schema=False)
+    def login(request: Request, token_given: str | None = Query(None, alias="token")):
+        if token is None:
+            return RedirectResponse("/", 303)
+        if token_given is not None and hmac.compare_digest(token_given.encode(),
+                                                           token.encode()):
+            response = RedirectResponse("/", 303)
+            response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+            return response
+        return TEMPLATES.TemplateResponse(request, "login.html", {
+            "title": "Token", "error": "not the token" if token_given else ""},
+            status_code=401 if token_given else 200)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def runs(request: Request, datapath: str | None = None, engine_name: str | None = Query(
+             None, alias="engine"), transport: str | None = None, payload: str | None = None):
+        size = int(payload) if payload and payload.isdigit() else None
+        f = store.RunFilter(datapath or None, engine_name or None, transport or None, size)
+        return page(request, "runs.html", "Runs", runs=store.list_runs(engine, f), f=f,
+                    filtered=any((datapath, engine_name, transport, payload)))
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+    def run(request: Request, run_id: str):
+        found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
+        if found is None:
+            raise HTTPException(404, f"no run {run_id[:80]!r}")
+        report = (Path(found["path"]) / "report.html").is_file()
+        return page(request, "run.html", f"Run {run_id}", run=found, report=report,
+                    summary=store.summary(engine, run_id))
+
+    @app.get("/runs/{run_id}/report", include_in_schema=False)
+    def report(request: Request, run_id: str):
+        if token is not None and request.cookies.get(COOKIE) != token:
+            return RedirectResponse("/login", 303)
+        found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
+        path = Path(found["path"]) / "report.html" if found else None
+        if path is None or not path.is_file():
+            raise HTTPException(404, f"run {run_id[:80]!r} has no report")
+        return FileResponse(path, media_type="text/html")
+
+    @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+    def compare(request: Request, a: str | None = None, b: str | None = None):
+        from k8sdds.analysis import compare as comparing
+
+        ids = [r["run_id"] for r in store.list_runs(engine, store.RunFilter(limit=1000))]
+        rows, error = [], ""
+        if a and b:
+            paths = [store.run(engine, x) if store.RUN_ID.match(x) else None for x in (a, b)]
+            if None in paths:
+                error = "no such run"
+            else:
+                try:
+                    rows = comparing.compare(Path(paths[0]["path"]), Path(paths[1]["path"]),
+                                             ["throughput_mbps", "latency_us_p50"])
+                except (UserError, OSError) as exc:
+                    error = str(exc)
+        return page(request, "compare.html", "Compare two runs", runs=ids, a=a, b=b,
+                    rows=rows, error=error)
+
+    @app.get("/tasks", response_class=HTMLResponse, include_in_schema=False)
+    def tasks(request: Request):
+        return page(request, "tasks.html", "Tasks")
+
+    @app.get("/nodes", response_class=HTMLResponse, include_in_schema=False)
+    def nodes_page(request: Request):
+        return page(request, "nodes.html", "Nodes online", nodes=nodes())
