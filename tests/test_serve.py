@@ -213,6 +213,18 @@ def test_the_api_adds_lists_and_returns_results_with_the_token(service):
     ("/api/imports", b'{"run": "a", "extra": 1}', 422),
     ("/api/imports", b"not json", 422),
     ("/api/imports", b'{"run": "' + b"a" * (2 << 20) + b'"}', 413),
+    ("/api/tasks/abc", None, 422),
+    ("/api/tasks/999", None, 404),
+    ("/api/tasks/999/cancel", b"{}", 409),
+    ("/api/tasks/999/resume", b"{}", 409),
+    ("/api/tasks", b'{"schedule": "' + b"a" * (2 << 20) + b'"}', 413),
+    ("/api/tasks", b'{"schedule": 5}', 422),
+    ("/api/tasks", b'{"schedule": "dataLen\\n1024\\n", "options": {"kubeconfig": "x"}}', 422),
+    ("/api/tasks", b"\xff\xfe", 422),
+    ("/api/compare?a=nosuch&b=nosuch", None, 404),
+    ("/api/history?metric=DROP%20TABLE", None, 422),
+    ("/runs/..%2F..%2Fetc", None, 404),
+    ("/runs/nosuch/report", None, 404),
 ])
 def test_hostile_requests_get_4xx(service, path, data, code):
     base, token, _ = service

@@ -6,7 +6,6 @@ checked against the form k8sdds gives them before it reaches the database."""
 from __future__ import annotations
 
 import datetime as dt
-import hmac
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from sqlalchemy import Engine
 
 from k8sdds.errors import RunDirError, UserError
 from k8sdds.serve import store
-from k8sdds.serve.pages import COOKIE, add_pages
+from k8sdds.serve.pages import add_pages, allowed
 from k8sdds.serve.tasks import TaskOptions, Worker, get_task, list_tasks
 
 MAX_BODY = 1 << 20  # bytes
@@ -52,12 +51,7 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         return await call_next(request)
 
     def authorized(request: Request) -> None:
-        if token is None:
-            return
-        given = request.headers.get("authorization", "")
-        cookie = request.cookies.get(COOKIE, "")  # the web page's, after /login
-        if not (hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
-                or hmac.compare_digest(cookie.encode(), token.encode())):
+        if not allowed(request, token):  # the header, or the web page's login cookie
             raise HTTPException(401, "a valid token is needed (Authorization: Bearer ...)")
 
     def run_id_of(run_id: str) -> str:

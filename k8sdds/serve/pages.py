@@ -19,11 +19,20 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "tem
 COOKIE = "k8sdds_token"
 
 
+def allowed(request: Request, token: str | None) -> bool:
+    """No token set, or the request brings it (the login cookie, or a Bearer header)."""
+    if token is None:
+        return True
+    header = request.headers.get("authorization", "").encode()
+    cookie = request.cookies.get(COOKIE, "").encode()
+    return (hmac.compare_digest(header, f"Bearer {token}".encode())
+            or hmac.compare_digest(cookie, token.encode()))
+
+
 def add_pages(app: FastAPI, engine: Engine, token: str | None,
               nodes: Callable[[], list[dict]]) -> None:
     def page(request: Request, name: str, title: str, **values) -> HTMLResponse:
-        if token is not None and not hmac.compare_digest(
-                request.cookies.get(COOKIE, "").encode(), token.encode()):
+        if not allowed(request, token):
             return RedirectResponse("/login", 303)
         return TEMPLATES.TemplateResponse(request, name, {"title": title, **values})
 
@@ -59,7 +68,7 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
 
     @app.get("/runs/{run_id}/report", include_in_schema=False)
     def report(request: Request, run_id: str):
-        if token is not None and request.cookies.get(COOKIE) != token:
+        if not allowed(request, token):
             return RedirectResponse("/login", 303)
         found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
         path = Path(found["path"]) / "report.html" if found else None
