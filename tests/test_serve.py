@@ -86,7 +86,7 @@ def _clear(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as conn:
-        for table in ("results", "runs", "tasks", "alembic_version"):
+        for table in ("results", "run_tests", "runs", "tasks", "alembic_version"):
             conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
 

@@ -29,7 +29,19 @@ runs = Table(
     Column("transports", String(128), nullable=False),
     Column("path", Text, nullable=False),  # the run directory it was imported from
     Column("imported", DateTime(timezone=True), nullable=False),
+    Column("n_values", Integer, nullable=False),  # its rows in `results`
     Column("manifest", JSON, nullable=False),
+)
+
+# what a run measured, once per combination: the runs list filters on this, not on results
+run_tests = Table(
+    "run_tests", metadata,
+    Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"),
+           nullable=False, index=True),
+    Column("datapath", String(64), nullable=False, index=True),
+    Column("engine", String(32), nullable=False),
+    Column("transport", String(32), nullable=False),
+    Column("data_len", Integer, nullable=False, index=True),
 )
 
 results = Table(

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, and_, create_engine, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from k8sdds.errors import RunDirError, UserError
-from k8sdds.serve.schema import results, runs
+from k8sdds.serve.schema import results, run_tests, runs
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -109,12 +109,17 @@ def import_run(engine: Engine, path: Path) -> bool:
                                                                    for r in rows})),
         "transports": ",".join(sorted({r["transport"] for r in rows})),
         "path": str(Path(path).resolve()), "imported": dt.datetime.now(dt.timezone.utc),
-        "manifest": manifest}
+        "n_values": len(rows), "manifest": manifest}
+    combos = sorted({(r["datapath"], r["engine"], r["transport"], r["data_len"]) for r in rows})
     try:
         with engine.begin() as conn:
             if conn.execute(select(exists().where(runs.c.run_id == run_id))).scalar():
                 return False
             conn.execute(insert(runs), [record])
+            if combos:
+                conn.execute(insert(run_tests), [
+                    {"run_id": run_id, "datapath": d, "engine": e, "transport": t,
+                     "data_len": n} for d, e, t, n in combos])
             for start in range(0, len(rows), BATCH):
                 conn.execute(insert(results), rows[start:start + BATCH])
     except IntegrityError:  # another import of the same run won the race
@@ -158,19 +163,17 @@ def list_runs(engine: Engine, f: RunFilter) -> list[dict]:
     """Runs, newest first, with their result counts; a run matches a result filter when any
     of its rows does."""
     conditions = []
-    row_filters = [(results.c.datapath, f.datapath), (results.c.engine, f.engine),
-                   (results.c.transport, f.transport), (results.c.data_len, f.payload)]
+    row_filters = [(run_tests.c.datapath, f.datapath), (run_tests.c.engine, f.engine),
+                   (run_tests.c.transport, f.transport), (run_tests.c.data_len, f.payload)]
     wanted = [column == value for column, value in row_filters if value is not None]
     if wanted:
-        conditions.append(exists().where(and_(results.c.run_id == runs.c.run_id, *wanted)))
+        conditions.append(exists().where(and_(run_tests.c.run_id == runs.c.run_id, *wanted)))
     if f.since:
         conditions.append(runs.c.started >= f.since)
     if f.until:
         conditions.append(runs.c.started <= f.until)
-    count = (select(func.count()).select_from(results)
-             .where(results.c.run_id == runs.c.run_id).scalar_subquery())
     query = (select(runs.c.run_id, runs.c.started, runs.c.backend, runs.c.engine,
-                    runs.c.datapaths, runs.c.transports, count.label("values"))
+                    runs.c.datapaths, runs.c.transports, runs.c.n_values.label("values"))
              .where(*conditions).order_by(runs.c.started.desc(), runs.c.run_id.desc())
              .limit(f.limit).offset(f.offset))
     with engine.connect() as conn:

@@ -24,9 +24,21 @@ def upgrade() -> None:
         sa.Column("transports", sa.String(128), nullable=False),
         sa.Column("path", sa.Text, nullable=False),
         sa.Column("imported", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("n_values", sa.Integer, nullable=False),
         sa.Column("manifest", sa.JSON, nullable=False),
     )
     op.create_index("ix_runs_started", "runs", ["started"])
+    op.create_table(
+        "run_tests",
+        sa.Column("run_id", sa.String(64),
+                  sa.ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+        sa.Column("datapath", sa.String(64), nullable=False),
+        sa.Column("engine", sa.String(32), nullable=False),
+        sa.Column("transport", sa.String(32), nullable=False),
+        sa.Column("data_len", sa.Integer, nullable=False),
+    )
+    for column in ("run_id", "datapath", "data_len"):
+        op.create_index(f"ix_run_tests_{column}", "run_tests", [column])
     op.create_table(
         "results",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -51,4 +63,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("results")
+    op.drop_table("run_tests")
     op.drop_table("runs")
