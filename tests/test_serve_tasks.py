@@ -247,3 +247,29 @@ def test_the_web_page_lists_shows_compares_and_runs_a_schedule(tmp_path, browser
         assert not logs, logs
     finally:
         service.stop()
+
+
+def test_nodes_online_are_the_testbeds_nodes_while_it_is_up(tmp_path):
+    from k8sdds.serve.store import default_url
+
+    name = f"sn{os.getpid() % 1000}"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    up = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "up", "--name", name,
+                         "--nodes", "3"], capture_output=True, text=True, env=env, timeout=120)
+    assert up.returncode == 0, up.stderr
+    (tmp_path / "logs").mkdir()
+    service = Service(default_url(tmp_path), tmp_path / "logs").start()
+    try:
+        status, body = _get(f"{service.base}/api/nodes")
+        mine = [n for n in json.loads(body) if n["where"] == name]
+        assert status == 200 and len(mine) == 3
+        assert all(n["state"] == "up" and n["last_seen"] for n in mine)
+        subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--name", name],
+                       capture_output=True, env=env, timeout=120, check=True)
+        mine = [n for n in json.loads(_get(f"{service.base}/api/nodes")[1])
+                if n["where"] == name]
+        assert mine == []
+    finally:
+        service.stop()
+        subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--name", name],
+                       capture_output=True, env=env, timeout=120)
