@@ -123,6 +123,23 @@ def test_submitted_schedules_run_one_at_a_time_and_land_in_the_database(service)
     assert len(json.loads(body)) == 2
 
 
+def test_a_baseline_task_measures_the_network_between_nodes(service):
+    status, body = _get(f"{service.base}/api/tasks", data=json.dumps({
+        "kind": "baseline", "options": {"testbed": TESTBED, "datapath": "host",
+                                        "engines": "ping", "paths": "node-node",
+                                        "dds": False, "duration": 1}}).encode())
+    assert status == 201, body
+    task = json.loads(body)
+    assert task["kind"] == "baseline"
+    done = service.wait(task["id"], lambda t: t["status"] not in ("queued", "running"))
+    assert done["status"] == "done", done
+    df = _results_once(service, done)
+    assert set(df.engine) == {"ping"} and "latency_us_p50" in set(df.metric)
+    status, body = _get(f"{service.base}/api/tasks", data=json.dumps({
+        "schedule": HEADER + ROW, "options": {"engines": "ping"}}).encode())
+    assert status == 422 and "a baseline's options" in body
+
+
 def test_a_bad_schedule_gets_the_clis_message(service, tmp_path):
     bad = HEADER + "-5,false,1,false,0\n"
     status, body = _get(f"{service.base}/api/tasks", data=json.dumps(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -30,10 +31,12 @@ class ImportRequest(BaseModel):
 
 
 class TaskRequest(BaseModel):
-    """A schedule (the CSV text `k8sdds run --sch` reads) and the run's options."""
+    """A schedule (the CSV text `k8sdds run --sch` reads) and the run's options; or a
+    baseline (`k8sdds baseline`: its options, no schedule)."""
 
     model_config = ConfigDict(extra="forbid")
-    schedule: str
+    kind: Literal["schedule", "baseline"] = "schedule"
+    schedule: str = ""
     options: TaskOptions = TaskOptions()
 
 
@@ -164,7 +167,7 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         except (UnicodeDecodeError, ValidationError) as exc:
             raise HTTPException(422, " ".join(str(exc).split())[:1000]) from None
         try:
-            task_id = queue().submit(body.schedule, body.options)
+            task_id = queue().submit(body.schedule, body.options, body.kind)
         except UserError as exc:
             raise HTTPException(422, str(exc)) from None
         return get_task(engine, task_id)

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, insert, select, update
 
+from k8sdds.errors import UserError
 from k8sdds.serve import store
 from k8sdds.serve.schema import tasks
 
@@ -44,14 +45,28 @@ class TaskOptions(BaseModel):
     context: str | None = Field(None, pattern=NAME, max_length=256)
     namespace: str | None = Field(None, pattern=NAME, max_length=63)
     inventory: str | None = Field(None, pattern=PATH, max_length=4096)
+    pub_node: str | None = Field(None, pattern=NAME, max_length=253)
+    sub_nodes: str | None = Field(None, pattern=NAME, max_length=4096)
+    # a baseline's own (`k8sdds baseline`): a network test between two named nodes is
+    # engines=iperf3 (or ping, qperf), one path, pub_node and sub_nodes
+    engines: str | None = Field(None, pattern=NAME, max_length=64)
+    paths: str | None = Field(None, pattern=NAME, max_length=256)
+    dds: bool | None = None
 
-    def argv(self) -> list[str]:
-        """`k8sdds run` options, each as one `--name=value` word (no shell, no option
-        injection)."""
+    def argv(self, kind: str) -> list[str]:
+        """`k8sdds run` (or `baseline`) options, each as one `--name=value` word (no shell,
+        no option injection)."""
+        own = {"engines", "paths", "dds"}
+        if kind == "schedule" and any(getattr(self, n) is not None for n in own):
+            raise UserError("engines, paths and dds are a baseline's options, not a "
+                            "schedule's")
         out = [f"--backend={self.backend}"]
         for name, value in self.model_dump(exclude={"backend"}).items():
-            if value is not None:
-                out.append(f"--{name}={value}")
+            flag = "--" + name.replace("_", "-")
+            if value is True or value is False:
+                out.append(flag if value else f"--no-{name}")
+            elif value is not None:
+                out.append(f"{flag}={value}")
         return out
 
     def target(self) -> str:
@@ -85,14 +100,17 @@ class Worker:
         self._lock = threading.Lock()
 
     # ---- the API's side ----------------------------------------------------------------
-    def submit(self, schedule: str, options: TaskOptions) -> int:
-        """Queue a schedule (checked as `k8sdds run` checks it: a UserError says why)."""
+    def submit(self, schedule: str, options: TaskOptions, kind: str = "schedule") -> int:
+        """Queue a schedule (checked as `k8sdds run` checks it: a UserError says why) or a
+        baseline."""
         from k8sdds.schedule import loads
 
-        loads(schedule, "schedule")
+        options.argv(kind)  # a baseline's option on a schedule: refused now, not later
+        if kind == "schedule":
+            loads(schedule, "schedule")
         with self.engine.begin() as conn:
             return conn.execute(insert(tasks).values(
-                status="queued", target=options.target(), schedule=schedule,
+                kind=kind, status="queued", target=options.target(), schedule=schedule,
                 options=options.model_dump(exclude_none=True), created=_now(),
                 message="")).inserted_primary_key[0]
 
@@ -143,10 +161,11 @@ class Worker:
         return self.out / "tasks" / f"task-{task_id}"
 
     def run_dir(self, task_id: int) -> Path | None:
+        """The task's run directory (the newest: a baseline stopped midway starts again)."""
         folder = self.task_dir(task_id)
         found = [p for p in folder.iterdir() if (p / "manifest.json").is_file()] \
             if folder.is_dir() else []
-        return found[0] if found else None
+        return max(found, key=lambda p: p.name) if found else None
 
     def _launch(self) -> None:
         with self.engine.connect() as conn:
@@ -161,13 +180,15 @@ class Worker:
             folder = self.task_dir(task.id)
             folder.mkdir(parents=True, exist_ok=True)
             run = self.run_dir(task.id)
-            common = ["--json", "--quiet", "--no-plot"]
-            if run is not None:
-                argv = ["run", "--resume", str(run), *common]
+            options = TaskOptions(**task.options).argv(task.kind)
+            if task.kind == "baseline":  # no resume: a stopped one starts again
+                argv = ["baseline", "--out", str(folder), *options, "--json", "--quiet"]
+            elif run is not None:
+                argv = ["run", "--resume", str(run), "--json", "--quiet", "--no-plot"]
             else:
                 (folder / "schedule.csv").write_text(task.schedule)
                 argv = ["run", "--sch", str(folder / "schedule.csv"), "--out", str(folder),
-                        *TaskOptions(**task.options).argv(), *common]
+                        *options, "--json", "--quiet", "--no-plot"]
             with open(folder / "run.log", "ab") as log:
                 child = subprocess.Popen([sys.executable, "-m", "k8sdds", *argv],
                                          stdout=subprocess.DEVNULL, stderr=log,

@@ -17,6 +17,7 @@ def upgrade() -> None:
     op.create_table(
         "tasks",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("target", sa.String(512), nullable=False),
         sa.Column("schedule", sa.Text, nullable=False),
