@@ -168,15 +168,15 @@ def service(db_url, tmp_path):
                             stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "k8sdds serve did not listen"
-            time.sleep(0.1)  # a server starting: nothing to wait on but its port
     try:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline, "k8sdds serve did not listen"
+                time.sleep(0.1)  # a server starting: nothing to wait on but its port
         yield base, "t0ken-of-the-test-0123456789", tmp_path / "logs"
     finally:
         proc.terminate()

@@ -35,8 +35,13 @@ class Service:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
 
+    def env(self) -> dict:
+        """The service's environment: its testbeds' state (and locks) in the test's folder."""
+        return {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent),
+                "K8SDDS_STATE_DIR": str(self.out.parent / "state")}
+
     def start(self) -> Service:
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+        env = self.env()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "k8sdds", "serve", "--db", self.db, "--listen",
              f"127.0.0.1:{self.port}", "--out", str(self.out)], env=env,
@@ -86,9 +91,9 @@ def service(request, tmp_path):
           else request.getfixturevalue("postgres"))
     _clear(db)
     (tmp_path / "logs").mkdir()
-    s = Service(db, tmp_path / "logs").start()
+    s = Service(db, tmp_path / "logs")
     try:
-        yield s
+        yield s.start()
     finally:
         s.stop()
 
@@ -210,8 +215,9 @@ def test_the_web_page_lists_shows_compares_and_runs_a_schedule(tmp_path, browser
     from .conftest import fake_run
 
     (tmp_path / "logs").mkdir()
-    service = Service(default_url(tmp_path), tmp_path / "logs").start()
+    service = Service(default_url(tmp_path), tmp_path / "logs")
     try:
+        service.start()
         ids = []
         for i in range(2):
             run = fake_run(tmp_path / "logs", f"2026010{i + 1}-000000-{i:04x}", repeats=2)
@@ -270,13 +276,14 @@ def test_nodes_online_are_the_testbeds_nodes_while_it_is_up(tmp_path):
     from k8sdds.serve.store import default_url
 
     name = f"sn{os.getpid() % 1000}"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    (tmp_path / "logs").mkdir()
+    service = Service(default_url(tmp_path), tmp_path / "logs")
+    env = service.env()
     up = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "up", "--name", name,
                          "--nodes", "3"], capture_output=True, text=True, env=env, timeout=120)
     assert up.returncode == 0, up.stderr
-    (tmp_path / "logs").mkdir()
-    service = Service(default_url(tmp_path), tmp_path / "logs").start()
     try:
+        service.start()
         status, body = _get(f"{service.base}/api/nodes")
         mine = [n for n in json.loads(body) if n["where"] == name]
         assert status == 200 and len(mine) == 3
