@@ -255,3 +255,17 @@ def test_pages_need_the_token_too_and_login_sets_it(service):
         assert response.status == 200 and '<table id="runs">' in response.read().decode()
     with opener.open(f"{base}/api/tasks", timeout=10) as response:  # the cookie serves
         assert response.status == 200
+
+
+def test_a_body_of_unknown_length_is_refused(service):
+    import http.client
+
+    base, token, _ = service
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.request("POST", "/api/tasks", body=iter([b'{"schedule": "', b"x" * 1000, b'"}']),
+                 headers={"Authorization": f"Bearer {token}",
+                          "Content-Type": "application/json"}, encode_chunked=True)
+    response = conn.getresponse()
+    assert response.status == 411 and b"Content-Length" in response.read()
+    conn.close()

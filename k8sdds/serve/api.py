@@ -1,7 +1,8 @@
-"""The HTTP API of `k8sdds serve` (FastAPI; OpenAPI at /openapi.json): runs listed with
-filters, one run, its results as JSON or CSV, and runs added from the run directory folder.
-Every call checks the token when one is set; request bodies are size-limited; a run id is
-checked against the form k8sdds gives them before it reaches the database."""
+"""The HTTP API of `k8sdds serve` (FastAPI; OpenAPI at /openapi.json): tasks (submit,
+list, show, cancel, resume), runs listed with filters, one run, its results as JSON or CSV,
+compare, a metric's history, runs added from the run folder, the nodes online. Every call
+checks the token when one is set; a request body must say its length and stay under 1 MiB;
+a run id is checked against the form k8sdds gives them before it reaches the database."""
 
 from __future__ import annotations
 
@@ -49,7 +50,10 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
     @app.middleware("http")
     async def limit_body(request: Request, call_next):
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        if length is None and request.method in ("POST", "PUT", "PATCH"):
+            if request.headers.get("transfer-encoding"):  # a stream of unknown size
+                return JSONResponse({"detail": "give the body's Content-Length"}, 411)
+        elif length is not None and (not length.isdigit() or int(length) > MAX_BODY):
             return JSONResponse({"detail": f"request body over {MAX_BODY} bytes"}, 413)
         return await call_next(request)
 
