@@ -269,3 +269,31 @@ def test_a_body_of_unknown_length_is_refused(service):
     response = conn.getresponse()
     assert response.status == 411 and b"Content-Length" in response.read()
     conn.close()
+
+
+def test_every_task_option_is_a_flag_of_run_or_baseline():
+    """A task's options become `k8sdds run`/`baseline` flags: each must exist there, or a
+    task would fail at start instead of at submit."""
+    from typer.main import get_command
+
+    from k8sdds.cli import app
+    from k8sdds.serve.tasks import TaskOptions
+
+    command = get_command(app)
+    flags = {name: {opt for p in command.commands[name].params for opt in p.opts + p.secondary_opts}
+             for name in ("run", "baseline")}
+    every = TaskOptions(datapath="host", transport="udp", repeats=1, duration=1.0,
+                        profile="rpi3b", testbed="x", nodes=3, kubeconfig="/k",
+                        context="c", namespace="n", inventory="/i", pub_node="a",
+                        sub_nodes="b", engines="iperf3", paths="node-node", dds=False)
+    from k8sdds.errors import UserError
+
+    with pytest.raises(UserError, match="transport: not an option of a baseline task"):
+        every.argv("baseline")
+    baseline = every.model_copy(update={"transport": None})
+    for word in baseline.argv("baseline"):
+        assert word.split("=")[0] in flags["baseline"], word
+    schedule = every.model_copy(update={"engines": None, "paths": None, "dds": None})
+    for word in schedule.argv("schedule"):
+        assert word.split("=")[0] in flags["run"], word
+    assert "--pub-node=a" in baseline.argv("baseline") and "--no-dds" in baseline.argv("baseline")

@@ -142,7 +142,7 @@ def test_a_baseline_task_measures_the_network_between_nodes(service):
     assert set(df.engine) == {"ping"} and "latency_us_p50" in set(df.metric)
     status, body = _get(f"{service.base}/api/tasks", data=json.dumps({
         "schedule": HEADER + ROW, "options": {"engines": "ping"}}).encode())
-    assert status == 422 and "a baseline's options" in body
+    assert status == 422 and "engines: not an option of a schedule task" in body
 
 
 def test_a_bad_schedule_gets_the_clis_message(service, tmp_path):

@@ -56,10 +56,12 @@ class TaskOptions(BaseModel):
     def argv(self, kind: str) -> list[str]:
         """`k8sdds run` (or `baseline`) options, each as one `--name=value` word (no shell,
         no option injection)."""
-        own = {"engines", "paths", "dds"}
-        if kind == "schedule" and any(getattr(self, n) is not None for n in own):
-            raise UserError("engines, paths and dds are a baseline's options, not a "
-                            "schedule's")
+        others = {"schedule": ("engines", "paths", "dds"), "baseline": ("transport",)}[kind]
+        wrong = [n for n in others if getattr(self, n) is not None]
+        if wrong:
+            raise UserError(f"{', '.join(wrong)}: not an option of a {kind} task "
+                            f"(`k8sdds {'run' if kind == 'schedule' else 'baseline'}` has "
+                            "no such flag)")
         out = [f"--backend={self.backend}"]
         for name, value in self.model_dump(exclude={"backend"}).items():
             flag = "--" + name.replace("_", "-")
