@@ -7,12 +7,13 @@ a run id is checked against the form k8sdds gives them before it reaches the dat
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine
 
@@ -74,8 +75,8 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
                   limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0)):
         """Runs, newest first; `datapath`, `engine`, `transport` and `payload` (bytes) match
         a run when any of its results does."""
-        return store.list_runs(engine, store.RunFilter(datapath, engine_name, transport,
-                                                       payload, since, until, limit, offset))
+        return JSONResponse(store.list_runs(engine, store.RunFilter(
+            datapath, engine_name, transport, payload, since, until, limit, offset)))
 
     @app.get("/api/runs/{run_id}", dependencies=[Depends(authorized)])
     def one_run(run_id: str):
@@ -89,12 +90,20 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         """The run's results table, as `results.csv` has it (format=csv) or as rows."""
         if store.run(engine, run_id_of(run_id)) is None:
             raise HTTPException(404, f"no run {run_id!r}")
-        rows = store.run_results(engine, run_id)
-        if format == "json":
-            return rows
+        return Response(results_body(run_id, format), media_type=(
+            "application/json" if format == "json" else "text/csv"))
+
+    @functools.lru_cache(maxsize=64)
+    def results_body(run_id: str, format: str) -> bytes:
+        """A run's results, encoded once: a run never changes after it is added."""
+        import json
+
         from k8sdds.results.table import rows_to_csv
 
-        return PlainTextResponse(rows_to_csv(rows, header=True), media_type="text/csv")
+        rows = store.run_results(engine, run_id)
+        if format == "json":
+            return json.dumps(rows, separators=(",", ":")).encode()
+        return rows_to_csv(rows, header=True).encode()
 
     def run_path(run_id: str) -> Path:
         found = store.run(engine, run_id_of(run_id))

@@ -30,7 +30,11 @@ def open_db(url: str) -> Engine:
     """Connect and bring the schema to the newest migration; a clear error when the URL or
     the server is wrong."""
     try:
-        engine = create_engine(url, future=True)
+        sqlite = url.startswith("sqlite")
+        # a connection for every request the server handles at once (its thread pool, 40),
+        # and SQLite waits for a writer instead of failing at once
+        engine = create_engine(url, pool_size=10, max_overflow=40, pool_timeout=60,
+                               connect_args={"timeout": 60} if sqlite else {})
         if engine.dialect.name == "sqlite":
             from sqlalchemy import event
 
