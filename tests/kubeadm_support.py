@@ -254,7 +254,10 @@ state = "{d / 'containerd-state'}"
         shutil.copyfile(self.path(i, "/etc/kubernetes/admin.conf"), target)
         return target
 
-    def down(self) -> None:
+    def down(self) -> list[int]:
+        """Stop everything the nodes run; what is still running in their namespaces after
+        (nothing, or a leak to report)."""
+        namespaces = {procs.mount_namespace(h.pid) for h in self.holders.values()} - {None}
         # the kubelets first (they restart containers), then the containers and containerd
         procs.stop([p.pid for p in self.daemons if "kubelet-service" in " ".join(p.args)])
         for i in self.holders:
@@ -265,32 +268,14 @@ state = "{d / 'containerd-state'}"
         for i in self.holders:
             cgroups.remove_everywhere(self.cgroup_root(i))
         procs.stop([p.pid for p in self.daemons])
-        for holder in self.holders.values():  # containerd's shims, and anything else left
-            _kill_namespace(holder.pid)
+        procs.kill_namespaces(namespaces)  # containerd's shims, and anything else left
         super().down()
         procs.stop([h.pid for h in self.holders.values()])
         # containerd's snapshots may still be mounted in the (gone) namespaces: nothing here
         for i in self.holders:
             shutil.rmtree(self.node_dir(i), ignore_errors=True)
         cgroups.remove_everywhere("/k8sdds-kubeadm")
-
-
-def _kill_namespace(holder: int) -> None:
-    """SIGKILL every process in the holder's mount namespace but the holder."""
-    import signal
-
-    try:
-        ns = os.readlink(f"/proc/{holder}/ns/mnt")
-    except OSError:
-        return
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == holder:
-            continue
-        try:
-            if os.readlink(entry / "ns" / "mnt") == ns:
-                os.kill(int(entry.name), signal.SIGKILL)
-        except OSError:
-            pass
+        return procs.in_namespaces(namespaces)
 
 
 def make(directory: Path, prefix: str, net: int) -> Nodes:

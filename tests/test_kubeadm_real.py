@@ -81,7 +81,8 @@ def nodes(tmp_path_factory):
     try:
         yield n.up()
     finally:
-        n.down()
+        left = n.down()
+    assert left == []  # no shim, container or daemon outlives the nodes
     assert _host_state() == before  # nothing of kubeadm's, the kubelet's or flannel's here
 
 

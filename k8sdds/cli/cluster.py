@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from k8sdds.cli.common import choice, err_console, out_console
+from k8sdds.cluster.images import DEFAULT_ADDRESS
 
 cluster_app = typer.Typer(no_args_is_help=True,
                           help="Bare hosts over SSH: preflight checks, network tuning, "
@@ -21,6 +22,8 @@ DRY_RUN = typer.Option(False, "--dry-run", help="Print every remote command per 
                        "connect to none.")
 HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs of every "
                          "command and its output.")
+CONTAINERD = typer.Option(DEFAULT_ADDRESS, "--containerd-address",
+                          help="containerd's socket on the hosts.")
 
 
 def _hosts(inventory: Path, known_hosts: Path | None):
@@ -77,9 +80,7 @@ def cluster_check(inventory: Path = INVENTORY,
                   cni: str | None = typer.Option(None, "--cni", help="Also check that the "
                                                  "images this CNI runs are on every host "
                                                  "[kubeadm's images only]."),
-                  address: str = typer.Option("/run/containerd/containerd.sock",
-                                              "--containerd-address",
-                                              help="containerd's socket on the hosts."),
+                  address: str = CONTAINERD,
                   known_hosts: Path | None = KNOWN_HOSTS,
                   dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """Preflight of every host: reachable, swap off, cgroup memory/cpuset, br_netfilter,
@@ -288,8 +289,7 @@ def cluster_load_image(
     archive: Path | None = typer.Option(None, "--archive", help="The image archive "
                                         "(docker-archive) [the engine image, built by `k8sdds "
                                         "image build`, cached]."),
-    address: str = typer.Option("/run/containerd/containerd.sock", "--containerd-address",
-                                help="containerd's socket on the hosts."),
+    address: str = CONTAINERD,
     known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
     log_dir: Path = HOST_LOGS,
 ) -> None:
@@ -333,8 +333,7 @@ def cluster_images(
     build: bool = typer.Option(False, "--build", help="Build the images here from the Go "
                                "binaries .ci/k8s-test-binaries makes (control plane, "
                                "kube-proxy, etcd, CoreDNS, pause, flannel; amd64)."),
-    address: str = typer.Option("/run/containerd/containerd.sock", "--containerd-address",
-                                help="containerd's socket on the hosts."),
+    address: str = CONTAINERD,
     known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
     log_dir: Path = HOST_LOGS,
 ) -> None:

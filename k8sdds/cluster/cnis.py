@@ -90,9 +90,16 @@ def _containers(obj: dict) -> list[dict]:
 
 
 def adapt(cni: Cni, text: str) -> str:
-    """The manifest as k8sdds applies it: images pinned and pulled only when absent (hosts
-    with no registry run what `cluster images` loaded); flannel's backend; weave's password
-    from its Secret. Pure."""
+    """The manifest as k8sdds applies it (YAML). Pure."""
+    import yaml
+
+    return yaml.safe_dump_all(adapted(cni, text), sort_keys=False)
+
+
+def adapted(cni: Cni, text: str) -> list[dict]:
+    """The manifest's documents as k8sdds applies them: images pinned and pulled only when
+    absent (hosts with no registry run what `cluster images` loaded); flannel's backend;
+    weave's password from its Secret. Pure."""
     import yaml
 
     docs = [d for d in yaml.safe_load_all(text) if d]
@@ -110,16 +117,14 @@ def adapt(cni: Cni, text: str) -> str:
             net["Network"] = cni.pod_cidr
             net["Backend"] = {**net.get("Backend", {}), "Type": cni.flannel_backend}
             obj["data"]["net-conf.json"] = json.dumps(net, indent=2)
-    return yaml.safe_dump_all(docs, sort_keys=False)
+    return docs
 
 
 def images(cni: Cni) -> list[str]:
     """The images the CNI's pods run (empty for a CNI installed by its own CLI)."""
-    import yaml
-
     if cni.manifest is None:
         return []
-    docs = [d for d in yaml.safe_load_all(adapt(cni, shipped(cni))) if d]
+    docs = adapted(cni, shipped(cni))
     return sorted({c["image"] for obj in _objects(docs) for c in _containers(obj)})
 
 

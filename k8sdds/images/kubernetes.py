@@ -11,16 +11,12 @@ containernetworking/plugins, its last home on the Go module proxy.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.errors import UserError
-
-
-def binaries() -> Path:
-    return Path(os.environ.get("K8SDDS_K8S_BIN", "/var/cache/k8sdds/bin"))
+from k8sdds.testbed.kube.cluster import binaries  # the one cache of Go-built binaries
 
 
 def split(ref: str) -> tuple[str, str]:
@@ -43,12 +39,10 @@ def normalize(ref: str) -> str:
 
 
 def version(name: str) -> str | None:
-    """The version a cached binary was built at (its link: <name>-<version>), or None."""
-    link = binaries() / name
-    if not link.exists():
-        return None
-    target = os.readlink(link) if link.is_symlink() else name
-    return target.removeprefix(f"{name}-") if target != name else "unknown"
+    """The version a cached binary was built at, or None when it is not built."""
+    from k8sdds.testbed.kube import flannel
+
+    return flannel.version(binaries(), name) if (binaries() / name).exists() else None
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ class Worker:
         self.children: dict[int, subprocess.Popen] = {}
         self.cancelled: set[int] = set()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a task queued or resumed: launch it now
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -111,10 +112,12 @@ class Worker:
         if kind == "schedule":
             loads(schedule, "schedule")
         with self.engine.begin() as conn:
-            return conn.execute(insert(tasks).values(
+            task_id = conn.execute(insert(tasks).values(
                 kind=kind, status="queued", target=options.target(), schedule=schedule,
                 options=options.model_dump(exclude_none=True), created=_now(),
                 message="")).inserted_primary_key[0]
+        self._wake.set()
+        return task_id
 
     def cancel(self, task_id: int) -> bool:
         """SIGINT to a running task (a clean stop), or a queued one never started."""
@@ -133,9 +136,11 @@ class Worker:
     def resume(self, task_id: int) -> bool:
         """Queue a cancelled or failed task again: its run continues where it stopped."""
         with self.engine.begin() as conn:
-            return conn.execute(update(tasks).where(
+            queued = conn.execute(update(tasks).where(
                 tasks.c.id == task_id, tasks.c.status.in_(("cancelled", "failed"))).values(
                 status="queued", finished=None, message="resumed")).rowcount == 1
+        self._wake.set()
+        return queued
 
     # ---- the loop ----------------------------------------------------------------------
     def start(self) -> None:
@@ -147,6 +152,7 @@ class Worker:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread:
             self._thread.join(timeout=10)
 
@@ -157,7 +163,9 @@ class Worker:
                 self._launch()
             except Exception as exc:  # noqa: BLE001 - the loop must outlive one bad round
                 print(f"k8sdds serve: task loop: {exc}", file=sys.stderr)
-            self._stop.wait(self.poll)
+            # progress is read from files: followed every `poll` s; a new task wakes it
+            self._wake.wait(self.poll)
+            self._wake.clear()
 
     def task_dir(self, task_id: int) -> Path:
         return self.out / "tasks" / f"task-{task_id}"

@@ -240,7 +240,8 @@ class KubeCluster:
         holder = self._spawn(f"{node.name}-holder", [
             "unshare", "--mount", "--propagation", "private", "sleep", "2147483647"], node.ns)
         procs.wait_own_mounts(holder)
-        self._record(holders={**self._state().get("holders", {}), node.name: holder.pid})
+        self._record(holders={**self._state().get("holders", {}), node.name: holder.pid},
+                     namespaces=[procs.mount_namespace(holder.pid)])
         agent.mount_private(holder.pid, files)
         (files.run / "containerd.toml").write_text(agent.containerd_config(files))
         cni.configure(node, files)
@@ -345,6 +346,7 @@ class KubeCluster:
         """Every process (daemons, shims, containers), mount namespace, cgroup and file."""
         state = self._state()
         procs.stop(state["pids"])
+        procs.kill_namespaces(set(state.get("namespaces", [])) - {None})  # the shims
         for root in state["cgroups"]:
             cgroups.remove_everywhere(root)
         for made in sorted(state.get("made", []), key=lambda d: -len(Path(d).parts)):

@@ -58,3 +58,31 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def mount_namespace(pid: int) -> str | None:
+    """The mount namespace `pid` is in (as /proc names it), or None when it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def in_namespaces(namespaces: set[str], spare: int | None = None) -> list[int]:
+    """Every process in one of these mount namespaces (but `spare`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != spare \
+                and mount_namespace(int(entry.name)) in namespaces:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_namespaces(namespaces: set[str]) -> None:
+    """SIGKILL what is left in a node's mount namespace: containerd's shims daemonize into
+    sessions of their own, so stopping the daemons' process groups leaves them behind."""
+    for pid in in_namespaces(namespaces):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
