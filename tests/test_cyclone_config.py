@@ -136,3 +136,21 @@ def test_debian_security_plugins_are_found():
     found = ddsperf.security_plugins()
     assert found is not None, "cyclonedds-tools pulls libddsc0debian, which ships them"
     assert (Path(found) / "libdds_security_auth.so").exists()
+
+
+def test_without_batching_a_datagram_holds_one_sample_never_two():
+    engine = ENGINES["ddsperf"]
+    for size in (64, 256, 1024, 16384):
+        general = _xml(engine.command(replace(BASE, data_len=size), _ctx("pub"))).find(
+            ".//General")
+        largest = int(general.findtext("MaxMessageSize").rstrip("B"))
+        fragment = int(general.findtext("FragmentSize").rstrip("B"))
+        assert size < fragment <= largest  # the whole sample in one datagram ...
+        # ... and no room for a second one (each sample brings at least 40 bytes of
+        # submessage headers, the datagram a 20-byte RTPS header)
+        assert largest < 2 * (size + 40) + 20
+    huge = _xml(engine.command(replace(BASE, data_len=1_000_000), _ctx("pub")))
+    assert int(huge.findtext(".//MaxMessageSize").rstrip("B")) <= 65000  # a UDP datagram
+    assert int(huge.findtext(".//FragmentSize").rstrip("B")) < 65000  # DDS fragments then
+    batched = _xml(engine.command(replace(BASE, batch_size=8192), _ctx("pub")))
+    assert batched.find(".//MaxMessageSize") is None  # batching packs, as asked

@@ -79,7 +79,12 @@ def _runs_html(runs: Runs) -> str:
             "schedule": f"{(m.get('schedule') or {}).get('path')} "
                         f"(sha256 {(m.get('schedule') or {}).get('sha256', '')[:12]})",
             "backend": m.get("backend"), "datapaths": ", ".join(m.get("datapaths", [])),
-            "nodes": nodes, "not applied": "; ".join(cluster.get("not_applied", [])) or "-",
+            "nodes": nodes,
+            "CPU budgets": "; ".join(f"{name}: {p.get('cpu')} CPU ({p.get('cpu_from', '')})"
+                                     for name, p in (cluster.get("profiles") or {}).items()
+                                     if p.get("cpu") is not None) or "-",
+            "not applied": "; ".join(cluster.get("not_applied", [])) or "-",
+            "the emulator cannot show": "; ".join(cluster.get("cannot_show", [])) or "-",
             "tools": ", ".join(f"{k} {v}" for k, v in m.get("tools", {}).items()),
             "machine": f"{env.get('cpu_model')} x{env.get('cpu_count')}, {env.get('memory')}, "
                        f"kernel {env.get('kernel')}, {env.get('os')}, "

@@ -46,7 +46,8 @@ def image_load(
     worker's containerd imports them; pods find them with imagePullPolicy IfNotPresent."""
     from k8sdds.cluster.images import describe
     from k8sdds.testbed.kube.cluster import KubeCluster
-    from k8sdds.testbed.testbed import Testbed, TestbedLock
+    from k8sdds.testbed.lock import TestbedLock
+    from k8sdds.testbed.testbed import Testbed
 
     tb = Testbed.existing(name)
     if tb is None:

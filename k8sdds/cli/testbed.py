@@ -1,5 +1,5 @@
 """`k8sdds testbed`: the emulated edge cluster by hand (up, status, down, datapaths,
-profiles)."""
+profiles, calibrate)."""
 
 from __future__ import annotations
 
@@ -114,27 +114,84 @@ def testbed_datapaths(wide: bool = WIDE) -> None:
 
 
 def testbed_profiles(wide: bool = WIDE) -> None:
-    """List the edge node profiles (link rate, CPU quota, MTU, delay, loss)."""
+    """List the edge node profiles (link rate, CPU budget, MTU, delay, loss) and where each
+    CPU budget comes from."""
     from k8sdds.testbed.capabilities import qdisc
-    from k8sdds.testbed.profiles import PROFILES
+    from k8sdds.testbed.profiles import PROFILES, resolve
 
     netem = qdisc("netem")
     table = Table(title="edge node profiles")
     for col in ("profile", "Mbit/s", "burst KB", "CPUs", "MTU", "delay ms", "loss %",
-                *(("about",) if wide else ())):
+                *(("about", "CPUs from") if wide else ())):
         table.add_column(col, overflow="fold")
     notes = []
-    for p in PROFILES.values():
+    for name in PROFILES:
+        p = resolve(name)
         cut = " *" if netem and (p.delay_ms or p.loss_pct) else ""
         table.add_row(p.name, _or_dash(p.rate_mbit), _or_dash(p.burst_kb or None),
                       _or_dash(p.cpu), _or_dash(p.mtu), _or_dash(p.delay_ms) + cut,
-                      _or_dash(p.loss_pct) + cut, *((p.about,) if wide else ()))
+                      _or_dash(p.loss_pct) + cut, *((p.about, p.cpu_from) if wide else ()))
         notes.append(f"{p.name}: {p.about}" + (" (* not applied here: the kernel has no "
-                                               "netem)" if cut else ""))
+                                               "netem)" if cut else "")
+                     + (f". CPUs: {p.cpu_from}" if p.cpu is not None else ""))
     out_console.print(table)
     if not wide:
         for line in notes:
             out_console.print(line, markup=False, highlight=False)
+
+
+def testbed_calibrate(
+        profile: str = typer.Option("rpi3b", "--profile", help="The profile whose CPU "
+                                    "budget to calibrate (its board's host figures)."),
+        figures: Path | None = typer.Option(
+            None, "--figures", help="CSV data_len,throughput_mbps: your board's own host "
+            "(hostNetwork) throughput, rows for 1024 and 16384 at least [the built-in "
+            "published figures]."),
+        duration: float = typer.Option(5.0, "--duration", min=1.0,
+                                       help="Seconds of each measurement."),
+        repeats: int = typer.Option(3, "--repeats", min=1, max=20,
+                                    help="Measurements per step (their median counts)."),
+        steps: int = typer.Option(7, "--steps", min=1, max=20,
+                                  help="Bisection steps between 0.01 and 1 CPU (7: within "
+                                  "4 %)."),
+        output: Path | None = typer.Option(
+            None, "--output", help="Calibration file to write [K8SDDS_CALIBRATION, else "
+            "/var/lib/k8sdds/calibration.json]."),
+        name: str = typer.Option("kdcalib", "--name", help="Name of the testbed the "
+                                 "calibration brings up and takes down."),
+        json_out: bool = typer.Option(False, "--json", help="Print the calibration as JSON."),
+) -> None:
+    """Derive a profile's CPU budget from a measurement: the share of this machine's CPU at
+    which an emulated node's host network shows the board's published host figures (the
+    ratio of 1 KiB to link-bound throughput). Takes a few minutes; every run after it uses
+    the result."""
+    import json
+    from dataclasses import asdict
+
+    from k8sdds.testbed import calibration
+    from k8sdds.testbed.calibrate import Settings, board_of, calibrate
+    from k8sdds.testbed.testbed import check_name, preflight
+
+    board = board_of(profile, figures)
+    check_name(name)
+    preflight()
+    settings = Settings(profile=profile, duration=duration, repeats=repeats, steps=steps,
+                        testbed=name)
+
+    def say(line: str) -> None:
+        err_console.print(line, markup=False, highlight=False)
+
+    say(f"calibrating {profile} against the {board.name} ({board.source}): {steps} steps "
+        f"of {repeats} x {duration:g} s, about {(steps + 1) * repeats * (duration + 3) / 60:.0f}"
+        " min")
+    cal = calibrate(settings, board, say)
+    path = calibration.save(cal, output)
+    if json_out:
+        print(json.dumps({**asdict(cal), "file": str(path)}, indent=2))
+        return
+    out_console.print(f"{profile}: {cal.cpu:g} CPU, written to {path}", markup=False,
+                      highlight=False)
+    out_console.print(cal.describe(reference=False), markup=False, highlight=False)
 
 
 def _or_dash(value) -> str:
@@ -174,7 +231,7 @@ def testbed_down(name: str | None = NAME) -> None:
 
 @contextmanager
 def _locked(name: str):
-    from k8sdds.testbed.testbed import TestbedLock
+    from k8sdds.testbed.lock import TestbedLock
 
     lock = TestbedLock(name)
     lock.acquire()
@@ -226,6 +283,7 @@ def register(app: typer.Typer) -> None:
     testbed_app.command("up")(testbed_up)
     testbed_app.command("datapaths")(testbed_datapaths)
     testbed_app.command("profiles")(testbed_profiles)
+    testbed_app.command("calibrate")(testbed_calibrate)
     testbed_app.command("status")(testbed_status)
     testbed_app.command("down")(testbed_down)
     app.add_typer(testbed_app, name="testbed")

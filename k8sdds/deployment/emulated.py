@@ -16,13 +16,12 @@ from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command
-from k8sdds.testbed import capabilities, cgroups, netns, spec
+from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.kube.cluster import KubeCluster
-from k8sdds.testbed.profiles import PROFILES
-from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed, TestbedLock
-from k8sdds.testbed.wiring import WIRING
-
-TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes, counted as its cost
+from k8sdds.testbed.lock import TestbedLock
+from k8sdds.testbed.profiles import resolve
+from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed
+from k8sdds.testbed.wiring import TUNNEL_PROCESSES, WIRING
 
 
 class EmulatedBackend:
@@ -192,10 +191,13 @@ class EmulatedBackend:
         return {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
 
     def describe(self) -> dict:
+        profiles = self.testbed.profiles() or {
+            name: asdict(resolve(name))
+            for name in dict.fromkeys(n.profile for n in self.testbed.nodes)}
         return {"testbed": self.testbed.spec.name,
                 "nodes": [{"name": n.name, "role": n.role, "arch": n.arch,
                            "profile": n.profile, "address": n.address,
                            "pod_cidr": n.pod_cidr} for n in self.testbed.nodes],
-                "profiles": {name: asdict(PROFILES[name])
-                             for name in dict.fromkeys(n.profile for n in self.testbed.nodes)},
-                "not_applied": self.testbed.not_applied()}
+                "profiles": profiles,
+                "not_applied": self.testbed.not_applied(),
+                "cannot_show": fidelity.cannot_show(profiles.values())}

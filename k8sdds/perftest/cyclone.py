@@ -29,6 +29,8 @@ class CycloneConfig:
     max_participant_index: int = 9
     write_batch: bool = False
     whc_high_bytes: int = 0  # writer history cache high watermark; 0: Cyclone's default
+    max_message_bytes: int = 0  # largest datagram Cyclone builds; 0: its default (14720)
+    fragment_bytes: int = 0  # samples above this go as DDS fragments; 0: its default (1344)
     ssl_keystore: str | None = None  # TLS over the TCP transport: certificate, key and CA
     security: SecurityFiles | None = None  # DDS Security plugins and credentials
 
@@ -45,6 +47,10 @@ def render(cfg: CycloneConfig) -> str:
         ET.SubElement(ifaces, "NetworkInterface", autodetermine="true")
     ET.SubElement(general, "AllowMulticast").text = cfg.allow_multicast
     ET.SubElement(general, "Transport").text = cfg.transport
+    if cfg.max_message_bytes:
+        ET.SubElement(general, "MaxMessageSize").text = f"{cfg.max_message_bytes}B"
+    if cfg.fragment_bytes:
+        ET.SubElement(general, "FragmentSize").text = f"{cfg.fragment_bytes}B"
     if cfg.transport == "tcp" and cfg.tcp_port is not None:
         tcp = ET.SubElement(domain, "TCP")
         ET.SubElement(tcp, "Port").text = str(cfg.tcp_port)

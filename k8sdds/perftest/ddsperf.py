@@ -35,6 +35,24 @@ def discovery_wait(test: Test) -> int:
     """-Q initwait: 10 s, and a quarter second more per subscriber beyond the first four."""
     return int(DISCOVERY_WAIT + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
 # where distributions put Cyclone's DDS Security plugins (Debian: a private directory)
+SAMPLE_OVERHEAD = 64  # bytes a sample takes in a datagram beyond its size (headers)
+LARGEST_DATAGRAM = 65000  # under UDP's 65507
+
+
+def unpacked(test: Test) -> dict[str, int]:
+    """Cyclone's datagram sizes for a test without batching (batchSize 0): one sample per
+    datagram, as RTI Perftest sends it. Left alone, Cyclone packs queued samples into one
+    datagram of up to 14.7 KB, so small samples cost less the further a subscriber falls
+    behind, and throughput swings between repeats. A datagram here holds one sample and its
+    protocol messages, never two samples; a sample larger than the largest datagram goes in
+    DDS fragments."""
+    if test.batch_size:
+        return {}
+    largest = min(2 * test.data_len + SAMPLE_OVERHEAD, LARGEST_DATAGRAM)
+    return {"max_message_bytes": largest,
+            "fragment_bytes": min(test.data_len + SAMPLE_OVERHEAD, largest - SAMPLE_OVERHEAD)}
+
+
 PLUGIN_DIRS = ("/usr/lib/*/libddsc0debian", "/usr/lib/*", "/usr/lib64", "/usr/lib",
                "/usr/local/lib", "/opt/cyclonedds/lib")
 
@@ -127,6 +145,7 @@ class Ddsperf:
             max_participant_index=max(9, len(roles) + 1),
             write_batch=test.batch_size > 0,
             whc_high_bytes=test.send_queue_size * test.data_len,
+            **unpacked(test),
             ssl_keystore=str(ident.keystore) if test.transport == "tls" else None,
             security=security,
         )

@@ -13,7 +13,14 @@ from pathlib import Path
 
 from k8sdds.errors import TestbedError
 
-PERIOD_US = 100_000
+PERIOD_US = 10_000  # short: a throttled node stalls for at most a period minus its quota
+MIN_QUOTA_US = 1_000  # the kernel's smallest quota
+
+
+def period_us(cpus: float) -> int:
+    """The enforcement period for a budget of `cpus`: PERIOD_US, longer only where the
+    quota would fall under the kernel's minimum."""
+    return max(PERIOD_US, -(-MIN_QUOTA_US * 1000 // int(cpus * 1000)))
 V2_ROOT = Path("/sys/fs/cgroup")
 V1_ROOTS = (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct"))
 
@@ -29,44 +36,126 @@ def hierarchy() -> tuple[str, Path] | tuple[None, str]:
     return None, "no cgroup cpu controller (neither v2 cpu.max nor v1 cpu.cfs_quota_us)"
 
 
-def create(parts: list[str], cpus: float) -> str:
-    """Make the cgroup `parts` (e.g. k8sdds/<testbed>/<node>) limited to `cpus` CPUs."""
+V1_CPUSET = Path("/sys/fs/cgroup/cpuset")
+
+
+def _cpuset_twin(path: Path) -> Path | None:
+    """The cgroup v1 cpuset directory beside cpu cgroup `path` (None on v2 or without one)."""
+    for root in V1_ROOTS:
+        if path.is_relative_to(root) and (V1_CPUSET / "cpuset.cpus").exists():
+            return V1_CPUSET / path.relative_to(root)
+    return None
+
+
+def _make_cpuset(parts: list[str], pin: int) -> None:
+    path = V1_CPUSET
+    for part in parts:
+        path = path / part
+        if not path.exists():
+            path.mkdir()
+            for f in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset starts empty
+                (path / f).write_text((path.parent / f).read_text())
+    (path / "cpuset.cpus").write_text(str(pin))
+
+
+def create(parts: list[str], cpus: float, pin: int | None = None) -> str:
+    """Make the cgroup `parts` (e.g. k8sdds/<testbed>/<node>) limited to `cpus` CPUs,
+    its processes kept on CPU `pin` if given (one CPU's share of the budget, not a slice of
+    each CPU, which makes the rate steady: runtime is handed to CPUs in slices of 5 ms)."""
     kind, root = hierarchy()
     if kind is None:
         raise TestbedError(f"cannot limit CPU: {root}")
     path = Path(root)
     try:
         for part in parts:
-            if kind == "v2":  # let the children of each level use the cpu controller
-                (path / "cgroup.subtree_control").write_text("+cpu")
+            if kind == "v2":  # let the children of each level use the controllers
+                (path / "cgroup.subtree_control").write_text(
+                    "+cpu +cpuset" if pin is not None else "+cpu")
             path = path / part
             path.mkdir(exist_ok=True)
-        quota = max(1000, int(cpus * PERIOD_US))
-        if kind == "v2":
-            (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-        else:
-            (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (path / "cpu.cfs_quota_us").write_text(str(quota))
+        if pin is not None:
+            if kind == "v2":
+                (path / "cpuset.cpus").write_text(str(pin))
+            elif _cpuset_twin(path) is not None:
+                _make_cpuset(parts, pin)
+        limit(str(path), cpus)
     except OSError as exc:
         raise TestbedError(f"cannot set up the cgroup {path}: {exc.strerror}") from None
     return str(path)
 
 
+def limit(path: str, cpus: float | None) -> None:
+    """Set the budget of cgroup `path` to `cpus` CPUs (None: no limit)."""
+    where = Path(path)
+    if (where / "cpu.max").exists():  # v2
+        if cpus is None:
+            (where / "cpu.max").write_text("max")
+            return
+        period = period_us(cpus)
+        (where / "cpu.max").write_text(f"{max(MIN_QUOTA_US, round(cpus * period))} {period}")
+        return
+    (where / "cpu.cfs_quota_us").write_text("-1")  # a period under the old quota fails
+    if cpus is not None:
+        period = period_us(cpus)
+        (where / "cpu.cfs_period_us").write_text(str(period))
+        (where / "cpu.cfs_quota_us").write_text(str(max(MIN_QUOTA_US, round(cpus * period))))
+
+
 def join(path: str, pid: int | None = None) -> None:
-    """Move process `pid` (default: this one) into the cgroup."""
-    with open(os.path.join(path, "cgroup.procs"), "w") as fh:
-        fh.write(str(pid or os.getpid()))
+    """Move process `pid` (default: this one; a kernel thread too) into the cgroup."""
+    twin = _cpuset_twin(Path(path))
+    for where in (Path(path), *((twin,) if twin and twin.exists() else ())):
+        with open(where / "cgroup.procs", "w") as fh:
+            fh.write(str(pid or os.getpid()))
+
+
+def _evict(path: Path, root: Path) -> None:
+    """Move what is left in cgroup `path` to the hierarchy's root: the NAPI threads of a
+    deleted namespace's devices stop only once the kernel has freed the devices, which it
+    does after `ip netns del` returns."""
+    try:
+        left = (path / "cgroup.procs").read_text().split()
+    except OSError:
+        return
+    for pid in left:
+        try:
+            (root / "cgroup.procs").write_text(pid)
+        except OSError:
+            pass  # gone meanwhile
 
 
 def remove(path: str, levels: int = 3) -> None:
     """Remove the cgroup and its parents that are left empty (up to `levels` levels)."""
-    current = Path(path)
-    for _ in range(levels):
-        try:
-            current.rmdir()
-        except OSError:
-            return
-        current = current.parent
+    twin = _cpuset_twin(Path(path))
+    for current in (Path(path), *((twin,) if twin else ())):
+        root = current.parents[levels - 1]
+        _evict(current, root)
+        for _ in range(levels):
+            try:
+                current.rmdir()
+            except OSError:
+                break
+            current = current.parent
+
+
+def remove_testbed(name: str) -> None:
+    """Remove k8sdds/<name>/<node> cgroups left anywhere, found by name."""
+    kind, root = hierarchy()
+    roots = [Path(root)] if kind else []
+    roots += [V1_CPUSET] if (V1_CPUSET / "cpuset.cpus").exists() else []
+    for top in roots:
+        for node in sorted((top / "k8sdds" / name).glob("*/")):
+            if node.is_dir():
+                _evict(node, top)
+                try:
+                    node.rmdir()
+                except OSError:
+                    pass
+        for level in (top / "k8sdds" / name, top / "k8sdds"):
+            try:
+                level.rmdir()
+            except OSError:
+                break
 
 
 # ---- one path in every cgroup v1 hierarchy (a kubelet's cgroupRoot) ----------------

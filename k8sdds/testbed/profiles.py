@@ -1,17 +1,18 @@
-"""Edge node profiles: link rate and burst (tbf), CPU quota (cgroup), MTU, delay and loss
+"""Edge node profiles: link rate and burst (tbf), CPU budget (cgroup), MTU, delay and loss
 (netem, where the kernel has it).
 
-How the numbers were chosen:
+Where each number comes from (`k8sdds testbed profiles` shows it):
 
 * `rpi3b`: Raspberry Pi 3 Model B, the workers of the K8sDDS study. Its Ethernet is 10/100
-  (LAN9514 on USB 2.0), so the uplink is 100 Mbit/s. Its four Cortex-A53 cores at 1.2 GHz are
-  several times slower per core than a current x86 core; a quota of 0.5 CPU per node (all its
-  processes and pods together) makes the node clearly slower than the host while leaving
-  ddsperf able to run.
-* `rpi4`: Raspberry Pi 4 Model B: Gigabit Ethernet (1000 Mbit/s), Cortex-A72 at 1.5 GHz,
-  roughly twice a Pi 3B per core: a quota of 1.0 CPU.
+  (LAN9514 on USB 2.0), so the uplink is 100 Mbit/s, with no segmentation offload. Its CPU
+  budget is **calibrated** (k8sdds.testbed.calibration): the share of one of this machine's
+  CPUs at which the emulated node's host network shows the board's published host figures.
+* `rpi4`: Raspberry Pi 4 Model B: Gigabit Ethernet (1000 Mbit/s). Its CPU is an estimate:
+  twice the Pi 3B's calibrated budget (Cortex-A72 at 1.5 GHz against Cortex-A53 at 1.2 GHz);
+  k8sdds has no published host figures of this board to calibrate on.
 * `rpi3b-wifi`: a Pi 3B on its 2.4 GHz 802.11n radio: about 40 Mbit/s in practice, 2 ms of
-  delay and 0.1 % loss (needs netem; where the kernel lacks it, the profile says so).
+  delay and 0.1 % loss (needs netem; where the kernel lacks it, the profile says so); the
+  Pi 3B's CPU budget.
 * `cloud`: no limits (the machine as it is).
 
 The burst of each tbf is at least the rate divided by 100 (10 ms of traffic at line rate),
@@ -20,7 +21,7 @@ so the rate holds with a 100 Hz timer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -33,17 +34,41 @@ class Profile:
     delay_ms: float | None = None  # netem
     loss_pct: float | None = None  # netem
     about: str = ""
+    board: str | None = None  # the calibrated board whose CPU budget this profile uses
+    cpu_scale: float = 1.0  # times that board's budget
+    cpu_from: str = ""  # where `cpu` comes from (filled by resolve())
 
 
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
         Profile("cloud", about="no limits"),
-        Profile("rpi3b", rate_mbit=100, burst_kb=128, cpu=0.5,
-                about="Raspberry Pi 3B: 100 Mbit/s Ethernet, 0.5 CPU"),
-        Profile("rpi4", rate_mbit=1000, burst_kb=1280, cpu=1.0,
-                about="Raspberry Pi 4B: 1 Gbit/s Ethernet, 1 CPU"),
+        Profile("rpi3b", rate_mbit=100, burst_kb=128, cpu=0.5, board="rpi3b",
+                about="Raspberry Pi 3B: 100 Mbit/s Ethernet, calibrated CPU"),
+        Profile("rpi4", rate_mbit=1000, burst_kb=1280, cpu=1.0, board="rpi3b", cpu_scale=2.0,
+                about="Raspberry Pi 4B: 1 Gbit/s Ethernet, twice the Pi 3B's CPU"),
         Profile("rpi3b-wifi", rate_mbit=40, burst_kb=64, cpu=0.5, delay_ms=2, loss_pct=0.1,
+                board="rpi3b",
                 about="Raspberry Pi 3B on 2.4 GHz Wi-Fi: 40 Mbit/s, 2 ms, 0.1 % loss"),
     )
 }
+
+
+def resolve(name: str) -> Profile:
+    """Profile `name` with its CPU budget from the calibration of its board (this machine's,
+    else the release machine's), and where that budget came from."""
+    from k8sdds.testbed import calibration
+
+    p = PROFILES[name]
+    if p.cpu is None:
+        return replace(p, cpu_from="no limit")
+    if p.board is None:
+        return replace(p, cpu_from=p.cpu_from or "set by hand")
+    found = calibration.load(p.board)
+    if found is None:
+        return replace(p, cpu_from=f"not calibrated: a guess; run `k8sdds testbed calibrate "
+                                   f"--profile {p.board}`")
+    cal, reference = found
+    scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
+    return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4),
+                   cpu_from=scale + cal.describe(reference))

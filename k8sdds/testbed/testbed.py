@@ -13,7 +13,6 @@ also after a crash.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -23,9 +22,9 @@ from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
-from k8sdds.testbed import capabilities, cgroups, netns, wiring
+from k8sdds.testbed import capabilities, cgroups, napi, netns, wiring
 from k8sdds.testbed.netns import ip
-from k8sdds.testbed.profiles import PROFILES
+from k8sdds.testbed.profiles import PROFILES, resolve
 from k8sdds.testbed.spec import TestbedSpec
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
@@ -71,6 +70,7 @@ class _State:
     pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
     cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
+    profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
 
 
@@ -195,7 +195,8 @@ class Testbed:
     def _apply_profiles(self, state: _State) -> None:
         """Link rate (tbf both ways), MTU, CPU quota (cgroup), delay and loss (netem)."""
         for node in self.nodes:
-            profile = PROFILES[node.profile]
+            profile = resolve(node.profile)
+            state.profiles[profile.name] = asdict(profile)
             port = f"n{node.index}"
             ends = ((node.ns, "eth0"), (self.switch, port))  # node->switch, switch->node
             if profile.mtu:
@@ -220,12 +221,26 @@ class Testbed:
                                f"{profile.burst_kb}kb", "latency", "50ms"])
             if profile.cpu:
                 state.cgroups[node.name] = cgroups.create(
-                    ["k8sdds", self.spec.name, node.name], profile.cpu)
+                    ["k8sdds", self.spec.name, node.name], profile.cpu,
+                    pin=node.index % (os.cpu_count() or 1))
+                self._save(state)
+                why = napi.unavailable()
+                if why:
+                    state.not_applied.append(f"{node.name} ({profile.name}): kernel datapath "
+                                             f"work not charged to the node's CPU: {why}")
+                else:
+                    napi.thread_devices(self.switch, [port])
+                    napi.thread_devices(node.ns, ["eth0"])
+                    napi.charge(node.ns, state.cgroups[node.name])
             self._save(state)
 
     def cgroup(self, node: Node) -> str | None:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
         return self._load().cgroups.get(node.name)
+
+    def profiles(self) -> dict[str, dict]:
+        """The profiles as applied at up: their CPU budgets resolved, and where from."""
+        return dict(self._load().profiles)
 
     def owner(self) -> str:
         return self._load().owner
@@ -252,9 +267,18 @@ class Testbed:
         self._save(state)
         if wired:
             wiring.WIRING[name].setup(self)
+            self._charge_tunnels(state)
         state.wired = wired
         state.datapath = name
         self._save(state)
+
+    def _charge_tunnels(self, state: _State) -> None:
+        """A userspace tunnel (wireguard-go) is its node's datapath work: into its cgroup."""
+        for node in self.nodes:
+            group = state.cgroups.get(node.name)
+            for pid in netns.pids(node.ns) if group else ():
+                if netns.command(pid) in wiring.TUNNEL_PROCESSES:
+                    cgroups.join(group, pid)
 
     # ---- pods ------------------------------------------------------------------------
     def add_pod(self, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
@@ -277,6 +301,12 @@ class Testbed:
         ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
         ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
         ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
+        group = state.cgroups.get(node.name)
+        if group and not napi.unavailable():  # the pod's datapath work is its node's
+            napi.thread_devices(node.ns, [veth])
+            napi.thread_devices(pod.ns, ["eth0"])
+            napi.charge(node.ns, group)
+            napi.charge(pod.ns, group)
         return pod
 
     def remove_pods(self) -> None:
@@ -309,6 +339,7 @@ class Testbed:
             netns.delete(ns)
         for path in state.cgroups.values():
             cgroups.remove(path)
+        cgroups.remove_testbed(self.spec.name)  # also those a lost state file did not name
         shutil.rmtree(self.state_file.with_suffix(".keys"), ignore_errors=True)  # WireGuard
         try:
             self.state_file.unlink()
@@ -333,40 +364,6 @@ class Testbed:
             "processes": sum(len(netns.pids(ns)) for ns in state.namespaces if ns in present),
             "state_file": str(self.state_file),
         }
-
-
-class TestbedLock:
-    """One run at a time per testbed: an advisory lock beside the state file."""
-
-    __test__ = False
-
-    def __init__(self, name: str):
-        check_name(name)
-        self.path = state_dir() / f"{name}.lock"
-        self._fh = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            fh.close()
-            raise TestbedError(
-                f"testbed {self.path.stem} is in use by another run (pid {holder}); wait for "
-                f"it, or use --testbed with another name") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self._fh = fh
-
-    def release(self) -> None:
-        if self._fh:
-            self._fh.close()  # closing drops the lock; the file may stay
-            self._fh = None
 
 
 TESTBED_NAME = re.compile(r"^[a-z][a-z0-9-]{0,11}$")

@@ -123,6 +123,7 @@ def _ipip_teardown(tb: Testbed) -> None:
 
 
 # ---- WireGuard between nodes: flannel wireguard, and the underlay of weave encrypted ------
+TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes in the nodes
 WG_PORT = 51820
 WG_MTU = 1420
 TUNNEL_NET = "10.98.0"  # node tunnel addresses: 10.98.0.<10+n>/24

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""How closely the emulated Raspberry Pi 3B follows the real one (run as root).
+
+1. The payload sweep 64 B ... 16 KiB on `rpi3b` (1 subscriber, UDP reliable, ddsperf) for
+   host, flannel-hostgw, flannel-vxlan, weave and weave-encrypted, each as a ratio to host,
+   beside the K8sDDS study's Pi 3B figures (RTI Perftest) and their ratios to host. Engines
+   differ, so the ratios are what compare.
+2. The spread: coefficient of variation of 1 KiB throughput over 5 repeats on `rpi3b`.
+3. The `cloud` ordering: bare (host) > routed (flannel-hostgw) > VXLAN > encrypted.
+
+Each line of checks says what the issue asks and whether this machine shows it.
+
+Usage: .venv/bin/python benchmarks/fidelity.py [--duration 5] [--repeats 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from common import k8sdds  # benchmarks/common.py
+
+from k8sdds.testbed.profiles import resolve
+
+STUDY = {  # K8sDDS, Raspberry Pi 3B, UDP reliable, 1 subscriber, Mbit/s (RTI Perftest)
+    "host": {64: 5.7, 256: 22.5, 1024: 81.2, 4096: 93.1, 16384: 93.5},
+    "flannel-hostgw": {64: 4.0, 256: 16.1, 1024: 61.2, 4096: 92.8, 16384: 93.6},
+    "flannel-vxlan": {64: 3.1, 256: 12.5, 1024: 47.7, 4096: 85.3, 16384: 90.8},
+    "weave": {64: 2.7, 256: 10.9, 1024: 41.0, 4096: 78.7, 16384: 90.9},
+}
+PAYLOADS = (64, 256, 1024, 4096, 16384)
+PI_DATAPATHS = ("host", "flannel-hostgw", "flannel-vxlan", "weave", "weave-encrypted")
+CLOUD_DATAPATHS = ("host", "flannel-hostgw", "flannel-vxlan", "weave-encrypted")
+
+
+def measure(profile: str, datapaths: tuple[str, ...], payloads: tuple[int, ...],
+            duration: float, repeats: int, testbed: str) -> pd.DataFrame:
+    """Subscriber throughput of every repeat (columns datapath, data_len, repeat, value)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sch = Path(tmp) / "sweep.csv"
+        sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n" +
+                       "".join(f"{p},false,1,false,0\n" for p in payloads))
+        out = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(datapaths),
+                     "--profile", profile, "--duration", f"{duration:g}", "--repeats",
+                     str(repeats), "--out", tmp, "--testbed", testbed, "--no-plot")
+        df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
+    return df[(df.kind == "summary") & (df.metric == "throughput_mbps")][
+        ["datapath", "data_len", "repeat", "value"]]
+
+
+def check(label: str, ok: bool) -> bool:
+    print(f"- [{'x' if ok else ' '}] {label}")
+    return ok
+
+
+def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
+    med = df.groupby(["data_len", "datapath"]).value.median().unstack()
+    print("| payload | datapath | emulated Mbit/s | vs host | study Mbit/s | vs host |")
+    print("|---|---|---|---|---|---|")
+    for size in med.index:
+        for dp in PI_DATAPATHS:
+            if dp not in med.columns:
+                continue
+            study = STUDY.get(dp, {}).get(size)
+            study_cols = (f"{study:.1f} | {study / STUDY['host'][size]:.2f}" if study
+                          else "- | -")
+            print(f"| {size} | {dp} | {med.loc[size, dp]:.1f} | "
+                  f"{med.loc[size, dp] / med.loc[size, 'host']:.2f} | {study_cols} |")
+    return med
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=5, help="seconds per test")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats per sweep point")
+    ap.add_argument("--quick", action="store_true", help="1 KiB and 16 KiB only")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run as root: the emulated backend needs network namespaces")
+    pi = resolve("rpi3b")
+    print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
+    payloads = (1024, 16384) if args.quick else PAYLOADS
+    df = measure("rpi3b", PI_DATAPATHS, payloads, args.duration, args.repeats, "kdfid")
+    print(f"### Payload sweep, rpi3b, 1 sub, UDP reliable, {args.duration:g} s tests, "
+          f"median of {args.repeats}\n")
+    med = sweep_table(df)
+    print("\n### Spread: 1 KiB, 5 repeats\n")
+    spread = measure("rpi3b", PI_DATAPATHS[:4], (1024,), args.duration, 5, "kdfid")
+    cvs = {}
+    print("| datapath | repeats (Mbit/s) | mean | CV |")
+    print("|---|---|---|---|")
+    for dp, g in spread.groupby("datapath", sort=False):
+        values = list(g.value)
+        cvs[dp] = statistics.stdev(values) / statistics.mean(values)
+        print(f"| {dp} | {', '.join(f'{v:.1f}' for v in values)} | "
+              f"{statistics.mean(values):.1f} | {cvs[dp] * 100:.1f} % |")
+    print("\n### cloud ordering, median of 3\n")
+    cloud = measure("cloud", CLOUD_DATAPATHS, (1024, 16384), args.duration, 3, "kdfidc")
+    cmed = cloud.groupby(["data_len", "datapath"]).value.median().unstack()
+    print("| payload | " + " | ".join(CLOUD_DATAPATHS) + " |")
+    print("|---|" + "---|" * len(CLOUD_DATAPATHS))
+    for size in cmed.index:
+        print(f"| {size} | " + " | ".join(f"{cmed.loc[size, dp]:.0f}"
+                                           for dp in CLOUD_DATAPATHS) + " |")
+    print("\n### Checks\n")
+    k, s = med.loc[1024], med.loc[16384]
+    check(f"1 KiB: host >= flannel-hostgw ({k['host']:.1f} >= {k['flannel-hostgw']:.1f})",
+          k["host"] >= k["flannel-hostgw"])
+    check(f"1 KiB: flannel-hostgw > flannel-vxlan ({k['flannel-hostgw']:.1f} > "
+          f"{k['flannel-vxlan']:.1f})", k["flannel-hostgw"] > k["flannel-vxlan"])
+    check(f"1 KiB: flannel-vxlan >= weave ({k['flannel-vxlan']:.1f} >= {k['weave']:.1f})",
+          k["flannel-vxlan"] >= k["weave"])
+    check(f"1 KiB: flannel-vxlan at least 15 % below host "
+          f"({(1 - k['flannel-vxlan'] / k['host']) * 100:.0f} % below)",
+          k["flannel-vxlan"] <= 0.85 * k["host"])
+    four = [s[dp] for dp in PI_DATAPATHS[:4]]
+    check(f"16 KiB: host, hostgw, vxlan, weave within 15 % of each other "
+          f"({min(four):.1f} .. {max(four):.1f})", min(four) >= 0.85 * max(four))
+    for dp, cv in cvs.items():
+        check(f"1 KiB CV over 5 repeats under 5 %: {dp} {cv * 100:.1f} %", cv < 0.05)
+    for size in cmed.index:
+        row = [cmed.loc[size, dp] for dp in CLOUD_DATAPATHS]
+        check(f"cloud {size} B: bare > routed > VXLAN > encrypted "
+              f"({' > '.join(f'{v:.0f}' for v in row)})",
+              all(a > b for a, b in zip(row, row[1:], strict=False)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""`k8sdds testbed calibrate`: measure the CPU budget at which an emulated node shows its
+board's host figures (see k8sdds.testbed.calibration for the why)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from k8sdds.errors import TestbedError, UserError
+from k8sdds.testbed import calibration, cgroups
+from k8sdds.testbed.calibration import BOARDS, Board, Calibration
+from k8sdds.testbed.lock import TestbedLock
+from k8sdds.testbed.profiles import PROFILES
+from k8sdds.testbed.spec import default_nodes
+from k8sdds.testbed.testbed import Testbed
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to look: each step runs `repeats` tests of `duration` seconds."""
+
+    profile: str = "rpi3b"
+    duration: float = 5.0
+    repeats: int = 3
+    steps: int = 7
+    low: float = 0.01  # CPUs: the bisection's range
+    high: float = 1.0
+    testbed: str = "kdcalib"
+
+
+def board_of(profile: str, figures: Path | None) -> Board:
+    """The board profile `profile` is calibrated against; `figures` (CSV data_len,
+    throughput_mbps: a board's measured host throughput) replaces the built-in figures."""
+    if profile not in PROFILES:
+        raise UserError(f"--profile {profile!r}: one of {', '.join(PROFILES)}")
+    p = PROFILES[profile]
+    if p.cpu is None or p.board is None:
+        raise UserError(f"profile {profile} has no CPU budget to calibrate (profiles with "
+                        f"one: {', '.join(n for n, q in PROFILES.items() if q.board == n)})")
+    if p.board != profile:
+        raise UserError(f"profile {profile} takes its CPU budget from {p.board}: calibrate "
+                        f"--profile {p.board}")
+    if figures is None:
+        return BOARDS[p.board]
+    return Board(BOARDS[p.board].name, read_figures(figures), f"measured host figures in "
+                 f"{figures}")
+
+
+def read_figures(path: Path) -> dict[int, float]:
+    """A board's host throughput by payload, from CSV columns data_len,throughput_mbps;
+    every row checked, the payloads 1024 and 16384 required."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    rows = list(csv.DictReader(text.splitlines()))
+    out: dict[int, float] = {}
+    for line, row in enumerate(rows, start=2):
+        for column in ("data_len", "throughput_mbps"):
+            if not (row.get(column) or "").strip():
+                raise UserError(f"{path}, line {line}: column {column} is missing (columns: "
+                                "data_len,throughput_mbps)")
+        try:
+            size, mbps = int(row["data_len"]), float(row["throughput_mbps"])
+        except ValueError:
+            raise UserError(f"{path}, line {line}: data_len {row['data_len']!r} must be a "
+                            f"whole number of bytes and throughput_mbps "
+                            f"{row['throughput_mbps']!r} a number") from None
+        if size <= 0 or not mbps > 0:
+            raise UserError(f"{path}, line {line}: data_len and throughput_mbps must be "
+                            f"above 0 (got {size}, {mbps:g})")
+        out[size] = mbps
+    for needed in (1024, 16384):
+        if needed not in out:
+            raise UserError(f"{path}: needs a row for data_len {needed} (the CPU-bound and "
+                            "the link-bound payloads)")
+    return out
+
+
+def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path) -> float:
+    """Median over repeats of host-network throughput between two nodes (Mbit/s)."""
+    sch = work / f"host-{payload}.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                   f"{payload},false,1,false,0\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", "host",
+         "--duration", f"{settings.duration:g}", "--repeats", str(settings.repeats),
+         "--testbed", tb.spec.name, "--out", str(work), "--no-plot", "--json"],
+        capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise TestbedError(f"the calibration's run failed: {proc.stderr.strip()[-500:]}")
+    run_dir = Path(json.loads(proc.stdout)["run_dir"])
+    values = []
+    with open(run_dir / "results.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["kind"] == "summary" and row["metric"] == "throughput_mbps":
+                values.append(float(row["value"]))
+    if not values:
+        raise TestbedError(f"the calibration's run in {run_dir} measured no throughput")
+    return statistics.median(values)
+
+
+def calibrate(settings: Settings, board: Board,
+              say: Callable[[str], None] = lambda _: None) -> Calibration:
+    """Bring up a two-worker testbed of `settings.profile`, measure, take it down."""
+    tb = Testbed(default_nodes(3, settings.profile, settings.testbed))
+    lock = TestbedLock(tb.spec.name)
+    lock.acquire()  # held while the testbed comes up; each measuring run takes it in turn
+    try:
+        if tb.is_up():
+            raise UserError(f"testbed {tb.spec.name} is up: calibration needs its own; "
+                            f"`k8sdds testbed down --name {tb.spec.name}` or another name")
+        tb.up()
+    finally:
+        lock.release()
+    try:
+        groups = [g for g in (tb.cgroup(n) for n in tb.workers()) if g]
+
+        def set_budget(cpus: float | None) -> None:
+            for group in groups:
+                cgroups.limit(group, cpus)
+
+        with tempfile.TemporaryDirectory(prefix="k8sdds-calibrate-") as tmp:
+            work = Path(tmp)
+            set_budget(None)
+            link = _host_mbps(tb, settings, board.link_payload, work)
+            say(f"link-bound: {board.link_payload} B at {link:.1f} Mbit/s with no CPU limit")
+            target = board.target_ratio() * link
+            say(f"target: {board.payload} B at {target:.1f} Mbit/s "
+                f"({board.target_ratio():.3f} of it, as the {board.name})")
+
+            def measure(cpus: float) -> float:
+                set_budget(cpus)
+                mbps = _host_mbps(tb, settings, board.payload, work)
+                say(f"{cpus:.4f} CPU: {board.payload} B at {mbps:.1f} Mbit/s")
+                return mbps
+
+            cpu, trace = calibration.solve(measure, target, settings.low, settings.high,
+                                           settings.steps)
+    finally:
+        lock.acquire()
+        try:
+            tb.down()
+        finally:
+            lock.release()
+    fitted = calibration.fit(trace, target, link)
+    if fitted is not None:
+        cpu = fitted
+        measured = target  # on the fitted line
+        say(f"fitted through the CPU-bound steps: {cpu:.4f} CPU")
+    else:
+        measured = dict(trace)[cpu]
+    return Calibration(board=settings.profile, cpu=round(cpu, 4),
+                       target_ratio=round(board.target_ratio(), 4),
+                       ratio=round(measured / link, 4), link_mbps=round(link, 2),
+                       machine=calibration.machine(),
+                       when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                       steps=[[round(c, 4), round(v, 2)] for c, v in trace])

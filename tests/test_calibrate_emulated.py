@@ -1,0 +1,42 @@
+"""`k8sdds testbed calibrate` on the real emulated cluster: it measures, writes the file
+every later testbed takes its budget from, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from .emulated_support import cli, namespaces, requires_namespaces
+
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
+
+
+def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
+    name = "kdc" + str(os.getpid() % 1000)
+    cal = tmp_path / "cal.json"
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
+           "K8SDDS_CALIBRATION": str(cal), "COLUMNS": "300"}
+    proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--steps", "2", "--repeats", "1",
+               "--duration", "2", "--name", name, "--json", env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["file"] == str(cal) and out["board"] == "rpi3b"
+    # the link-bound rate of a 100 Mbit/s uplink, measured with no CPU limit
+    assert 80 <= out["link_mbps"] <= 100
+    assert len(out["steps"]) == 2 and out["steps"][0][0] == pytest.approx(0.1)
+    assert all(v > 0 for _, v in out["steps"])  # every step measured traffic
+    assert 0.01 <= out["cpu"] <= 1.0
+    assert out["machine"]["cpus"] == os.cpu_count()
+    assert "link-bound: 16384 B" in proc.stderr and "0.1000 CPU: 1024 B" in proc.stderr
+    saved = json.loads(cal.read_text())["boards"]["rpi3b"]
+    assert saved["cpu"] == out["cpu"]
+    # nothing of its testbed is left: namespaces, cgroups, state
+    assert namespaces(name) == []
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
+    assert not list((tmp_path / "state").glob(f"{name}.json"))
+    # and what comes after takes the budget from the file
+    shown = cli("testbed", "profiles", env=env)
+    assert f"{out['cpu']:g}" in shown.stdout and "calibrated on this machine" in shown.stdout

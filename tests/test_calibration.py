@@ -1,0 +1,204 @@
+"""Calibrated CPU budgets (pure parts): the bisection, the board figures, the calibration
+file, where a profile's budget comes from, what the emulator says it cannot show; and the
+netlink messages that find a namespace's NAPI threads."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+
+import pytest
+
+from k8sdds.errors import UserError
+from k8sdds.testbed import calibration, cgroups, fidelity, napi
+from k8sdds.testbed.calibrate import board_of, read_figures
+from k8sdds.testbed.calibration import BOARDS, Calibration
+from k8sdds.testbed.profiles import resolve
+
+from .emulated_support import cli
+
+
+def test_solve_finds_the_budget_of_a_rising_curve():
+    def curve(cpu: float) -> float:  # link-bound at 96 Mbit/s, CPU-bound below
+        return min(96.0, 1500.0 * cpu)
+
+    cpu, trace = calibration.solve(curve, 81.2, 0.01, 1.0, steps=10)
+    assert len(trace) == 10 and all(0.01 <= c <= 1.0 for c, _ in trace)
+    assert cpu == pytest.approx(81.2 / 1500.0, rel=0.02)
+    assert curve(cpu) == pytest.approx(81.2, rel=0.02)
+
+
+def test_solve_returns_the_closest_step_and_checks_its_range():
+    cpu, trace = calibration.solve(lambda c: 10 * c, 5.0, 0.1, 1.0, steps=1)
+    assert trace == [(math.sqrt(0.1), 10 * math.sqrt(0.1))] and cpu == math.sqrt(0.1)
+    with pytest.raises(ValueError):
+        calibration.solve(lambda c: c, 1.0, 0.5, 0.1, steps=3)
+
+
+def test_rpi3b_target_is_the_study_host_ratio_of_1k_to_16k():
+    board = BOARDS["rpi3b"]
+    assert board.target_ratio() == pytest.approx(81.2 / 93.5)
+    assert "host" in board.source.lower() or "hostNetwork" in board.source
+
+
+def _cal(cpu: float = 0.06) -> Calibration:
+    return Calibration(board="rpi3b", cpu=cpu, target_ratio=0.868, ratio=0.87,
+                       link_mbps=95.0, machine={"cpu": "Test CPU", "cpus": 2},
+                       when="2026-11-23T12:00:00+00:00", steps=[[0.1, 95.0], [cpu, 82.6]])
+
+
+def test_profiles_take_their_budget_from_this_machines_calibration(tmp_path, monkeypatch):
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
+    calibration.save(_cal(0.06))
+    saved = json.loads((tmp_path / "cal.json").read_text())
+    assert saved["version"] == 1 and saved["boards"]["rpi3b"]["cpu"] == 0.06
+    pi3, pi4, wifi = resolve("rpi3b"), resolve("rpi4"), resolve("rpi3b-wifi")
+    assert pi3.cpu == 0.06 and wifi.cpu == 0.06 and pi4.cpu == pytest.approx(0.12)
+    assert "on this machine (Test CPU, 2 CPUs)" in pi3.cpu_from
+    assert "0.87 of the link-bound rate" in pi3.cpu_from
+    assert pi4.cpu_from.startswith("2 x the rpi3b budget")
+    assert resolve("cloud").cpu is None and resolve("cloud").cpu_from == "no limit"
+
+
+def test_without_a_calibration_here_the_release_machines_is_used_and_said(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "none.json"))
+    reference = tmp_path / "reference.json"
+    monkeypatch.setattr(calibration, "REFERENCE", reference)
+    assert resolve("rpi3b").cpu_from.startswith("not calibrated: a guess")
+    calibration.save(_cal(0.05), reference)
+    got = resolve("rpi3b")
+    assert got.cpu == 0.05 and "on the release machine" in got.cpu_from
+    assert "run `k8sdds testbed calibrate` for this machine" in got.cpu_from
+
+
+def test_the_shipped_reference_calibrates_rpi3b():
+    shipped = json.loads(calibration.REFERENCE.read_text())["boards"]["rpi3b"]
+    assert 0.01 <= shipped["cpu"] <= 1.0
+    assert abs(shipped["ratio"] - shipped["target_ratio"]) <= 0.1  # the search converged
+    assert len(shipped["steps"]) >= 5
+
+
+def test_a_damaged_calibration_file_is_named(tmp_path, monkeypatch):
+    bad = tmp_path / "cal.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(bad))
+    with pytest.raises(UserError, match=str(bad)):
+        resolve("rpi3b")
+
+
+def test_saving_keeps_other_boards(tmp_path):
+    path = tmp_path / "cal.json"
+    calibration.save(Calibration(**{**_cal().__dict__, "board": "other"}), path)
+    calibration.save(_cal(0.07), path)
+    assert set(json.loads(path.read_text())["boards"]) == {"other", "rpi3b"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("data_len,throughput_mbps\n1024,81\n", "needs a row for data_len 16384"),
+    ("data_len,throughput_mbps\n1024,abc\n16384,93\n", "line 2: data_len '1024' must be"),
+    ("data_len,throughput_mbps\n1024,-3\n16384,93\n", "line 2: data_len and throughput_mbps"),
+    ("data_len\n1024\n", "line 2: column throughput_mbps is missing"),
+])
+def test_board_figures_are_checked_row_by_row(tmp_path, text, message):
+    path = tmp_path / "figures.csv"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message):
+        read_figures(path)
+
+
+def test_own_figures_replace_the_published_ones(tmp_path):
+    path = tmp_path / "figures.csv"
+    path.write_text("data_len,throughput_mbps\n1024,50\n16384,100\n")
+    board = board_of("rpi3b", path)
+    assert board.target_ratio() == 0.5 and str(path) in board.source
+    with pytest.raises(UserError, match="takes its CPU budget from rpi3b"):
+        board_of("rpi4", None)
+    with pytest.raises(UserError, match="no CPU budget to calibrate"):
+        board_of("cloud", None)
+
+
+def test_calibrate_refuses_bad_input_before_touching_anything(tmp_path):
+    import os
+
+    proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--figures",
+               str(tmp_path / "missing.csv"), env=dict(os.environ))
+    assert proc.returncode == 2 and "missing.csv: cannot read" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_profiles_command_says_where_each_budget_comes_from(tmp_path):
+    import os
+
+    env = {**os.environ, "K8SDDS_CALIBRATION": str(tmp_path / "cal.json"), "COLUMNS": "300"}
+    calibration.save(_cal(0.0612), tmp_path / "cal.json")
+    proc = cli("testbed", "profiles", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "0.0612" in proc.stdout and "calibrated on this machine" in proc.stdout
+    assert "2 x the rpi3b budget" in proc.stdout
+
+
+def test_the_emulator_says_what_it_cannot_show():
+    limited = {"name": "rpi3b", "cpu": 0.05, "cpu_from": "calibrated on the release machine"}
+    lines = fidelity.cannot_show([limited, {"name": "cloud", "cpu": None}])
+    assert any("periods of 20 ms" in line for line in lines)
+    assert any("release machine, not on this one" in line for line in lines)
+    assert not any(line.startswith("cloud") for line in lines)
+    guess = fidelity.cannot_show([{"name": "x", "cpu": 0.5, "cpu_from": "not calibrated"}])
+    assert any("is a guess" in line for line in guess)
+
+
+def test_cgroup_periods_keep_the_quota_above_the_kernels_minimum():
+    for cpus in (1.0, 0.5, 0.1, 0.065, 0.05, 0.011):
+        period = cgroups.period_us(cpus)
+        assert period >= cgroups.PERIOD_US
+        assert round(cpus * period) >= cgroups.MIN_QUOTA_US - 1
+    assert cgroups.period_us(0.5) == cgroups.PERIOD_US
+
+
+# ---- netlink (pure) ---------------------------------------------------------------------
+def test_attributes_round_trip_with_padding():
+    body = napi.attribute(2, b"netdev\0") + napi.attribute(1, struct.pack("=I", 7))
+    assert len(body) % 4 == 0
+    assert napi.attributes(body) == {2: b"netdev\0", 1: struct.pack("=I", 7)}
+
+
+def _reply(attrs: bytes, kind: int = 20) -> bytes:
+    payload = struct.pack("=BBH", 11, 1, 0) + attrs
+    return struct.pack("=IHHII", 16 + len(payload), kind, 2, 1, 0) + payload
+
+
+def test_a_napi_dump_is_read_into_threads():
+    one = _reply(napi.attribute(napi.NETDEV_A_NAPI_IFINDEX, struct.pack("=I", 2))
+                 + napi.attribute(napi.NETDEV_A_NAPI_ID, struct.pack("=I", 518))
+                 + napi.attribute(napi.NETDEV_A_NAPI_PID, struct.pack("=I", 27564)))
+    done = struct.pack("=IHHII", 20, napi.NLMSG_DONE, 2, 1, 0) + struct.pack("=i", 0)
+    messages, ended = napi.split_messages(one + done)
+    assert ended and napi.napis(messages) == [napi.Napi(2, 518, 27564)]
+    messages, ended = napi.split_messages(one)
+    assert not ended and len(messages) == 1
+
+
+def test_a_netlink_error_is_raised():
+    error = struct.pack("=IHHII", 36, napi.NLMSG_ERROR, 0, 1, 0) + struct.pack("=i", -95)
+    with pytest.raises(OSError, match="not supported"):
+        napi.split_messages(error + b"\0" * 16)
+
+
+def test_a_request_carries_its_family_flags_and_command():
+    msg = napi.genl_message(0x10, napi.NLM_F_REQUEST, napi.CTRL_CMD_GETFAMILY,
+                            napi.attribute(napi.CTRL_ATTR_FAMILY_NAME, b"netdev\0"), 1)
+    length, kind, flags, seq, _ = struct.unpack_from("=IHHII", msg)
+    assert (length, kind, flags, seq) == (len(msg), 0x10, napi.NLM_F_REQUEST, 1)
+    assert msg[16] == napi.CTRL_CMD_GETFAMILY and b"netdev\0" in msg
+
+
+def test_fit_draws_a_line_through_the_cpu_bound_steps_only():
+    trace = [(0.1, 93.4), (0.03, 36.0), (0.06, 66.0), (0.08, 95.0), (0.065, 78.0)]
+    cpu = calibration.fit(trace, 83.6, ceiling=96.3)
+    # 93.4 and 95.0 sit at the link: left out; the rest gives about 1180 Mbit/s per CPU
+    assert cpu == pytest.approx(83.6 / ((0.03 * 36 + 0.06 * 66 + 0.065 * 78)
+                                        / (0.03 ** 2 + 0.06 ** 2 + 0.065 ** 2)))
+    assert calibration.fit([(0.1, 96.0)], 83.6, ceiling=96.3) is None
+    assert calibration.fit([(0.02, 10.0), (0.03, 15.0)], 83.6, ceiling=96.3) == 0.03
