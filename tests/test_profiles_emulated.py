@@ -139,3 +139,27 @@ def test_profile_mtu_shrinks_pod_and_tunnel_mtus(tmp_path, monkeypatch):
         assert link["mtu"] == 1350
     finally:
         tb.down()
+
+
+def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show(tmp_path):
+    from k8sdds.testbed import calibration
+
+    cal = tmp_path / "cal.json"
+    calibration.save(calibration.Calibration(board="rpi3b", cpu=0.25, target_ratio=0.87,
+                                             ratio=0.87, link_mbps=95.0,
+                                             machine={"cpu": "Test CPU", "cpus": 2}), cal)
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
+           "K8SDDS_CALIBRATION": str(cal)}
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n1024,false,1,false,0\n")
+    proc = cli("run", "--sch", str(sch), "--profile", "rpi3b", "--datapath", "host",
+               "--duration", "2", "--out", str(tmp_path / "logs"), "--testbed",
+               "kdb" + str(os.getpid() % 1000), "--json", "--report", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)["run_dir"]
+    manifest = json.loads(open(f"{run}/manifest.json").read())
+    pi = manifest["cluster"]["profiles"]["rpi3b"]
+    assert pi["cpu"] == 0.25 and "calibrated on this machine (Test CPU" in pi["cpu_from"]
+    assert any("periods of 10 ms" in line for line in manifest["cluster"]["cannot_show"])
+    report = open(f"{run}/report.html").read()
+    assert "the emulator cannot show" in report and "rpi3b: 0.25 CPU (calibrated" in report

@@ -20,7 +20,9 @@ MIN_QUOTA_US = 1_000  # the kernel's smallest quota
 def period_us(cpus: float) -> int:
     """The enforcement period for a budget of `cpus`: PERIOD_US, longer only where the
     quota would fall under the kernel's minimum."""
-    return max(PERIOD_US, -(-MIN_QUOTA_US * 1000 // int(cpus * 1000)))
+    return max(PERIOD_US, -(-MIN_QUOTA_US * 1000 // max(1, int(cpus * 1000))))
+
+
 V2_ROOT = Path("/sys/fs/cgroup")
 V1_ROOTS = (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct"))
 
@@ -69,8 +71,12 @@ def create(parts: list[str], cpus: float, pin: int | None = None) -> str:
     try:
         for part in parts:
             if kind == "v2":  # let the children of each level use the controllers
-                (path / "cgroup.subtree_control").write_text(
-                    "+cpu +cpuset" if pin is not None else "+cpu")
+                (path / "cgroup.subtree_control").write_text("+cpu")
+                if pin is not None:
+                    try:  # pinning is for steadiness: without the controller, none
+                        (path / "cgroup.subtree_control").write_text("+cpuset")
+                    except OSError:
+                        pin = None
             path = path / part
             path.mkdir(exist_ok=True)
         if pin is not None:

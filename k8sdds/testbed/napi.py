@@ -1,16 +1,20 @@
 """A node's kernel datapath work charged to the node's CPU budget.
 
-On a real node, receive processing (NAPI polls: bridge, routing, VXLAN decapsulation, socket
-delivery) runs in softirq on the node's own CPUs. On the emulated cluster every node shares
-one kernel, and a veth's receive work runs in softirq wherever the kernel happens to be:
-mostly in the sending process's system call, often in ksoftirqd, never in the receiving
-node's cgroup. So each veth end of a node gets threaded NAPI (`/sys/class/net/DEV/threaded`):
-its polls run in a kernel thread of its own, `napi/DEV-ID`, and that thread joins the node's
-cgroup. What a poll raises on the way (a VXLAN device's GRO cell, the next veth) runs when
-the poll re-enables bottom halves, in the same thread, so it is charged too.
+On a real node, receive processing (bridge, routing, VXLAN decapsulation, socket delivery)
+runs in softirq on the node's own CPUs, and the sending side's (routing, encapsulation) in the
+sender's system call. On the emulated cluster every node shares one kernel. What a node sends
+is processed in the sending process's system call already, charged to the node it belongs
+to, down to the node's uplink. What arrives from the switch would be processed wherever the
+kernel happens to be (the switch's, or the sending node's, context). So the uplink `eth0` of
+each limited node, and each switch port, gets threaded NAPI (`/sys/class/net/DEV/threaded`):
+a node's receive work runs in a kernel thread of its own, `napi/eth0-ID`, which joins the
+node's cgroup; a switch port's thread joins none (the switch is hardware). What the uplink's
+poll raises on the way (a VXLAN device's GRO cell, a pod's veth, whose receive queue is the
+plain backlog) runs when the poll re-enables bottom halves, in the same thread. Pods' veths are
+not threaded: a thread per hop would add a context switch a real node does not have.
 
 A veth polls with NAPI only with GRO on, and only takes packets that its sender could not
-have segmented in hardware: the ends of a limited node have TCP segmentation offload off,
+have segmented in hardware: the uplinks of limited nodes have TCP segmentation offload off,
 as a Raspberry Pi's USB Ethernet (LAN9514) has none.
 
 The threads of a namespace are found through the kernel's `netdev` generic netlink family
@@ -169,7 +173,7 @@ def unavailable() -> str | None:
 
 
 def thread_devices(ns: str, devices: Iterable[str]) -> None:
-    """Give each veth `devices` in `ns` the edge NIC's offloads and threaded NAPI."""
+    """Give each veth of `devices` in `ns` the edge NIC's offloads and threaded NAPI."""
     for dev in devices:
         netns.run(netns.exec_argv(ns, ["ethtool", "-K", dev, *OFFLOADS]))
         netns.run(netns.exec_argv(ns, ["tee", f"/sys/class/net/{dev}/threaded"]), stdin="1")

@@ -222,7 +222,7 @@ class Testbed:
             if profile.cpu:
                 state.cgroups[node.name] = cgroups.create(
                     ["k8sdds", self.spec.name, node.name], profile.cpu,
-                    pin=node.index % (os.cpu_count() or 1))
+                    pin=_cpu_for(node.index))
                 self._save(state)
                 why = napi.unavailable()
                 if why:
@@ -301,12 +301,6 @@ class Testbed:
         ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
         ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
         ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
-        group = state.cgroups.get(node.name)
-        if group and not napi.unavailable():  # the pod's datapath work is its node's
-            napi.thread_devices(node.ns, [veth])
-            napi.thread_devices(pod.ns, ["eth0"])
-            napi.charge(node.ns, group)
-            napi.charge(pod.ns, group)
         return pod
 
     def remove_pods(self) -> None:
@@ -374,6 +368,13 @@ def check_name(name: str) -> None:
     if not TESTBED_NAME.match(name):
         raise UserError(f"testbed name {name!r}: 1 to 12 lower-case letters, digits and "
                            "'-', starting with a letter")
+
+
+def _cpu_for(index: int) -> int:
+    """The CPU node `index` is kept on: the nodes take turns over the CPUs this process may
+    use (not 0..n-1: a container may be given any of the machine's CPUs)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[index % len(allowed)]
 
 
 def _veth(pod: str) -> str:
