@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from k8sdds.testbed import calibration, napi, netns
+from k8sdds.testbed import calibration, capabilities, napi, netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 
@@ -29,11 +29,6 @@ def _cgroup_of(pid: int) -> str:
     return ""
 
 
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def _leftover_cgroups(name: str) -> list[str]:
     return [str(p) for root in ("cpu", "cpuset", "unified")
             for p in Path("/sys/fs/cgroup", root).glob(f"k8sdds/{name}")]
@@ -43,8 +38,8 @@ def _leftover_cgroups(name: str) -> list[str]:
 def limited(tmp_path, monkeypatch):
     """A 3-node testbed of Pi 3B workers, at a known budget (this machine's calibration
     file left aside)."""
-    if napi.unavailable():
-        pytest.skip(f"datapath work cannot be charged here: {napi.unavailable()}")
+    if capabilities.threaded_napi():
+        pytest.skip(f"datapath work cannot be charged here: {capabilities.threaded_napi()}")
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
     calibration.save(calibration.Calibration(board="rpi3b", cpu=0.2, target_ratio=0.87,
@@ -85,7 +80,7 @@ def test_receive_work_runs_in_the_receiving_nodes_thread(limited):
     a = tb.add_pod(n1, "a", 1450)
     b = tb.add_pod(n2, "b", 1450)
     receivers = [t.pid for t in napi.threads(n2.ns)]
-    before = sum(_cpu_ticks(p) for p in receivers)
+    before = sum(netns.cpu_seconds(p) for p in receivers)
     # 3 s of UDP from pod a to pod b: each packet is decapsulated, bridged and delivered to
     # pod b by node2's uplink thread
     flood = subprocess.run(netns.exec_argv(a.ns, [
@@ -97,7 +92,7 @@ def test_receive_work_runs_in_the_receiving_nodes_thread(limited):
         f" s.sendto(b'x'*1024,('{b.address}',9))\n"]), capture_output=True, timeout=30)
     assert flood.returncode == 0, flood.stderr
     time.sleep(0.2)
-    used = sum(_cpu_ticks(p) for p in receivers) - before
+    used = sum(netns.cpu_seconds(p) for p in receivers) - before
     assert used > 0, "the receiving node's NAPI thread did no work: it ran elsewhere"
 
 

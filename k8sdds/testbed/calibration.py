@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,16 +80,12 @@ class Calibration:
 
 
 def machine() -> dict:
-    """What a calibration holds for: CPU model and count, kernel."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release()}
+    """What a calibration holds for: CPU model and count, kernel (as a run's manifest has
+    them)."""
+    from k8sdds.environment import capture
+
+    env = capture()
+    return {"cpu": env["cpu_model"], "cpus": env["cpu_count"], "kernel": env["kernel"]}
 
 
 def _read(path: Path) -> dict[str, Calibration]:

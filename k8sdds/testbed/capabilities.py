@@ -66,3 +66,14 @@ def qdisc(kind: str) -> str | None:
     """None if the kernel has the `kind` queueing discipline (netem, ...), else why not."""
     return _probe(f"{kind} qdisc", ["tc", "-n", "{ns}", "qdisc", "add", "dev", "lo", "root",
                                     kind])
+
+
+@functools.cache
+def threaded_napi() -> str | None:
+    """None if a node's kernel datapath work can be charged to it (threaded NAPI, and
+    ethtool to give a veth GRO), else why not."""
+    if shutil.which("ethtool") is None:
+        return "ethtool is not installed (apt-get install ethtool)"
+    if not os.path.exists("/sys/class/net/lo/threaded"):
+        return "the kernel has no threaded NAPI (/sys/class/net/*/threaded, Linux 5.12+)"
+    return None

@@ -49,14 +49,19 @@ def _cpuset_twin(path: Path) -> Path | None:
     return None
 
 
+def _new_cpuset(path: Path) -> None:
+    """Make v1 cpuset `path`, with its parent's CPUs and memory nodes (a new one has none)."""
+    path.mkdir()
+    for f in ("cpuset.cpus", "cpuset.mems"):
+        (path / f).write_text((path.parent / f).read_text())
+
+
 def _make_cpuset(parts: list[str], pin: int) -> None:
     path = V1_CPUSET
     for part in parts:
         path = path / part
         if not path.exists():
-            path.mkdir()
-            for f in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset starts empty
-                (path / f).write_text((path.parent / f).read_text())
+            _new_cpuset(path)
     (path / "cpuset.cpus").write_text(str(pin))
 
 
@@ -93,18 +98,15 @@ def create(parts: list[str], cpus: float, pin: int | None = None) -> str:
 def limit(path: str, cpus: float | None) -> None:
     """Set the budget of cgroup `path` to `cpus` CPUs (None: no limit)."""
     where = Path(path)
+    period = period_us(cpus) if cpus is not None else PERIOD_US
+    quota = max(MIN_QUOTA_US, round(cpus * period)) if cpus is not None else None
     if (where / "cpu.max").exists():  # v2
-        if cpus is None:
-            (where / "cpu.max").write_text("max")
-            return
-        period = period_us(cpus)
-        (where / "cpu.max").write_text(f"{max(MIN_QUOTA_US, round(cpus * period))} {period}")
+        (where / "cpu.max").write_text(f"{quota} {period}" if quota else "max")
         return
     (where / "cpu.cfs_quota_us").write_text("-1")  # a period under the old quota fails
-    if cpus is not None:
-        period = period_us(cpus)
+    if quota:
         (where / "cpu.cfs_period_us").write_text(str(period))
-        (where / "cpu.cfs_quota_us").write_text(str(max(MIN_QUOTA_US, round(cpus * period))))
+        (where / "cpu.cfs_quota_us").write_text(str(quota))
 
 
 def join(path: str, pid: int | None = None) -> None:
@@ -128,20 +130,6 @@ def _evict(path: Path, root: Path) -> None:
             (root / "cgroup.procs").write_text(pid)
         except OSError:
             pass  # gone meanwhile
-
-
-def remove(path: str, levels: int = 3) -> None:
-    """Remove the cgroup and its parents that are left empty (up to `levels` levels)."""
-    twin = _cpuset_twin(Path(path))
-    for current in (Path(path), *((twin,) if twin else ())):
-        root = current.parents[levels - 1]
-        _evict(current, root)
-        for _ in range(levels):
-            try:
-                current.rmdir()
-            except OSError:
-                break
-            current = current.parent
 
 
 def remove_testbed(name: str) -> None:
@@ -189,11 +177,12 @@ def make_everywhere(root: str) -> None:
     """`root` in every cgroup v1 hierarchy (cpuset copied from its parents), as a
     kubelet's cgroupRoot must be."""
     for p in dirs(root):
-        if not p.exists():
+        if p.exists():
+            continue
+        if p.relative_to("/sys/fs/cgroup").parts[0] == "cpuset":
+            _new_cpuset(p)
+        else:
             p.mkdir()
-            if p.relative_to("/sys/fs/cgroup").parts[0] == "cpuset":
-                for f in ("cpuset.cpus", "cpuset.mems"):
-                    (p / f).write_text((p.parent / f).read_text())
 
 
 def remove_everywhere(root: str) -> None:

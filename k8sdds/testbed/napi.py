@@ -23,7 +23,6 @@ The threads of a namespace are found through the kernel's `netdev` generic netli
 
 from __future__ import annotations
 
-import ctypes
 import os
 import socket
 import struct
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
+from k8sdds.testbed.kube.forward import enter
 
 # netlink and generic netlink constants (linux/netlink.h, genetlink.h, netdev.h)
 NETLINK_GENERIC = 16
@@ -48,7 +48,6 @@ NETDEV_CMD_NAPI_GET = 11
 NETDEV_A_NAPI_IFINDEX = 1
 NETDEV_A_NAPI_ID = 2
 NETDEV_A_NAPI_PID = 4
-CLONE_NEWNET = 0x40000000
 
 OFFLOADS = ("tso", "off", "gro", "on")  # no segmentation offload; GRO makes veth use NAPI
 
@@ -142,13 +141,7 @@ def threads(ns: str) -> list[Napi]:
 
     def inside() -> None:
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
-            finally:
-                os.close(fd)
+            enter(f"/run/netns/{ns}")  # this thread only: setns moves the calling thread
             result["napis"] = _dump_here()
         except OSError as exc:
             result["error"] = exc
@@ -159,17 +152,6 @@ def threads(ns: str) -> list[Napi]:
     if "error" in result:
         raise TestbedError(f"cannot list the NAPI threads of {ns}: {result['error']}")
     return result["napis"]  # type: ignore[return-value]
-
-
-def unavailable() -> str | None:
-    """Why datapath work cannot be charged to nodes here, or None."""
-    import shutil
-
-    if shutil.which("ethtool") is None:
-        return "ethtool is not installed (apt-get install ethtool)"
-    if not os.path.exists("/sys/class/net/lo/threaded"):
-        return "the kernel has no threaded NAPI (/sys/class/net/*/threaded, Linux 5.12+)"
-    return None
 
 
 def thread_devices(ns: str, devices: Iterable[str]) -> None:

@@ -194,8 +194,9 @@ class Testbed:
 
     def _apply_profiles(self, state: _State) -> None:
         """Link rate (tbf both ways), MTU, CPU quota (cgroup), delay and loss (netem)."""
+        resolved = {name: resolve(name) for name in {n.profile for n in self.nodes}}
         for node in self.nodes:
-            profile = resolve(node.profile)
+            profile = resolved[node.profile]
             state.profiles[profile.name] = asdict(profile)
             port = f"n{node.index}"
             ends = ((node.ns, "eth0"), (self.switch, port))  # node->switch, switch->node
@@ -224,7 +225,7 @@ class Testbed:
                     ["k8sdds", self.spec.name, node.name], profile.cpu,
                     pin=_cpu_for(node.index))
                 self._save(state)
-                why = napi.unavailable()
+                why = capabilities.threaded_napi()
                 if why:
                     state.not_applied.append(f"{node.name} ({profile.name}): kernel datapath "
                                              f"work not charged to the node's CPU: {why}")
@@ -331,9 +332,7 @@ class Testbed:
         doomed = list(dict.fromkeys(list(reversed(state.namespaces)) + self._leftovers()))
         for ns in doomed:
             netns.delete(ns)
-        for path in state.cgroups.values():
-            cgroups.remove(path)
-        cgroups.remove_testbed(self.spec.name)  # also those a lost state file did not name
+        cgroups.remove_testbed(self.spec.name)  # found by name: also if the state is lost
         shutil.rmtree(self.state_file.with_suffix(".keys"), ignore_errors=True)  # WireGuard
         try:
             self.state_file.unlink()
