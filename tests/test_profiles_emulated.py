@@ -75,12 +75,8 @@ def test_cpu_quota_holds_every_process_of_the_node(rpi3b, tmp_path):
         time.sleep(0.3)
         with open(f"/proc/{handle.proc.pid}/cgroup") as fh:
             assert f"k8sdds/{tb.spec.name}/node1" in fh.read()
-        ticks = os.sysconf("SC_CLK_TCK")
-
         def cpu_seconds() -> float:
-            with open(f"/proc/{handle.proc.pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / ticks
+            return netns.cpu_seconds(handle.proc.pid)
 
         budget = tb.profiles()["rpi3b"]["cpu"]  # calibrated (k8sdds.testbed.calibration)
         start, t0 = cpu_seconds(), time.monotonic()
