@@ -119,8 +119,9 @@ DATAPATHS: dict[str, Datapath] = {
                  "VXLAN", 1450, False, kernel_links=("vxlan",)),
         Datapath("kube-router", "kube-router: pod CIDRs routed via node addresses (learnt "
                  "by BGP; the same packet path as host-gw)", "none (routed)", 1500, False),
-        Datapath("weave", "Weave Net: one L2 segment over all nodes, VXLAN on cni0 with "
-                 "head-end replication", "VXLAN (L2)", 1376, True, pod_prefix=16,
+        Datapath("weave", "Weave Net: one L2 segment over all nodes; the pods' bridge "
+                 "reaches the datapath (a bridge for Open vSwitch's) through a veth pair, "
+                 "VXLAN there with head-end replication", "VXLAN (L2)", 1376, True, pod_prefix=16,
                  kernel_links=("vxlan",)),
         Datapath("calico-vxlan", "Calico VXLAN: vxlan.calico, VNI 4096, UDP 4789, routed",
                  "VXLAN", 1450, False, kernel_links=("vxlan",)),

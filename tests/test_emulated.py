@@ -17,7 +17,7 @@ from k8sdds import model
 from k8sdds.results import SCHEMA_VERSION
 from k8sdds.testbed import capabilities, netns, spec
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring import WIRING, wg_interface
+from k8sdds.testbed.wiring import WEAVE_MTU, WIRING, wg_interface
 
 from .conftest import user_python
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
@@ -154,6 +154,29 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
         wired.remove_pods()
 
 
+def test_weave_is_wired_as_weave_net_wires_a_node(wired):
+    """Pods' bridge -> veth pair -> datapath (Open vSwitch's, a bridge here) -> VXLAN: the
+    hops weave's packets take, which flannel-vxlan's (a routed VXLAN) do not."""
+    n0, n1 = wired.nodes[:2]
+    wired.use_datapath("weave")
+    try:
+        def ports(bridge: str) -> set[str]:
+            out = subprocess.run(["ip", "-n", n0.ns, "-j", "link", "show", "master", bridge],
+                                 capture_output=True, text=True, check=True).stdout
+            return {link["ifname"] for link in json.loads(out)}
+
+        assert ports("datapath") == {"vethwe-datapath", "weave.vx"}
+        assert "vethwe-bridge" in ports("cni0") and "weave.vx" not in ports("cni0")
+        a = wired.add_pod(n0, "a", WEAVE_MTU, 16)
+        b = wired.add_pod(n1, "b", WEAVE_MTU, 16)
+        sent = _tx_packets(n0.ns, "vethwe-bridge")
+        assert _ping(a.ns, b.address)
+        assert _tx_packets(n0.ns, "vethwe-bridge") >= sent + 2
+    finally:
+        wired.remove_pods()
+        wired.use_datapath("host")
+
+
 def test_rewiring_removes_the_previous_datapath(wired):
     n0 = wired.nodes[0]
     wired.use_datapath("flannel-vxlan")
@@ -161,7 +184,8 @@ def test_rewiring_removes_the_previous_datapath(wired):
     wired.use_datapath("host")
     links = subprocess.run(["ip", "-n", n0.ns, "-o", "link"], capture_output=True,
                            text=True).stdout
-    assert "flannel.1" not in links and "weave.vx" not in links
+    for dev in ("flannel.1", "weave.vx", "vethwe-bridge", "datapath"):
+        assert dev not in links
     addrs = subprocess.run(["ip", "-n", n0.ns, "-o", "addr", "show", "cni0"],
                            capture_output=True, text=True).stdout
     assert "10.244.0.1/24" in addrs and "/16" not in addrs

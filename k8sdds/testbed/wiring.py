@@ -3,7 +3,9 @@
 The wiring follows what the real CNI installs in the node's kernel, so packets take the same
 path: plain routes for flannel host-gw and kube-router, a VXLAN device with static neighbour
 and FDB entries for flannel vxlan and calico vxlan, an IP-in-IP device for calico ipip, one
-L2 segment (VXLAN enslaved to cni0, head-end replication) for weave, a WireGuard device per
+L2 segment for weave (as Weave Net wires a node: cni0, a veth pair to the datapath, which
+is Open vSwitch's kernel datapath there and a second bridge here, and the VXLAN on it, with
+head-end replication), a WireGuard device per
 node for flannel wireguard and under the weave VXLAN for weave encrypted (kernel WireGuard
 where the kernel has it, else wireguard-go), nothing for the host.
 """
@@ -206,6 +208,8 @@ WEAVE_PORT = 6784  # Weave Net's fast datapath port
 WEAVE_MTU = 1376
 WEAVE_ENCRYPTED_MTU = WG_MTU - 50  # VXLAN inside the WireGuard tunnel
 WEAVE_PREFIX = 16  # pods of every node share 10.244.0.0/16
+WEAVE_DATAPATH = "datapath"  # Weave Net's names
+WEAVE_VETH = ("vethwe-bridge", "vethwe-datapath")
 
 
 def _weave_setup(tb: Testbed, encrypted: bool = False) -> None:
@@ -224,7 +228,15 @@ def _weave_setup(tb: Testbed, encrypted: bool = False) -> None:
         ip("addr", "replace", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns)
         ip("link", "add", WEAVE_DEV, "mtu", str(node.shrink(mtu)), "type", "vxlan", "id", "2",
            "local", local, "dev", dev, "dstport", str(WEAVE_PORT), ns=node.ns)
-        ip("link", "set", WEAVE_DEV, "master", "cni0", "up", ns=node.ns)
+        # weave's own topology: the pods' bridge reaches the datapath (Open vSwitch's
+        # kernel datapath; a second bridge here) through a veth pair, the VXLAN hangs there
+        ip("link", "add", WEAVE_DATAPATH, "type", "bridge", "mcast_snooping", "0", ns=node.ns)
+        ip("link", "add", WEAVE_VETH[0], "mtu", str(node.shrink(mtu)), "type", "veth", "peer",
+           "name", WEAVE_VETH[1], "mtu", str(node.shrink(mtu)), ns=node.ns)
+        ip("link", "set", WEAVE_VETH[0], "master", "cni0", "up", ns=node.ns)
+        ip("link", "set", WEAVE_VETH[1], "master", WEAVE_DATAPATH, "up", ns=node.ns)
+        ip("link", "set", WEAVE_DEV, "master", WEAVE_DATAPATH, "up", ns=node.ns)
+        ip("link", "set", WEAVE_DATAPATH, "up", ns=node.ns)
     for node, remote in _remote_pairs(tb):
         # head-end replication: broadcast, multicast and unknown unicast go to every node
         run(["bridge", "-n", node.ns, "fdb", "append", "00:00:00:00:00:00", "dev", WEAVE_DEV,
@@ -233,7 +245,8 @@ def _weave_setup(tb: Testbed, encrypted: bool = False) -> None:
 
 def _weave_teardown(tb: Testbed, encrypted: bool = False) -> None:
     for node in tb.nodes:
-        ip("link", "del", WEAVE_DEV, ns=node.ns, check=False)
+        for dev in (WEAVE_DEV, WEAVE_VETH[0], WEAVE_DATAPATH):
+            ip("link", "del", dev, ns=node.ns, check=False)
         ip("addr", "del", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns,
            check=False)
         ip("addr", "replace", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
