@@ -97,6 +97,26 @@ def test_parsers_on_truncated_and_corrupted_real_logs(parser, data, cut, noise):
     assert summaries & {"throughput_mbps", "latency_us_mean", "requests_per_s"} or result.failure
 
 
+@pytest.mark.parametrize("log", sorted((FIXTURES / "rtiperftest").glob("*.log")),
+                         ids=lambda p: p.name)
+def test_rtiperftest_parser_takes_a_stray_quote_as_a_character(log):
+    """Found by the test above: a quote in a cut log made pandas read to the end of the file
+    for the end of a string, and fail (a traceback, no failure reason)."""
+    role = "pub" if "pub" in log.name else "sub0"
+
+    def counts(text: str) -> dict[str, int]:
+        parsed = PARSERS["rtiperftest"](text, role, False)
+        return {c.metric: len(c.values) for c in parsed.columns}
+
+    raw = log.read_text(errors="replace")
+    for clean in (raw[: len(raw) // 2], raw):
+        before, after = counts(clean), counts(clean + '"')  # a cut log, then a quote
+        assert all(after.get(m, 0) >= n - 1 for m, n in before.items()), (before, after)
+        middle = len(clean) // 2  # anywhere else: parsed or refused, never an exception
+        for quoted in ('"' + clean, clean[:middle] + '"' + clean[middle:]):
+            counts(quoted)
+
+
 @pytest.mark.parametrize("value", ["; rm -rf /tmp/x", "$(touch /tmp/pwned)", "`id`",
                                    "../../../etc/passwd", "a" * 100_000, "udp\nx", "tcp;ls"])
 @pytest.mark.parametrize("column", ["transport", "engine", "datapath", "placement",

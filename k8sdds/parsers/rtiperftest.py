@@ -14,6 +14,7 @@ all is a failure with its reason, never a zero.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
@@ -117,7 +118,8 @@ def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]]) -> list
         return []
     # one layout per file: a line with another number of fields is skipped
     frame = pd.read_csv(io.StringIO("\n".join(lines)), sep=r"\s+", header=None,
-                        usecols=sorted(positions), engine="c", on_bad_lines="skip")
+                        usecols=sorted(positions), engine="c", on_bad_lines="skip",
+                        quoting=csv.QUOTE_NONE)  # a stray quote is a character, not a string
     t = np.arange(1, len(frame) + 1, dtype=float)
     out = []
     for pos, (metric, unit) in positions.items():
@@ -229,7 +231,7 @@ def _csv(text: str) -> tuple[list[Value], list[Column]]:
             continue
         frame = pd.read_csv(io.StringIO("\n".join(lines[first:i])), header=None,
                             usecols=[k for k, _, _ in kept], engine="c",
-                            skipinitialspace=True)
+                            skipinitialspace=True, quoting=csv.QUOTE_NONE)
         if interval:
             stamps = np.arange(t + 1, t + 1 + len(frame), dtype=float)
             t += len(frame)
