@@ -5,9 +5,9 @@ path: plain routes for flannel host-gw and kube-router, a VXLAN device with stat
 and FDB entries for flannel vxlan and calico vxlan, an IP-in-IP device for calico ipip, one
 L2 segment for weave (as Weave Net wires a node: cni0, a veth pair to the datapath, which
 is Open vSwitch's kernel datapath there and a second bridge here, and the VXLAN on it, with
-head-end replication), a WireGuard device per
-node for flannel wireguard and under the weave VXLAN for weave encrypted (kernel WireGuard
-where the kernel has it, else wireguard-go), nothing for the host.
+head-end replication), a WireGuard device per node for flannel wireguard and under the weave
+VXLAN for weave encrypted (kernel WireGuard where the kernel has it, else wireguard-go),
+nothing for the host.
 """
 
 from __future__ import annotations
