@@ -158,6 +158,28 @@ def test_cgroup_periods_keep_the_quota_above_the_kernels_minimum():
     assert cgroups.period_us(0.5) == cgroups.PERIOD_US
 
 
+def test_link_burst_holds_the_cpu_periods_a_throttled_node_sends_in_at_line_rate(
+        tmp_path, monkeypatch):
+    from k8sdds.testbed.profiles import BURST_PERIODS, PROFILES, link_burst_kb
+
+    for cpus in (0.5, 0.0831, 0.05):
+        window = BURST_PERIODS * cgroups.period_us(cpus) / 1e6  # seconds
+        kb = link_burst_kb(100, 128, cpus)
+        assert kb * 1024 >= 100e6 / 8 * window > (kb - 1) * 1024 or kb == 128
+    assert link_burst_kb(100, 128, 0.0831) > 128  # 12 ms periods: 4 hold 602 kB at 100 Mbit/s
+    assert link_burst_kb(100, 4096, 0.0831) == 4096  # a profile's own larger bucket stays
+    assert link_burst_kb(100, 128, None) == 128 and link_burst_kb(None, 0, 0.1) == 0
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
+    calibration.save(_cal(0.0831))
+    assert resolve("rpi3b").burst_kb == link_burst_kb(100, PROFILES["rpi3b"].burst_kb, 0.0831)
+    assert resolve("cloud").burst_kb == 0
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "none.json"))
+    monkeypatch.setattr(calibration, "REFERENCE", tmp_path / "absent.json")
+    guess = resolve("rpi3b")  # not calibrated: the guess's bucket follows the guess
+    assert guess.cpu_from.startswith("not calibrated")
+    assert guess.burst_kb == link_burst_kb(100, PROFILES["rpi3b"].burst_kb, guess.cpu)
+
+
 # ---- netlink (pure) ---------------------------------------------------------------------
 def test_attributes_round_trip_with_padding():
     body = napi.attribute(2, b"netdev\0") + napi.attribute(1, struct.pack("=I", 7))

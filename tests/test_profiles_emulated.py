@@ -65,6 +65,49 @@ def test_rpi3b_link_carries_about_100_mbit_each_way(rpi3b):
     assert tb.node("node0").profile == "cloud"  # the control plane keeps no limits
 
 
+def test_link_bucket_is_the_resolved_profiles_on_both_ends(rpi3b):
+    tb = rpi3b.testbed
+    burst = tb.profiles()["rpi3b"]["burst_kb"]
+    assert burst > 128  # BURST_PERIODS CPU periods at 100 Mbit/s, not the 10 ms floor
+    for ns, dev in ((tb.node("node1").ns, "eth0"), (tb.switch, "n1")):
+        qdiscs = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev],
+                                capture_output=True, text=True).stdout
+        assert f"rate 100Mbit burst {burst}Kb" in qdiscs, qdiscs
+
+
+def test_a_calibration_step_sets_the_budget_and_the_bucket_it_needs(rpi3b):
+    from k8sdds.testbed import cgroups
+    from k8sdds.testbed.profiles import link_burst_kb
+
+    tb = rpi3b.testbed
+    node = tb.node("node1")
+    budget = tb.profiles()["rpi3b"]["cpu"]
+    try:
+        tb.set_budget(node, 0.03)
+        quota = _read_quota(tb.cgroup(node))
+        assert quota == (round(0.03 * cgroups.period_us(0.03)), cgroups.period_us(0.03))
+        qdiscs = subprocess.run(["tc", "-n", tb.switch, "qdisc", "show", "dev", "n1"],
+                                capture_output=True, text=True).stdout
+        assert f"burst {link_burst_kb(100, 128, 0.03)}Kb" in qdiscs, qdiscs
+    finally:
+        tb.set_budget(node, budget)
+    assert f"burst {tb.profiles()['rpi3b']['burst_kb']}Kb" in subprocess.run(
+        ["tc", "-n", node.ns, "qdisc", "show", "dev", "eth0"], capture_output=True,
+        text=True).stdout
+
+
+def _read_quota(group: str) -> tuple[int, int]:
+    """(quota, period) in microseconds of a cgroup (v2 cpu.max or v1 cfs files)."""
+    from pathlib import Path
+
+    path = Path(group)
+    if (path / "cpu.max").exists():
+        quota, period = (path / "cpu.max").read_text().split()
+        return int(quota), int(period)
+    return (int((path / "cpu.cfs_quota_us").read_text()),
+            int((path / "cpu.cfs_period_us").read_text()))
+
+
 def test_cpu_quota_holds_every_process_of_the_node(rpi3b, tmp_path):
     tb = rpi3b.testbed
     node = tb.node("node1")

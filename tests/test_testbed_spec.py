@@ -79,3 +79,4 @@ def test_profiles_are_documented_and_sane():
         assert p.about
         if p.rate_mbit:  # at least 10 ms at line rate, so the rate holds with HZ=100
             assert p.burst_kb * 8 * 1024 >= p.rate_mbit * 1e6 / 100
+            # and a budgeted node's bucket holds its CPU periods (test_calibration)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
-from k8sdds.testbed import calibration, cgroups
+from k8sdds.testbed import calibration
 from k8sdds.testbed.calibration import BOARDS, Board, Calibration
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import PROFILES
@@ -122,11 +122,11 @@ def calibrate(settings: Settings, board: Board,
     finally:
         lock.release()
     try:
-        groups = [g for g in (tb.cgroup(n) for n in tb.workers()) if g]
+        budgeted = [n for n in tb.workers() if tb.cgroup(n)]
 
-        def set_budget(cpus: float | None) -> None:
-            for group in groups:
-                cgroups.limit(group, cpus)
+        def set_budget(cpus: float | None) -> None:  # and the link bucket that budget needs
+            for node in budgeted:
+                tb.set_budget(node, cpus)
 
         with tempfile.TemporaryDirectory(prefix="k8sdds-calibrate-") as tmp:
             work = Path(tmp)

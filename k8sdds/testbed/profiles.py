@@ -16,12 +16,18 @@ Where each number comes from (`k8sdds testbed profiles` shows it):
 * `cloud`: no limits (the machine as it is).
 
 The burst of each tbf is at least the rate divided by 100 (10 ms of traffic at line rate),
-so the rate holds with a 100 Hz timer.
+so the rate holds with a 100 Hz timer; on a node with a CPU budget, at least
+`BURST_PERIODS` of its cgroup's enforcement periods at line rate (see `link_burst_kb`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+
+from k8sdds.testbed.cgroups import period_us
+
+BURST_PERIODS = 4  # tbf bucket, in CPU enforcement periods at line rate (link_burst_kb)
 
 
 @dataclass(frozen=True)
@@ -56,10 +62,14 @@ PROFILES: dict[str, Profile] = {
 
 def resolve(name: str) -> Profile:
     """Profile `name` with its CPU budget from the calibration of its board (this machine's,
-    else the release machine's), and where that budget came from."""
+    else the release machine's), where that budget came from, and the link bucket it needs."""
+    p = _budget(PROFILES[name])
+    return replace(p, burst_kb=link_burst_kb(p.rate_mbit, p.burst_kb, p.cpu))
+
+
+def _budget(p: Profile) -> Profile:
     from k8sdds.testbed import calibration
 
-    p = PROFILES[name]
     if p.cpu is None:
         return replace(p, cpu_from="no limit")
     if p.board is None:
@@ -72,3 +82,18 @@ def resolve(name: str) -> Profile:
     scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4),
                    cpu_from=scale + cal.describe(reference))
+
+
+def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> int:
+    """The tbf bucket (KiB) of a node's link: the profile's own, and at least BURST_PERIODS
+    of the node's CPU enforcement periods at line rate.
+
+    Why: a node under a CPU budget does not send evenly, as the board does; it sends a
+    whole period's traffic within its quota's slice, then waits. A bucket smaller than that
+    made a CPU-bound node look link-bound: the tail of each slice queued in the tbf, and the
+    tbf's timer sent it later, charged to whatever task it interrupted rather than to the
+    node. Repeats then ran in one mode or the other (README, Fidelity)."""
+    if not rate_mbit or not cpu:
+        return burst_kb
+    window_s = BURST_PERIODS * period_us(cpu) / 1e6
+    return max(burst_kb, math.ceil(rate_mbit * 1e6 / 8 * window_s / 1024))

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
-from k8sdds.testbed import capabilities, cgroups, napi, netns, wiring
+from k8sdds.testbed import capabilities, cgroups, link, napi, netns, wiring
 from k8sdds.testbed.netns import ip
-from k8sdds.testbed.profiles import PROFILES, resolve
+from k8sdds.testbed.profiles import PROFILES, link_burst_kb, resolve
 from k8sdds.testbed.spec import TestbedSpec
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
@@ -203,23 +203,16 @@ class Testbed:
             if profile.mtu:
                 ip("link", "set", "eth0", "mtu", str(profile.mtu), ns=node.ns)
                 ip("link", "set", port, "mtu", str(profile.mtu), ns=self.switch)
-            netem = bool(profile.delay_ms or profile.loss_pct)
-            if netem and capabilities.qdisc("netem"):
+            netem = link.netem_applies(profile)
+            if bool(profile.delay_ms or profile.loss_pct) and not netem:
                 state.not_applied.append(
                     f"{node.name} ({profile.name}): delay {profile.delay_ms} ms and loss "
                     f"{profile.loss_pct} % not applied: {capabilities.qdisc('netem')}")
-                netem = False
             for ns, dev in ends:
-                parent = ["root"]
                 if netem:
-                    netns.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle",
-                               "1:", "netem", "delay", f"{profile.delay_ms or 0}ms", "loss",
-                               f"{profile.loss_pct or 0}%"])
-                    parent = ["parent", "1:1", "handle", "10:"]
+                    link.add_netem(ns, dev, profile)
                 if profile.rate_mbit:
-                    netns.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, *parent, "tbf",
-                               "rate", f"{profile.rate_mbit:g}mbit", "burst",
-                               f"{profile.burst_kb}kb", "latency", "50ms"])
+                    link.shape(ns, dev, profile.rate_mbit, profile.burst_kb, netem)
             if profile.cpu:
                 state.cgroups[node.name] = cgroups.create(
                     ["k8sdds", self.spec.name, node.name], profile.cpu,
@@ -234,6 +227,19 @@ class Testbed:
                     napi.thread_devices(node.ns, ["eth0"])
                     napi.charge(node.ns, state.cgroups[node.name])
             self._save(state)
+
+    def set_budget(self, node: Node, cpus: float | None) -> None:
+        """Give `node` a CPU budget of `cpus` (None: no limit), and its link the bucket that
+        budget needs (`profiles.link_burst_kb`); for the calibration's steps."""
+        group = self.cgroup(node)
+        if group is None:
+            raise TestbedError(f"{node.name} has no CPU budget to set (profile {node.profile})")
+        cgroups.limit(group, cpus)
+        profile = PROFILES[node.profile]
+        if profile.rate_mbit:
+            burst = link_burst_kb(profile.rate_mbit, profile.burst_kb, cpus)
+            for ns, dev in ((node.ns, "eth0"), (self.switch, f"n{node.index}")):
+                link.shape(ns, dev, profile.rate_mbit, burst, link.netem_applies(profile))
 
     def cgroup(self, node: Node) -> str | None:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
