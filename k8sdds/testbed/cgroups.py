@@ -164,6 +164,15 @@ def v1_hierarchies() -> list[Path]:
     return out
 
 
+def hybrid_unified() -> list[Path]:
+    """The unified (cgroup2) hierarchy of a hybrid system, mounted under /sys/fs/cgroup/
+    beside the v1 ones (none on a v1-only or a v2-only system): runc makes each container's
+    cgroup there too, with every ancestor of it."""
+    return [Path(where) for _, where, kind, *_ in
+            (line.split() for line in Path("/proc/self/mounts").read_text().splitlines())
+            if kind == "cgroup2" and where.startswith("/sys/fs/cgroup/")]
+
+
 def dirs(root: str) -> list[Path]:
     """`root` and its ancestors, in every hierarchy, top first."""
     out = []
@@ -187,8 +196,10 @@ def make_everywhere(root: str) -> None:
 
 def remove_everywhere(root: str) -> None:
     """Kill what is left under `root` (containers outlive their shims), then remove it and
-    what the kubelet made in it, deepest first."""
-    for h in v1_hierarchies():
+    what the kubelet made in it, deepest first; in a hybrid system's unified hierarchy also
+    the ancestors runc made for it, where they are empty."""
+    unified = hybrid_unified()
+    for h in v1_hierarchies() + unified:
         top = h / root.lstrip("/")
         if not top.exists():
             continue
@@ -202,8 +213,9 @@ def remove_everywhere(root: str) -> None:
                 except ProcessLookupError:
                     pass
             time.sleep(0.1)  # the kernel empties cgroup.procs as they die: no event
+        made = [top.parents[i] for i in range(len(top.relative_to(h).parts) - 1)]
         for d in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()),
-                        key=lambda p: -len(p.parts)):
+                        key=lambda p: -len(p.parts)) + (made if h in unified else []):
             try:
                 d.rmdir()
             except OSError:
