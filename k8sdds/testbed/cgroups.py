@@ -154,23 +154,23 @@ def remove_testbed(name: str) -> None:
 
 # ---- one path in every cgroup v1 hierarchy (a kubelet's cgroupRoot) ----------------
 
+def _mounted_below_root(kind: str) -> list[Path]:
+    """The mounts of filesystem `kind` under /sys/fs/cgroup/ (not /sys/fs/cgroup itself)."""
+    return [Path(where) for _, where, fs, *_ in
+            (line.split() for line in Path("/proc/self/mounts").read_text().splitlines())
+            if fs == kind and where.startswith("/sys/fs/cgroup/")]
+
+
 def v1_hierarchies() -> list[Path]:
     """The cgroup v1 hierarchies mounted under /sys/fs/cgroup."""
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        _, where, kind, *_ = line.split()
-        if kind == "cgroup" and where.startswith("/sys/fs/cgroup/"):
-            out.append(Path(where))
-    return out
+    return _mounted_below_root("cgroup")
 
 
 def hybrid_unified() -> list[Path]:
     """The unified (cgroup2) hierarchy of a hybrid system, mounted under /sys/fs/cgroup/
     beside the v1 ones (none on a v1-only or a v2-only system): runc makes each container's
     cgroup there too, with every ancestor of it."""
-    return [Path(where) for _, where, kind, *_ in
-            (line.split() for line in Path("/proc/self/mounts").read_text().splitlines())
-            if kind == "cgroup2" and where.startswith("/sys/fs/cgroup/")]
+    return _mounted_below_root("cgroup2")
 
 
 def dirs(root: str) -> list[Path]:
