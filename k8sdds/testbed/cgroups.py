@@ -213,9 +213,9 @@ def remove_everywhere(root: str) -> None:
                 except ProcessLookupError:
                     pass
             time.sleep(0.1)  # the kernel empties cgroup.procs as they die: no event
-        made = [top.parents[i] for i in range(len(top.relative_to(h).parts) - 1)]
+        made_by_runc = list(top.relative_to(h).parents)[:-1] if h in unified else []
         for d in sorted((p for p in [top, *top.rglob("*")] if p.is_dir()),
-                        key=lambda p: -len(p.parts)) + (made if h in unified else []):
+                        key=lambda p: -len(p.parts)) + [h / p for p in made_by_runc]:
             try:
                 d.rmdir()
             except OSError:
