@@ -15,6 +15,6 @@ def k8sdds(*args: str) -> dict:
     if proc.returncode != 0:
         sys.exit(f"k8sdds {args[0]} failed: {proc.stderr}")
     outcome = json.loads(proc.stdout)
-    for failure in outcome["failed"]:
+    for failure in outcome.get("failed", []):
         print("failed:", failure, file=sys.stderr)
     return outcome

@@ -6,7 +6,8 @@
    beside the K8sDDS study's Pi 3B figures (RTI Perftest) and their ratios to host. Engines
    differ, so the ratios are what compare.
 2. The spread: coefficient of variation of 1 KiB throughput over 5 repeats on `rpi3b`, in
-   one or more batches (a CV of 5 repeats is itself noisy).
+   one or more batches (a CV of 5 repeats is itself noisy), each after a round of `k8sdds
+   testbed steadiness`: how steadily the machine runs work under the budget just then.
 3. The `cloud` ordering: bare (host) > routed (flannel-hostgw) > VXLAN > encrypted.
 
 Each line of checks says what the issue asks and whether this machine shows it.
@@ -86,8 +87,10 @@ def spread(duration: float, batches: int) -> list[dict[str, float]]:
     print(f"\n### Spread: 1 KiB, {duration:g} s tests, 5 repeats, {batches} batch(es)\n")
     print("| batch | datapath | repeats (Mbit/s) | mean | CV |")
     print("|---|---|---|---|---|")
-    out = []
+    out, steady = [], []
     for batch in range(1, batches + 1):
+        steady.append(k8sdds("testbed", "steadiness", "--profile", "rpi3b", "--rounds", "1",
+                             "--seconds", "15")["rounds"][0])
         df = measure("rpi3b", PI_DATAPATHS[:4], (1024,), duration, 5, "kdfid")
         cvs = {}
         for dp, g in df.groupby("datapath", sort=False):
@@ -96,6 +99,13 @@ def spread(duration: float, batches: int) -> list[dict[str, float]]:
             print(f"| {batch} | {dp} | {', '.join(f'{v:.1f}' for v in values)} | "
                   f"{statistics.mean(values):.1f} | {cvs[dp] * 100:.1f} % |", flush=True)
         out.append(cvs)
+    print("\nThe machine before each batch (`k8sdds testbed steadiness`, 1 round of 15 s): "
+          "the CV of a probe's half-second rates, the floor under the spread\n")
+    print("| batch | no limit | under the rpi3b budget | efficiency |")
+    print("|---|---|---|---|")
+    for batch, r in enumerate(steady, 1):
+        print(f"| {batch} | {r['free_cv_pct']:.1f} % | {r['budget_cv_pct']:.1f} % | "
+              f"{r['efficiency']:.2f} |")
     return out
 
 

@@ -143,7 +143,8 @@ def test_the_emulator_says_what_it_cannot_show():
     limited = {"name": "rpi3b", "cpu": 0.05, "cpu_from": "calibrated on the release machine"}
     lines = fidelity.cannot_show([limited, {"name": "cloud", "cpu": None}])
     assert any("periods of 20 ms" in line for line in lines)
-    assert any("repeats spread more than on the board" in line for line in lines)
+    assert any("repeats spread more than on the board" in line
+               and "k8sdds testbed steadiness --profile rpi3b" in line for line in lines)
     assert any("release machine, not on this one" in line for line in lines)
     assert not any(line.startswith("cloud") for line in lines)
     guess = fidelity.cannot_show([{"name": "x", "cpu": 0.5, "cpu_from": "not calibrated"}])

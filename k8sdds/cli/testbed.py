@@ -1,8 +1,9 @@
 """`k8sdds testbed`: the emulated edge cluster by hand (up, status, down, datapaths,
-profiles, calibrate)."""
+profiles, calibrate, steadiness)."""
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -194,6 +195,61 @@ def testbed_calibrate(
     out_console.print(cal.describe(reference=False), markup=False, highlight=False)
 
 
+def testbed_steadiness(
+        profile: str = typer.Option("rpi3b", "--profile", help="The profile whose CPU "
+                                    "budget the probe runs under."),
+        seconds: float = typer.Option(15.0, "--seconds", help="Seconds of each "
+                                      "measurement (at least 2)."),
+        rounds: int = typer.Option(3, "--rounds", min=1, max=20,
+                                   help="Rounds, each with no limit and then under the "
+                                   "budget."),
+        cpu: int | None = typer.Option(None, "--cpu", help="The CPU the probe is kept on "
+                                       "[1 where there are two or more, else 0]."),
+        slots: int = typer.Option(32768, "--slots", min=1024, max=16_777_216,
+                                  help="Slots of the probe's pointer chase (32768: about "
+                                  "1 MB with their objects)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Measure how steadily this machine runs work under a profile's CPU budget: the floor
+    under the spread of repeats on budgeted nodes. A probe chasing pointers through about
+    1 MB runs in a cgroup of its own, with no limit and then under the budget; a steady
+    machine keeps the CV of its half-second rates under the budget near the unlimited one.
+    Run it with no testbed busy: it shares the CPU with whatever runs there."""
+    import json
+    from dataclasses import asdict
+
+    from k8sdds.testbed import steadiness
+    from k8sdds.testbed.profiles import PROFILES, resolve
+
+    if profile not in PROFILES:
+        raise UserError(f"--profile {profile}: unknown; allowed: {', '.join(PROFILES)}")
+    budget = resolve(profile).cpu
+    pin = cpu if cpu is not None else (1 if (os.cpu_count() or 1) > 1 else 0)
+    steadiness.check(profile, budget, pin, seconds)
+
+    def say(r, i: int) -> None:
+        err_console.print(
+            f"round {i}/{rounds}: no limit CV {r.free_cv_pct:.1f} % | under the budget CV "
+            f"{r.budget_cv_pct:.1f} % (slowest {r.low:.2f}, fastest {r.high:.2f} of the "
+            f"mean), efficiency {r.efficiency:.2f}", markup=False, highlight=False)
+
+    err_console.print(f"probe: {slots} slots on CPU {pin}, {profile}'s budget {budget:g} "
+                      f"CPU, {rounds} x 2 x {seconds:g} s", markup=False, highlight=False)
+    result = steadiness.measure(profile, budget, pin=pin, seconds=seconds, rounds=rounds,
+                                slots=slots, say=say)
+    if json_out:
+        print(json.dumps(asdict(result), indent=2))
+        return
+    cvs = [r.budget_cv_pct for r in result.rounds]
+    free = [r.free_cv_pct for r in result.rounds]
+    effs = [r.efficiency for r in result.rounds]
+    out_console.print(
+        f"{profile} ({budget:g} CPU in periods of {result.period_ms:g} ms) on CPU {pin}: "
+        f"CV of half-second rates {min(cvs):.1f} to {max(cvs):.1f} % under the budget, "
+        f"{min(free):.1f} to {max(free):.1f} % with no limit; efficiency {min(effs):.2f} "
+        f"to {max(effs):.2f}", markup=False, highlight=False)
+
+
 def _or_dash(value) -> str:
     return "-" if value is None else f"{value:g}"
 
@@ -284,6 +340,7 @@ def register(app: typer.Typer) -> None:
     testbed_app.command("datapaths")(testbed_datapaths)
     testbed_app.command("profiles")(testbed_profiles)
     testbed_app.command("calibrate")(testbed_calibrate)
+    testbed_app.command("steadiness")(testbed_steadiness)
     testbed_app.command("status")(testbed_status)
     testbed_app.command("down")(testbed_down)
     app.add_typer(testbed_app, name="testbed")
