@@ -28,9 +28,10 @@ def test_remove_everywhere_takes_what_runc_made_in_the_unified_hierarchy_too():
     for h in cgroups.v1_hierarchies():
         (h / root.lstrip("/") / "kubepods").mkdir()
     sleeper = subprocess.Popen(["sleep", "60"])  # a container that outlived its shim
-    where = cgroups.hybrid_unified() or cgroups.v1_hierarchies()
-    deepest = where[0] / root.lstrip("/") / "kubepods" / (
-        "pod1" if cgroups.hybrid_unified() else "")
+    if cgroups.hybrid_unified():  # the container's own cgroup, made by runc
+        deepest = cgroups.hybrid_unified()[0] / root.lstrip("/") / "kubepods" / "pod1"
+    else:  # where the kubelet puts pods
+        deepest = cgroups.v1_hierarchies()[0] / root.lstrip("/") / "kubepods"
     (deepest / "cgroup.procs").write_text(str(sleeper.pid))
     try:
         cgroups.remove_everywhere(root)

@@ -7,9 +7,14 @@ from k8sdds.testbed import capabilities, netns
 from k8sdds.testbed.profiles import Profile
 
 
+def wants_netem(profile: Profile) -> bool:
+    """Whether `profile` has delay or loss (netem's work)."""
+    return bool(profile.delay_ms or profile.loss_pct)
+
+
 def netem_applies(profile: Profile) -> bool:
     """Whether `profile` has delay or loss and this kernel can apply them."""
-    return bool(profile.delay_ms or profile.loss_pct) and capabilities.qdisc("netem") is None
+    return wants_netem(profile) and capabilities.qdisc("netem") is None
 
 
 def add_netem(ns: str, dev: str, profile: Profile) -> None:

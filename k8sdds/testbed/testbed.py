@@ -204,7 +204,7 @@ class Testbed:
                 ip("link", "set", "eth0", "mtu", str(profile.mtu), ns=node.ns)
                 ip("link", "set", port, "mtu", str(profile.mtu), ns=self.switch)
             netem = link.netem_applies(profile)
-            if bool(profile.delay_ms or profile.loss_pct) and not netem:
+            if link.wants_netem(profile) and not netem:
                 state.not_applied.append(
                     f"{node.name} ({profile.name}): delay {profile.delay_ms} ms and loss "
                     f"{profile.loss_pct} % not applied: {capabilities.qdisc('netem')}")
