@@ -38,7 +38,7 @@ def test_summarise_refuses_too_few_rates():
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--profile", "cloud"], "profile cloud has no CPU budget"),
-    (["--profile", "pi5"], "--profile pi5: unknown; allowed: cloud, rpi3b"),
+    (["--profile", "rpi3"], "--profile: unknown profile 'rpi3'; allowed: cloud, rpi3b"),
     (["--cpu", "4096"], "--cpu 4096: this machine has CPUs 0 to"),
     (["--seconds", "1"], "--seconds 1: at least 2"),
 ])

@@ -219,10 +219,10 @@ def testbed_steadiness(
     from dataclasses import asdict
 
     from k8sdds.testbed import steadiness
-    from k8sdds.testbed.profiles import PROFILES, resolve
+    from k8sdds.testbed.profiles import resolve
+    from k8sdds.testbed.spec import check_profile
 
-    if profile not in PROFILES:
-        raise UserError(f"--profile {profile}: unknown; allowed: {', '.join(PROFILES)}")
+    check_profile(profile, "--profile")
     budget = resolve(profile).cpu
     pin = cpu if cpu is not None else (1 if (os.cpu_count() or 1) > 1 else 0)
     steadiness.check(profile, budget, pin, seconds)

@@ -19,7 +19,7 @@ from k8sdds.testbed import calibration
 from k8sdds.testbed.calibration import BOARDS, Board, Calibration
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import PROFILES
-from k8sdds.testbed.spec import default_nodes
+from k8sdds.testbed.spec import check_profile, default_nodes
 from k8sdds.testbed.testbed import Testbed
 
 
@@ -39,8 +39,7 @@ class Settings:
 def board_of(profile: str, figures: Path | None) -> Board:
     """The board profile `profile` is calibrated against; `figures` (CSV data_len,
     throughput_mbps: a board's measured host throughput) replaces the built-in figures."""
-    if profile not in PROFILES:
-        raise UserError(f"--profile {profile!r}: one of {', '.join(PROFILES)}")
+    check_profile(profile, "--profile")
     p = PROFILES[profile]
     if p.cpu is None or p.board is None:
         raise UserError(f"profile {profile} has no CPU budget to calibrate (profiles with "

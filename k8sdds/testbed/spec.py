@@ -68,13 +68,14 @@ def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") 
     """node0 is the control plane; node1..node<count-1> are workers with `profile`."""
     if not 2 <= count <= MAX_NODES:
         raise SpecError(f"a cluster has 2 to {MAX_NODES} nodes, not {count}")
-    _check_profile(profile or "cloud", "--profile")
+    check_profile(profile or "cloud", "--profile")
     nodes = [NodeSpec("node0", "control-plane")] + [
         NodeSpec(f"node{i}", "worker", profile=profile or "cloud") for i in range(1, count)]
     return TestbedSpec(name=name, nodes=tuple(nodes))
 
 
-def _check_profile(profile: str, where: str) -> None:
+def check_profile(profile: str, where: str) -> None:
+    """Fail with the allowed names (and the nearest one) unless `profile` is a profile."""
     if profile not in PROFILES:
         hint = difflib.get_close_matches(profile, list(PROFILES), n=1)
         extra = f" (did you mean '{hint[0]}'?)" if hint else ""
@@ -108,7 +109,7 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
         if not isinstance(profile, str):
             raise SpecError(f"{path}, field 'profile': value {str(profile)[:40]!r}: a profile "
                             "name")
-        _check_profile(profile, f"{path}, field 'profile'")
+        check_profile(profile, f"{path}, field 'profile'")
     if "nodes" not in data:
         workers = data.get("workers", 3)
         if (not isinstance(workers, int) or isinstance(workers, bool)
@@ -141,7 +142,7 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
         if node.arch not in ARCHS:
             raise SpecError(f"{where}, field 'arch': value {node.arch!r}; allowed: "
                             f"{', '.join(ARCHS)}")
-        _check_profile(node.profile, f"{where}, field 'profile'")
+        check_profile(node.profile, f"{where}, field 'profile'")
         if node.name in names:
             raise SpecError(f"{where}, field 'name': duplicate node name {node.name!r}")
         names.add(node.name)
