@@ -66,3 +66,21 @@ def test_the_probe_runs_under_the_budget_and_leaves_no_cgroup():
     assert "round 1/1" in proc.stderr  # progress
     for top in [*cgroups.v1_hierarchies(), *cgroups.hybrid_unified()]:
         assert not (top / "k8sdds" / NAME).exists()
+
+
+@pytest.mark.emulated
+@requires_namespaces()
+def test_a_second_probe_is_told_that_one_runs():
+    from k8sdds.testbed.lock import TestbedLock
+
+    held = TestbedLock(NAME)
+    held.acquire()
+    try:
+        proc = _k8sdds("--rounds", "1", "--seconds", "2")
+    finally:
+        held.release()
+    assert proc.returncode == 1
+    assert "another `k8sdds testbed steadiness` is running (pid " in proc.stderr
+    assert "--testbed" not in proc.stderr  # steadiness has no such option
+    for top in [*cgroups.v1_hierarchies(), *cgroups.hybrid_unified()]:
+        assert not (top / "k8sdds" / NAME).exists()

@@ -21,7 +21,7 @@ def cannot_show(profiles: Iterable[dict]) -> list[str]:
                    f"period, so latency tails reach {period:g} ms where the board's would "
                    "not, and the parallelism of the board's cores is not emulated")
         out.append(f"{name}: repeats spread more than on the board: the CV of 1 KiB "
-                   "throughput over 5 repeats of 10 s was 3 to 9 % on the release machine, "
+                   "throughput over 5 repeats of 10 s was 2 to 13 % on the release machine, "
                    "which runs work under the budget unsteadily (README, Fidelity; `k8sdds "
                    f"testbed steadiness --profile {name}` measures this machine); use "
                    "several repeats and read the confidence intervals")

@@ -14,9 +14,13 @@ class TestbedLock:
 
     __test__ = False
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, busy: str | None = None):
+        """`busy`: what to tell a second holder, with `{pid}` for the first (default: the
+        testbed is in use)."""
         check_name(name)
         self.path = state_dir() / f"{name}.lock"
+        self.busy = busy or (f"testbed {name} is in use by another run (pid {{pid}}); wait "
+                             "for it, or use --testbed with another name")
         self._fh = None
 
     def acquire(self) -> None:
@@ -28,9 +32,7 @@ class TestbedLock:
             fh.seek(0)
             holder = fh.read().strip() or "another process"
             fh.close()
-            raise TestbedError(
-                f"testbed {self.path.stem} is in use by another run (pid {holder}); wait for "
-                f"it, or use --testbed with another name") from None
+            raise TestbedError(self.busy.format(pid=holder)) from None
         fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))
