@@ -7,8 +7,7 @@
    differ, so the ratios are what compare.
 2. The spread: coefficient of variation of 1 KiB throughput over 5 repeats on `rpi3b`, in
    one or more batches (a CV of 5 repeats is itself noisy), each after a round of `k8sdds
-   testbed steadiness`: how steadily the machine runs work under the budget just then;
-   with `--compare-governor`, each batch with the CPU governor and without, in turn.
+   testbed steadiness`: how steadily the machine runs work under the budget just then.
 3. The `cloud` ordering: bare (host) > routed (flannel-hostgw) > VXLAN > encrypted.
 
 Each line of checks says what the issue asks and whether this machine shows it.
@@ -18,7 +17,7 @@ sweep keeps the study's 5 s): a repeat's value is the mean of its steady seconds
 5 s that is only 3 of them.
 
 Usage: .venv/bin/python benchmarks/fidelity.py [--duration 5] [--repeats 3] [--quick]
-       [--spread-batches 1] [--spread-duration 10] [--spread-only] [--compare-governor]
+       [--spread-batches 1] [--spread-duration 10] [--spread-only]
 """
 
 from __future__ import annotations
@@ -47,8 +46,7 @@ CLOUD_DATAPATHS = ("host", "flannel-hostgw", "flannel-vxlan", "weave-encrypted")
 
 
 def measure(profile: str, datapaths: tuple[str, ...], payloads: tuple[int, ...],
-            duration: float, repeats: int, testbed: str, governor: bool = True
-            ) -> pd.DataFrame:
+            duration: float, repeats: int, testbed: str) -> pd.DataFrame:
     """Subscriber throughput of every repeat (columns datapath, data_len, repeat, value)."""
     with tempfile.TemporaryDirectory() as tmp:
         sch = Path(tmp) / "sweep.csv"
@@ -56,8 +54,7 @@ def measure(profile: str, datapaths: tuple[str, ...], payloads: tuple[int, ...],
                        "".join(f"{p},false,1,false,0\n" for p in payloads))
         out = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(datapaths),
                      "--profile", profile, "--duration", f"{duration:g}", "--repeats",
-                     str(repeats), "--out", tmp, "--testbed", testbed, "--no-plot",
-                     "--governor" if governor else "--no-governor")
+                     str(repeats), "--out", tmp, "--testbed", testbed, "--no-plot")
         df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
     return df[(df.kind == "summary") & (df.metric == "throughput_mbps")][
         ["datapath", "data_len", "repeat", "value"]]
@@ -84,29 +81,24 @@ def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
     return med
 
 
-def spread(duration: float, batches: int, governors: tuple[bool, ...] = (True,)
-           ) -> list[dict[str, float]]:
+def spread(duration: float, batches: int) -> list[dict[str, float]]:
     """CV of 1 KiB throughput over 5 repeats, per datapath, for each batch (each on a testbed
-    built for it: a CV from 5 repeats is itself noisy, and testbeds differ); with the CPU
-    governor on, off, or both in turn (`governors`)."""
+    built for it: a CV from 5 repeats is itself noisy, and testbeds differ)."""
     print(f"\n### Spread: 1 KiB, {duration:g} s tests, 5 repeats, {batches} batch(es)\n")
-    print("| batch | governor | datapath | repeats (Mbit/s) | mean | CV |")
-    print("|---|---|---|---|---|---|")
+    print("| batch | datapath | repeats (Mbit/s) | mean | CV |")
+    print("|---|---|---|---|---|")
     out, steady = [], []
     for batch in range(1, batches + 1):
         steady.append(k8sdds("testbed", "steadiness", "--profile", "rpi3b", "--rounds", "1",
                              "--seconds", "15")["rounds"][0])
-        order = governors if batch % 2 else tuple(reversed(governors))  # turn about
-        for governor in order:
-            df = measure("rpi3b", PI_DATAPATHS[:4], (1024,), duration, 5, "kdfid", governor)
-            cvs = {}
-            for dp, g in df.groupby("datapath", sort=False):
-                values = list(g.value)
-                cvs[dp] = statistics.stdev(values) / statistics.mean(values)
-                print(f"| {batch} | {'on' if governor else 'off'} | {dp} | "
-                      f"{', '.join(f'{v:.1f}' for v in values)} | "
-                      f"{statistics.mean(values):.1f} | {cvs[dp] * 100:.1f} % |", flush=True)
-            out.append({"governor": governor, **cvs})
+        df = measure("rpi3b", PI_DATAPATHS[:4], (1024,), duration, 5, "kdfid")
+        cvs = {}
+        for dp, g in df.groupby("datapath", sort=False):
+            values = list(g.value)
+            cvs[dp] = statistics.stdev(values) / statistics.mean(values)
+            print(f"| {batch} | {dp} | {', '.join(f'{v:.1f}' for v in values)} | "
+                  f"{statistics.mean(values):.1f} | {cvs[dp] * 100:.1f} % |", flush=True)
+        out.append(cvs)
     print("\nThe machine before each batch (`k8sdds testbed steadiness`, 1 round of 15 s): "
           "the CV of a probe's half-second rates, the floor under the spread\n")
     print("| batch | no limit | under the rpi3b budget | efficiency |")
@@ -128,16 +120,13 @@ def main() -> None:
                     help="seconds per test of the spread (the k8sdds run default)")
     ap.add_argument("--spread-only", action="store_true",
                     help="only the spread: no sweep, no cloud ordering")
-    ap.add_argument("--compare-governor", action="store_true",
-                    help="each spread batch with the CPU governor and without, in turn")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the emulated backend needs network namespaces")
     pi = resolve("rpi3b")
     print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
-    governors = (True, False) if args.compare_governor else (True,)
     if args.spread_only:
-        batches = spread(args.spread_duration, args.spread_batches, governors)
+        batches = spread(args.spread_duration, args.spread_batches)
         print("\n### Checks\n")
         _spread_checks(batches)
         return
@@ -146,7 +135,7 @@ def main() -> None:
     print(f"### Payload sweep, rpi3b, 1 sub, UDP reliable, {args.duration:g} s tests, "
           f"median of {args.repeats}\n")
     med = sweep_table(df)
-    batches = spread(args.spread_duration, args.spread_batches, governors)
+    batches = spread(args.spread_duration, args.spread_batches)
     print("\n### cloud ordering, median of 3\n")
     cloud = measure("cloud", CLOUD_DATAPATHS, (1024, 16384), args.duration, 3, "kdfidc")
     cmed = cloud.groupby(["data_len", "datapath"]).value.median().unstack()
@@ -177,13 +166,11 @@ def main() -> None:
               all(a > b for a, b in zip(row, row[1:], strict=False)))
 
 
-def _spread_checks(batches: list[dict]) -> None:
-    for governor in dict.fromkeys(b["governor"] for b in batches):
-        mine = [b for b in batches if b["governor"] == governor]
-        for dp in (k for k in mine[0] if k != "governor"):
-            cvs = [b[dp] * 100 for b in mine]
-            check(f"1 KiB CV over 5 repeats under 5 %, governor {'on' if governor else 'off'}:"
-                  f" {dp} {', '.join(f'{cv:.1f}' for cv in cvs)} %", max(cvs) < 5)
+def _spread_checks(batches: list[dict[str, float]]) -> None:
+    for dp in batches[0]:
+        cvs = [b[dp] * 100 for b in batches]
+        check(f"1 KiB CV over 5 repeats under 5 %: {dp} "
+              f"{', '.join(f'{cv:.1f}' for cv in cvs)} %", max(cvs) < 5)
 
 
 if __name__ == "__main__":

@@ -51,8 +51,6 @@ def datapath_usage(text: str) -> Parsed:
              "node_cpu_s": "node_cpu_pct"}
     values = [Value(metric, max(0.0, float(usage[key])) / wall * 100, "%")
               for key, metric in names.items() if isinstance(usage.get(key), (int, float))]
-    if isinstance(usage.get("governed_s"), (int, float)):  # the CPU governor's mean scale
-        values.append(Value("governor_scale", float(usage["governed_s"]) / wall, "x"))
     for key, unit in (("datapath_memory_mb", "MiB"), ("node_load1", "load")):
         if isinstance(usage.get(key), (int, float)):
             values.append(Value(key, float(usage[key]), unit))

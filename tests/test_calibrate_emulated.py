@@ -20,8 +20,7 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
            "K8SDDS_CALIBRATION": str(cal), "COLUMNS": "300"}
     proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--steps", "2", "--repeats", "1",
-               "--duration", "2", "--name", name, "--reference-seconds", "3", "--json",
-               env=env, timeout=600)
+               "--duration", "2", "--name", name, "--json", env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["file"] == str(cal) and out["board"] == "rpi3b"
@@ -31,8 +30,6 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     assert all(v > 0 for _, v in out["steps"])  # every step measured traffic
     assert 0.01 <= out["cpu"] <= 1.0
     assert out["machine"]["cpus"] == os.cpu_count()
-    # the governor's reference: the probe did work under the calibrated budget
-    assert out["probe_rate"] > 0 and "governor reference: the probe does" in proc.stderr
     assert "link-bound: 16384 B" in proc.stderr and "0.1000 CPU: 1024 B" in proc.stderr
     saved = json.loads(cal.read_text())["boards"]["rpi3b"]
     assert saved["cpu"] == out["cpu"]

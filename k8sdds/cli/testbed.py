@@ -17,23 +17,13 @@ from k8sdds.errors import UserError
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
 
-def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Path | None,
-             governor: bool | None = None):
-    from dataclasses import replace
-
+def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Path | None):
     from k8sdds.testbed import spec
     from k8sdds.testbed.testbed import Testbed
 
     if testbed_spec:
-        made = spec.load(testbed_spec, name=name, profile=profile)
-    else:
-        made = spec.default_nodes(nodes, profile, DEFAULT_NAME if name is None else name)
-    return Testbed(made if governor is None else replace(made, governor=governor))
-
-
-GOVERNOR_HELP = ("The CPU governor on nodes with a CPU budget: it keeps their speed at the "
-                 "calibrated board's while this machine's speed for sliced work drifts (see "
-                 "`k8sdds testbed steadiness`) [on; a spec's `governor:`].")
+        return Testbed(spec.load(testbed_spec, name=name, profile=profile))
+    return Testbed(spec.default_nodes(nodes, profile, DEFAULT_NAME if name is None else name))
 
 
 DEFAULT_NAME = "k8sdds"
@@ -66,8 +56,6 @@ def testbed_up(name: str | None = NAME,
                    "datapath's own CNI (flanneld and the flannel CNI plugin for flannel-hostgw "
                    "and flannel-vxlan); emulated: the testbed's wiring of the datapath with "
                    "Debian's bridge plugin; auto: real where it can run here, else emulated."),
-               governor: bool | None = typer.Option(None, "--governor/--no-governor",
-                                                    help=GOVERNOR_HELP),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
     from k8sdds.testbed.capabilities import datapath_unavailable
@@ -82,7 +70,7 @@ def testbed_up(name: str | None = NAME,
         check_datapath(dp)
     elif cni != "auto" or image_archive is not None:
         raise UserError("--cni and --image-archive are for --kubernetes")
-    tb = _testbed(name, nodes, profile, testbed_spec, governor)
+    tb = _testbed(name, nodes, profile, testbed_spec)
     with _locked(tb.spec.name):
         tb.up()
         if kubernetes:
@@ -172,9 +160,6 @@ def testbed_calibrate(
             "/var/lib/k8sdds/calibration.json]."),
         name: str = typer.Option("kdcalib", "--name", help="Name of the testbed the "
                                  "calibration brings up and takes down."),
-        reference_seconds: float = typer.Option(
-            20.0, "--reference-seconds", min=2.0, help="Seconds of the steadiness probe "
-            "under the calibrated budget at the end: the CPU governor's reference."),
         json_out: bool = typer.Option(False, "--json", help="Print the calibration as JSON."),
 ) -> None:
     """Derive a profile's CPU budget from a measurement: the share of this machine's CPU at
@@ -192,14 +177,14 @@ def testbed_calibrate(
     check_name(name)
     preflight()
     settings = Settings(profile=profile, duration=duration, repeats=repeats, steps=steps,
-                        testbed=name, reference_seconds=reference_seconds)
+                        testbed=name)
 
     def say(line: str) -> None:
         err_console.print(line, markup=False, highlight=False)
 
     say(f"calibrating {profile} against the {board.name} ({board.source}): {steps} steps "
-        f"of {repeats} x {duration:g} s, about "
-        f"{((steps + 1) * repeats * (duration + 3) + reference_seconds) / 60:.0f} min")
+        f"of {repeats} x {duration:g} s, about {(steps + 1) * repeats * (duration + 3) / 60:.0f}"
+        " min")
     cal = calibrate(settings, board, say)
     path = calibration.save(cal, output)
     if json_out:
@@ -329,14 +314,6 @@ def _status(tb) -> None:
     out_console.print(table)
     for line in st["not_applied"]:
         err_console.print(f"[yellow]not applied:[/yellow] {line}")
-    gov = st["governor"]
-    if gov.get("pid"):
-        out_console.print(f"CPU governor: on (pid {gov['pid']}, log {gov['log']})"
-                          if gov["running"] else f"CPU governor: stopped (pid {gov['pid']} is "
-                          "gone; the budgets stay as it left them: `testbed down` and up)",
-                          markup=False, highlight=False)
-    elif gov.get("off"):
-        out_console.print(f"CPU governor: off: {gov['off']}", markup=False, highlight=False)
     kube = KubeCluster(tb)
     if kube.running():
         _kube_status(kube)

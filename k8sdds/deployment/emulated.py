@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from k8sdds import model
@@ -16,7 +16,7 @@ from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command
-from k8sdds.testbed import capabilities, cgroups, fidelity, governor, netns, spec
+from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.kube.cluster import KubeCluster
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import resolve
@@ -44,15 +44,12 @@ class EmulatedBackend:
                 self.testbed = existing
         else:
             self.testbed = Testbed(spec.default_nodes(options.nodes, options.profile, name))
-        if options.governor is not None and not self.testbed.is_up():
-            self.testbed = Testbed(replace(self.testbed.spec, governor=options.governor))
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None
         self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()
         self._datapath: str | None = None
         self._handles: list[Handle] = []
         self._on_nodes = False  # a role of the current repeat runs in a node's namespace
-        self._governor: dict = {}  # the testbed's CPU governor, read once at up()
 
     def limits(self) -> Limits:
         others = max(1, len(self.testbed.workers()) - 1)  # workers beside the publisher's
@@ -86,7 +83,6 @@ class EmulatedBackend:
                 self.owned = self.testbed.owner() == "run"
                 self.testbed.clear()
             self._cgroups = {n.name: self.testbed.cgroup(n) for n in self.testbed.nodes}
-            self._governor = self.testbed.governor_status()
         except BaseException:
             self._lock.release()
             raise
@@ -192,15 +188,7 @@ class EmulatedBackend:
             tunnel = sum(netns.cpu_seconds(pid) for node in self.testbed.nodes
                          for pid in netns.pids(node.ns)
                          if netns.command(pid) in TUNNEL_PROCESSES)
-        out = {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
-        gov = self._governor
-        if gov.get("pid"):  # its readings so far; over a repeat, its mean scale
-            try:
-                lines = Path(gov["log"]).read_text().splitlines()
-            except OSError:
-                lines = []
-            out["governed_s"] = governor.governed_seconds(lines, time.time())
-        return out
+        return {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
 
     def describe(self) -> dict:
         profiles = self.testbed.profiles() or {
@@ -212,6 +200,4 @@ class EmulatedBackend:
                            "pod_cidr": n.pod_cidr} for n in self.testbed.nodes],
                 "profiles": profiles,
                 "not_applied": self.testbed.not_applied(),
-                "governor": {k: v for k, v in self.testbed.governor_status().items()
-                             if k in ("off", "running", "references")},
                 "cannot_show": fidelity.cannot_show(profiles.values())}

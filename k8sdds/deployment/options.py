@@ -33,11 +33,6 @@ class EmulatedOptions:
     testbed_spec: Path | None = option(
         None, "--testbed-spec", "testbed spec (YAML): nodes with name, role, arch, profile "
         "(--cluster is the old spelling)", "--cluster", cli_type=Path)
-    governor: bool | None = option(
-        None, "--governor/--no-governor", "the CPU governor on nodes with a CPU budget, when "
-        "the run builds the testbed: keeps their speed at the calibrated board's while this "
-        "machine's speed for sliced work drifts [on, or the spec's `governor:`]",
-        cli_type=bool)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ class Settings:
     low: float = 0.01  # CPUs: the bisection's range
     high: float = 1.0
     testbed: str = "kdcalib"
-    reference_seconds: float = 20.0  # the governor's reference: seconds of the probe
 
 
 def board_of(profile: str, figures: Path | None) -> Board:
@@ -111,8 +110,7 @@ def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path) -> flo
 def calibrate(settings: Settings, board: Board,
               say: Callable[[str], None] = lambda _: None) -> Calibration:
     """Bring up a two-worker testbed of `settings.profile`, measure, take it down."""
-    # no governor: the calibration sets the budgets itself, and measures its reference
-    tb = Testbed(default_nodes(3, settings.profile, settings.testbed, governor=False))
+    tb = Testbed(default_nodes(3, settings.profile, settings.testbed))
     lock = TestbedLock(tb.spec.name)
     lock.acquire()  # held while the testbed comes up; each measuring run takes it in turn
     try:
@@ -146,37 +144,22 @@ def calibrate(settings: Settings, board: Board,
 
             cpu, trace = calibration.solve(measure, target, settings.low, settings.high,
                                            settings.steps)
-        fitted = calibration.fit(trace, target, link)
-        if fitted is not None:
-            cpu = fitted
-            measured = target  # on the fitted line
-            say(f"fitted through the CPU-bound steps: {cpu:.4f} CPU")
-        else:
-            measured = dict(trace)[cpu]
-        probe_rate = _reference(tb, round(cpu, 4), settings.reference_seconds, say)
     finally:
         lock.acquire()
         try:
             tb.down()
         finally:
             lock.release()
+    fitted = calibration.fit(trace, target, link)
+    if fitted is not None:
+        cpu = fitted
+        measured = target  # on the fitted line
+        say(f"fitted through the CPU-bound steps: {cpu:.4f} CPU")
+    else:
+        measured = dict(trace)[cpu]
     return Calibration(board=settings.profile, cpu=round(cpu, 4),
                        target_ratio=round(board.target_ratio(), 4),
                        ratio=round(measured / link, 4), link_mbps=round(link, 2),
                        machine=calibration.machine(),
                        when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       steps=[[round(c, 4), round(v, 2)] for c, v in trace],
-                       probe_rate=probe_rate)
-
-
-def _reference(tb: Testbed, cpus: float, seconds: float, say: Callable[[str], None]) -> float:
-    """The steadiness probe's rate under the calibrated budget on the publisher's CPU, in
-    this sitting: the CPU governor's reference (k8sdds.testbed.governor)."""
-    from k8sdds.testbed import cgroups, governor
-    from k8sdds.testbed.testbed import cpu_for
-
-    pub = tb.workers()[0]
-    group = cgroups.create(["k8sdds", tb.spec.name, "_probe"], cpus, pin=cpu_for(pub.index))
-    rate = governor.measure_reference(group, seconds)
-    say(f"governor reference: the probe does {rate:.0f} per half-second under {cpus:.4f} CPU")
-    return rate
+                       steps=[[round(c, 4), round(v, 2)] for c, v in trace])

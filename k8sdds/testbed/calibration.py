@@ -68,9 +68,6 @@ class Calibration:
     machine: dict = field(default_factory=dict)
     when: str = ""
     steps: list = field(default_factory=list)  # [cpu, Mbit/s] tried, in order
-    # the steadiness probe's half-second rate under `cpu`, measured right after the steps:
-    # the CPU governor's reference (k8sdds.testbed.governor); None in older calibrations
-    probe_rate: float | None = None
 
     def describe(self, reference: bool) -> str:
         where = ("on the release machine" if reference else "on this machine") + \

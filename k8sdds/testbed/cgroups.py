@@ -103,21 +103,10 @@ def limit(path: str, cpus: float | None) -> None:
     if (where / "cpu.max").exists():  # v2
         (where / "cpu.max").write_text(f"{quota} {period}" if quota else "max")
         return
-    if not quota:
-        (where / "cpu.cfs_quota_us").write_text("-1")
-        return
-    # never unlimited in between (the governor sets budgets twice a second): the quota
-    # first where it fits the old period, else the period first (it is then above the old
-    # quota, which the kernel requires)
-    old_period = int((where / "cpu.cfs_period_us").read_text())
-    order = (("cpu.cfs_quota_us", quota), ("cpu.cfs_period_us", period))
-    try:
-        for name, value in order if quota <= old_period else reversed(order):
-            (where / name).write_text(str(value))
-    except OSError:  # refused (a kernel with other checks): through no limit, as before
-        (where / "cpu.cfs_quota_us").write_text("-1")
-        for name, value in reversed(order):
-            (where / name).write_text(str(value))
+    (where / "cpu.cfs_quota_us").write_text("-1")  # a period under the old quota fails
+    if quota:
+        (where / "cpu.cfs_period_us").write_text(str(period))
+        (where / "cpu.cfs_quota_us").write_text(str(quota))
 
 
 def join(path: str, pid: int | None = None) -> None:

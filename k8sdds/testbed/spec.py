@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from k8sdds.errors import UserError
@@ -36,20 +36,17 @@ class TestbedSpec:
 
     name: str = "k8sdds"
     nodes: tuple[NodeSpec, ...] = ()
-    governor: bool = True  # the CPU governor on budgeted nodes (k8sdds.testbed.governor)
 
     def __post_init__(self) -> None:
         if not self.nodes:
             object.__setattr__(self, "nodes", default_nodes(4).nodes)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "nodes": [asdict(n) for n in self.nodes],
-                "governor": self.governor}
+        return {"name": self.name, "nodes": [asdict(n) for n in self.nodes]}
 
     @classmethod
     def from_dict(cls, data: dict) -> TestbedSpec:
-        return cls(name=data["name"], nodes=tuple(NodeSpec(**n) for n in data["nodes"]),
-                   governor=bool(data.get("governor", True)))
+        return cls(name=data["name"], nodes=tuple(NodeSpec(**n) for n in data["nodes"]))
 
     def workers(self) -> list[NodeSpec]:
         return [n for n in self.nodes if n.role == "worker"]
@@ -67,15 +64,14 @@ def _only(mapping: dict, allowed: tuple[str, ...], where: str, what: str) -> Non
                         f"allowed: {', '.join(allowed)}")
 
 
-def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds",
-                  governor: bool = True) -> TestbedSpec:
+def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") -> TestbedSpec:
     """node0 is the control plane; node1..node<count-1> are workers with `profile`."""
     if not 2 <= count <= MAX_NODES:
         raise SpecError(f"a cluster has 2 to {MAX_NODES} nodes, not {count}")
     check_profile(profile or "cloud", "--profile")
     nodes = [NodeSpec("node0", "control-plane")] + [
         NodeSpec(f"node{i}", "worker", profile=profile or "cloud") for i in range(1, count)]
-    return TestbedSpec(name=name, nodes=tuple(nodes), governor=governor)
+    return TestbedSpec(name=name, nodes=tuple(nodes))
 
 
 def check_profile(profile: str, where: str) -> None:
@@ -100,11 +96,7 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
         raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping with `nodes:` (or `workers:`)")
-    _only(data, ("name", "nodes", "workers", "profile", "governor"), str(path), "key")
-    governor = data.get("governor", True)
-    if not isinstance(governor, bool):
-        raise SpecError(f"{path}, field 'governor': value {str(governor)[:40]!r}: true or "
-                        "false")
+    _only(data, ("name", "nodes", "workers", "profile"), str(path), "key")
     if name is not None and "name" in data and str(data["name"]) != name:
         raise SpecError(f"{path}: the spec names the testbed {data['name']!r}, the command "
                         f"line {name!r}: give one name (the namespaces and the lock take it)")
@@ -124,7 +116,8 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
                 or not 1 <= workers < MAX_NODES):
             raise SpecError(f"{path}, field 'workers': value {str(workers)[:40]!r}: a whole "
                             f"number from 1 to {MAX_NODES - 1}")
-        return replace(default_nodes(workers + 1, profile, name), governor=governor)
+        spec = default_nodes(workers + 1, profile, name)
+        return spec
     raw = data["nodes"]
     if not isinstance(raw, list) or not raw:
         raise SpecError(f"{path}: nodes: a non-empty list of nodes")
@@ -154,4 +147,4 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
             raise SpecError(f"{where}, field 'name': duplicate node name {node.name!r}")
         names.add(node.name)
         nodes.append(node)
-    return TestbedSpec(name=name, nodes=tuple(nodes), governor=governor)
+    return TestbedSpec(name=name, nodes=tuple(nodes))

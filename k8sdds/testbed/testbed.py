@@ -22,7 +22,7 @@ from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
-from k8sdds.testbed import capabilities, cgroups, governor, link, napi, netns, wiring
+from k8sdds.testbed import capabilities, cgroups, link, napi, netns, wiring
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.profiles import PROFILES, link_burst_kb, resolve
 from k8sdds.testbed.spec import TestbedSpec
@@ -72,7 +72,6 @@ class _State:
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
     profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
-    governor: dict = field(default_factory=dict)  # pid, config, log, reference; or off: why
 
 
 POD_NETWORK = "10.244.0.0/16"
@@ -172,7 +171,6 @@ class Testbed:
             for node in self.nodes:
                 self._add_node(state, node)
             self._apply_profiles(state)
-            self._start_governor(state)
         except BaseException:
             self.down()
             raise
@@ -218,7 +216,7 @@ class Testbed:
             if profile.cpu:
                 state.cgroups[node.name] = cgroups.create(
                     ["k8sdds", self.spec.name, node.name], profile.cpu,
-                    pin=cpu_for(node.index))
+                    pin=_cpu_for(node.index))
                 self._save(state)
                 why = capabilities.threaded_napi()
                 if why:
@@ -229,55 +227,6 @@ class Testbed:
                     napi.thread_devices(node.ns, ["eth0"])
                     napi.charge(node.ns, state.cgroups[node.name])
             self._save(state)
-
-    def _start_governor(self, state: _State) -> None:
-        """The CPU governor (k8sdds.testbed.governor) of the budgeted nodes, where their
-        board's calibration has the probe's reference; else `governor.off` says why."""
-        from k8sdds.testbed import calibration
-
-        budgeted = [n for n in self.nodes if n.name in state.cgroups]
-        if not budgeted:
-            return
-        if not self.spec.governor:
-            state.governor = {"off": "turned off (--no-governor, or governor: false in the "
-                                     "testbed spec)"}
-            self._save(state)
-            return
-        nodes, probes = [], {}
-        for node in budgeted:
-            board = PROFILES[node.profile].board
-            found = calibration.load(board) if board else None
-            if found is None or found[0].probe_rate is None:
-                state.governor = {"off": f"the {board or node.profile} calibration has no "
-                                  "probe reference; `k8sdds testbed calibrate --profile "
-                                  f"{board or node.profile}` records one"}
-                state.not_applied.append(f"{node.name} ({node.profile}): CPU governor off: "
-                                         + state.governor["off"])
-                self._save(state)
-                return
-            cal = found[0]
-            cpu = cpu_for(node.index)
-            nodes.append(governor.Governed(node.name, state.cgroups[node.name], cpu,
-                                           state.profiles[node.profile]["cpu"], board))
-            if (cpu, board) not in probes:
-                path = cgroups.create(["k8sdds", self.spec.name, f"_probe{cpu}"], cal.cpu,
-                                      pin=cpu)  # "_": no node is called that
-                probes[cpu, board] = governor.Probe(path, cpu, board, cal.cpu, cal.probe_rate)
-        log = self.state_file.with_suffix(".governor.log")
-        config = governor.Config(tuple(probes.values()), tuple(nodes), str(log))
-        path = self.state_file.with_suffix(".governor.json")
-        state.governor = {"config": str(path), "log": str(log),
-                          "references": {f"{b} on CPU {c}": p.reference
-                                         for (c, b), p in probes.items()}}
-        self._save(state)  # recorded first: `down` finds its files after a crash
-        state.governor["pid"] = governor.start(config, path)
-        self._save(state)
-
-    def governor_status(self) -> dict:
-        """The CPU governor: its pid, config and log files, references and whether it runs;
-        or `off` and why."""
-        gov = self._load().governor
-        return {**gov, "running": bool(gov.get("pid")) and governor.is_governor(gov["pid"])}
 
     def set_budget(self, node: Node, cpus: float | None) -> None:
         """Give `node` a CPU budget of `cpus` (None: no limit), and its link the bucket that
@@ -386,11 +335,6 @@ class Testbed:
     def down(self) -> list[str]:
         """Remove every namespace, link and process of this testbed; return what went."""
         state = self._load()
-        if state.governor.get("pid"):  # first: it gives budgets back to the cgroups
-            governor.stop(state.governor["pid"])
-        for key in ("config", "log"):
-            if state.governor.get(key):
-                Path(state.governor[key]).unlink(missing_ok=True)
         doomed = list(dict.fromkeys(list(reversed(state.namespaces)) + self._leftovers()))
         for ns in doomed:
             netns.delete(ns)
@@ -415,7 +359,6 @@ class Testbed:
                        "present": n.ns in present}
                       for n in self.nodes],
             "not_applied": state.not_applied,
-            "governor": self.governor_status(),
             "pods": len(state.pods),
             "processes": sum(len(netns.pids(ns)) for ns in state.namespaces if ns in present),
             "state_file": str(self.state_file),
@@ -432,7 +375,7 @@ def check_name(name: str) -> None:
                            "'-', starting with a letter")
 
 
-def cpu_for(index: int) -> int:
+def _cpu_for(index: int) -> int:
     """The CPU node `index` is kept on: the nodes take turns over the CPUs this process may
     use (not 0..n-1: a container may be given any of the machine's CPUs)."""
     allowed = sorted(os.sched_getaffinity(0))
