@@ -151,6 +151,24 @@ def test_the_emulator_says_what_it_cannot_show():
     assert any("is a guess" in line for line in guess)
 
 
+def test_the_emulator_says_when_this_machines_calibration_is_from_another_sitting():
+    import datetime as dt
+
+    mine = {"name": "rpi3b", "cpu": 0.09, "cpu_from": "calibrated on this machine (...)",
+            "cpu_when": "2026-11-23T22:43:04+00:00"}
+    later = dt.datetime(2026, 11, 24, 22, 43, tzinfo=dt.timezone.utc)
+    [stale] = [line for line in fidelity.cannot_show([mine], now=later)
+               if "hours before this run" in line]
+    assert "calibrated 24 hours before this run (2026-11-23T22:43)" in stale
+    assert "`k8sdds testbed calibrate` in the sitting you measure in" in stale
+    soon = later - dt.timedelta(hours=23)  # an hour after it: the same sitting
+    assert not [line for line in fidelity.cannot_show([mine], now=soon)
+                if "hours before" in line]
+    for when in ("", "not a time"):  # older calibration files: nothing to say, no error
+        assert not [line for line in fidelity.cannot_show([{**mine, "cpu_when": when}],
+                                                          now=later) if "hours before" in line]
+
+
 def test_cgroup_periods_keep_the_quota_above_the_kernels_minimum():
     for cpus in (1.0, 0.5, 0.1, 0.065, 0.05, 0.011):
         period = cgroups.period_us(cpus)

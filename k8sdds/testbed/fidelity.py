@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 
 from k8sdds.testbed import cgroups
 
+STALE_HOURS = 12  # a calibration older than this is from another sitting of the machine
 
-def cannot_show(profiles: Iterable[dict]) -> list[str]:
-    """One line per limit of the emulation for these applied profiles (Profile fields)."""
+
+def _age_hours(when: str, now: dt.datetime) -> float | None:
+    try:
+        made = dt.datetime.fromisoformat(when)
+    except ValueError:
+        return None
+    if made.tzinfo is None:
+        made = made.replace(tzinfo=dt.timezone.utc)
+    return (now - made).total_seconds() / 3600
+
+
+def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> list[str]:
+    """One line per limit of the emulation for these applied profiles (Profile fields), at
+    time `now` (default: now)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
     out = []
     for p in profiles:
         cpu = p.get("cpu")
@@ -31,4 +46,11 @@ def cannot_show(profiles: Iterable[dict]) -> list[str]:
         elif "release machine" in source:
             out.append(f"{name}: the CPU budget was calibrated on the release machine, not "
                        "on this one (`k8sdds testbed calibrate`)")
+        else:
+            age = _age_hours(p.get("cpu_when") or "", now)
+            if age is not None and age > STALE_HOURS:
+                out.append(f"{name}: the CPU budget was calibrated {age:.0f} hours before "
+                           f"this run ({p['cpu_when'][:16]}); on a shared machine it moves "
+                           "between sittings (by 18 % from one day to the next on the release "
+                           "machine): `k8sdds testbed calibrate` in the sitting you measure in")
     return out

@@ -43,6 +43,7 @@ class Profile:
     board: str | None = None  # the calibrated board whose CPU budget this profile uses
     cpu_scale: float = 1.0  # times that board's budget
     cpu_from: str = ""  # where `cpu` comes from (filled by resolve())
+    cpu_when: str = ""  # when that calibration was made (ISO 8601; filled by resolve())
 
 
 PROFILES: dict[str, Profile] = {
@@ -81,7 +82,7 @@ def _budget(p: Profile) -> Profile:
     cal, reference = found
     scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4),
-                   cpu_from=scale + cal.describe(reference))
+                   cpu_from=scale + cal.describe(reference), cpu_when=cal.when)
 
 
 def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> int:
