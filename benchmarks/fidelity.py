@@ -17,7 +17,7 @@ sweep keeps the study's 5 s): a repeat's value is the mean of its steady seconds
 5 s that is only 3 of them.
 
 Usage: .venv/bin/python benchmarks/fidelity.py [--duration 5] [--repeats 3] [--quick]
-       [--spread-batches 1] [--spread-duration 10] [--spread-only]
+       [--spread-batches 1] [--spread-duration 10] [--spread-only] [--order tests]
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ CLOUD_DATAPATHS = ("host", "flannel-hostgw", "flannel-vxlan", "weave-encrypted")
 
 
 def measure(profile: str, datapaths: tuple[str, ...], payloads: tuple[int, ...],
-            duration: float, repeats: int, testbed: str) -> pd.DataFrame:
+            duration: float, repeats: int, testbed: str, order: str = "tests"
+            ) -> pd.DataFrame:
     """Subscriber throughput of every repeat (columns datapath, data_len, repeat, value)."""
     with tempfile.TemporaryDirectory() as tmp:
         sch = Path(tmp) / "sweep.csv"
@@ -54,7 +55,8 @@ def measure(profile: str, datapaths: tuple[str, ...], payloads: tuple[int, ...],
                        "".join(f"{p},false,1,false,0\n" for p in payloads))
         out = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(datapaths),
                      "--profile", profile, "--duration", f"{duration:g}", "--repeats",
-                     str(repeats), "--out", tmp, "--testbed", testbed, "--no-plot")
+                     str(repeats), "--out", tmp, "--testbed", testbed, "--no-plot",
+                     "--order", order)
         df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
     return df[(df.kind == "summary") & (df.metric == "throughput_mbps")][
         ["datapath", "data_len", "repeat", "value"]]
@@ -81,17 +83,18 @@ def sweep_table(df: pd.DataFrame) -> pd.DataFrame:
     return med
 
 
-def spread(duration: float, batches: int) -> list[dict[str, float]]:
+def spread(duration: float, batches: int, order: str = "tests") -> list[dict[str, float]]:
     """CV of 1 KiB throughput over 5 repeats, per datapath, for each batch (each on a testbed
     built for it: a CV from 5 repeats is itself noisy, and testbeds differ)."""
-    print(f"\n### Spread: 1 KiB, {duration:g} s tests, 5 repeats, {batches} batch(es)\n")
+    print(f"\n### Spread: 1 KiB, {duration:g} s tests, 5 repeats, {batches} batch(es), "
+          f"--order {order}\n")
     print("| batch | datapath | repeats (Mbit/s) | mean | CV |")
     print("|---|---|---|---|---|")
     out, steady = [], []
     for batch in range(1, batches + 1):
         steady.append(k8sdds("testbed", "steadiness", "--profile", "rpi3b", "--rounds", "1",
                              "--seconds", "15")["rounds"][0])
-        df = measure("rpi3b", PI_DATAPATHS[:4], (1024,), duration, 5, "kdfid")
+        df = measure("rpi3b", PI_DATAPATHS[:4], (1024,), duration, 5, "kdfid", order)
         cvs = {}
         for dp, g in df.groupby("datapath", sort=False):
             values = list(g.value)
@@ -120,24 +123,28 @@ def main() -> None:
                     help="seconds per test of the spread (the k8sdds run default)")
     ap.add_argument("--spread-only", action="store_true",
                     help="only the spread: no sweep, no cloud ordering")
+    ap.add_argument("--order", choices=("tests", "rounds"), default="tests",
+                    help="`k8sdds run --order` of every measurement")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the emulated backend needs network namespaces")
     pi = resolve("rpi3b")
     print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
     if args.spread_only:
-        batches = spread(args.spread_duration, args.spread_batches)
+        batches = spread(args.spread_duration, args.spread_batches, args.order)
         print("\n### Checks\n")
         _spread_checks(batches)
         return
     payloads = (1024, 16384) if args.quick else PAYLOADS
-    df = measure("rpi3b", PI_DATAPATHS, payloads, args.duration, args.repeats, "kdfid")
+    df = measure("rpi3b", PI_DATAPATHS, payloads, args.duration, args.repeats, "kdfid",
+                 args.order)
     print(f"### Payload sweep, rpi3b, 1 sub, UDP reliable, {args.duration:g} s tests, "
           f"median of {args.repeats}\n")
     med = sweep_table(df)
-    batches = spread(args.spread_duration, args.spread_batches)
+    batches = spread(args.spread_duration, args.spread_batches, args.order)
     print("\n### cloud ordering, median of 3\n")
-    cloud = measure("cloud", CLOUD_DATAPATHS, (1024, 16384), args.duration, 3, "kdfidc")
+    cloud = measure("cloud", CLOUD_DATAPATHS, (1024, 16384), args.duration, 3, "kdfidc",
+                    args.order)
     cmed = cloud.groupby(["data_len", "datapath"]).value.median().unstack()
     print("| payload | " + " | ".join(CLOUD_DATAPATHS) + " |")
     print("|---|" + "---|" * len(CLOUD_DATAPATHS))

@@ -18,6 +18,7 @@ from k8sdds import environment, model, records, schedule, stopping
 from k8sdds.deployment import Backend, Handle
 from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, ScheduleError, UserError
 from k8sdds.model import Test
+from k8sdds.order import ORDERS
 from k8sdds.perftest import Engine, RoleContext
 from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write, now
 
@@ -46,6 +47,7 @@ class RunOptions:
     command_line: Sequence[str] = ()
     min_free_mb: float = 64  # below this much free space where results go, the run stops
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # as given, for resume
+    order: str | None = None  # k8sdds.order.ORDERS; None: the manifest's (a new run: tests)
 
 
 @dataclass
@@ -155,34 +157,36 @@ class Runner:
     def _drive(self, run: RunDir, manifest: Manifest) -> Outcome:
         """Every pending repeat, the manifest rewritten after each."""
         manifest.status = "running"
+        if self.options.order:  # given now (also on resume), else the manifest's
+            manifest.order = self.options.order
         run.write_manifest(manifest)
         self.run_dir = run.path
         outcome = Outcome(run.path, not_applied=manifest.cluster.get("not_applied", []))
-        pending = list(manifest.pending())
-        self.progress.start(sum(len(reps) for _, reps in pending))
+        sequence = ORDERS[manifest.order](list(manifest.pending()))
+        self.progress.start(len(sequence))
+        wired = None
         try:
-            for test, reps in pending:
-                if not reps:
-                    continue
-                self.backend.use_datapath(test.datapath)
-                for rep in reps:
-                    key = RepeatKey(test.number, rep)
-                    stopping.check()
-                    _space_left(run.path, self.options.min_free_mb, key)
-                    self.progress.step(f"test {test.number}/{len(manifest.tests)} "
-                                       f"{test.datapath} {test.data_len} B rep "
-                                       f"{rep}/{test.repeats}")
-                    entry = self._repeat(run, test, key)
-                    manifest.repeats[key] = entry
-                    try:
-                        run.write_manifest(manifest)
-                    except OSError:
-                        del manifest.repeats[key]  # not on disk: it runs again on resume
-                        raise
-                    outcome.repeats += 1
-                    if entry.status == "failed":
-                        outcome.failed.append(f"{key}: {entry.reason}")
-                    self.progress.advance()
+            for test, rep in sequence:
+                if test.datapath != wired:
+                    self.backend.use_datapath(test.datapath)
+                    wired = test.datapath
+                key = RepeatKey(test.number, rep)
+                stopping.check()
+                _space_left(run.path, self.options.min_free_mb, key)
+                self.progress.step(f"test {test.number}/{len(manifest.tests)} "
+                                   f"{test.datapath} {test.data_len} B rep "
+                                   f"{rep}/{test.repeats}")
+                entry = self._repeat(run, test, key)
+                manifest.repeats[key] = entry
+                try:
+                    run.write_manifest(manifest)
+                except OSError:
+                    del manifest.repeats[key]  # not on disk: it runs again on resume
+                    raise
+                outcome.repeats += 1
+                if entry.status == "failed":
+                    outcome.failed.append(f"{key}: {entry.reason}")
+                self.progress.advance()
             manifest.status = "complete"
         except KeyboardInterrupt:
             manifest.status = "interrupted"

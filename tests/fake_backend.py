@@ -35,6 +35,8 @@ class FakeBackend:
     ups: int = 0
     downs: int = 0
     started: list[str] = field(default_factory=list)
+    wired: list[str] = field(default_factory=list)  # use_datapath's names, in order
+    ran: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat) deployed
 
     def limits(self) -> Limits:
         return Limits(max_subscribers=8, paths=PATHS)
@@ -49,11 +51,12 @@ class FakeBackend:
         self.ups += 1
 
     def use_datapath(self, name: str) -> None:
-        pass
+        self.wired.append(name)
 
     def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
                service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
         self.deployed += 1
+        self.ran.append((test.number, repeat))
         if self.before_repeat:
             self.before_repeat(self.deployed)
         if self.deployed in self.fail_deploy:

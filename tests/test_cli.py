@@ -53,6 +53,7 @@ def test_multicast_on_vxlan_rejected_before_anything_runs(tmp_path):
     ("--transport", "smoke", "'smoke' is not one of udp, tcp, tls"),
     ("--datapath", "cilium", "'cilium' is not one of"),
     ("--backend", "cloud", "'cloud' is not one of emulated"),
+    ("--order", "random", "'random' is not one of tests, rounds"),
 ])
 def test_bad_option_values(tmp_path, option, value, expected):
     proc = _run("run", "--sch", str(ROOT / "schedules" / "quick.csv"), option, value,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Callable
 
 import pandas as pd
 import pytest
@@ -144,3 +145,78 @@ def test_resume_checks_the_backend_and_the_tests_again(setup):
     run.manifest_path.write_text(json.dumps(data))
     with pytest.raises(ScheduleError, match=r"field datapath: value 'nowhere': allowed: one"):
         resumable(run, FakeBackend(), engines)
+
+
+def test_rounds_run_the_first_repeat_of_every_test_then_the_second(setup, tmp_path):
+    _, _, engines = setup
+    sch = tmp_path / "r.csv"
+    sch.write_text(SCHEDULE)
+    tests = schedule.expand(schedule.load(sch, engines=engines), ["host", "flannel-hostgw"],
+                            sch)
+    backend = FakeBackend()
+    runner = Runner(backend, engines, RunOptions(out=tmp_path / "out", schedule=sch,
+                                                 order="rounds"))
+    outcome = runner.run(tests)
+    by_number = {t.number: (t.datapath, t.row) for t in tests}
+    # rows 0 (2 repeats) and 1 (1 repeat), on host then flannel-hostgw: tests 1 to 4
+    assert [by_number[n] for n in (1, 2, 3, 4)] == [("host", 0), ("host", 1),
+                                                    ("flannel-hostgw", 0),
+                                                    ("flannel-hostgw", 1)]
+    assert backend.ran == [(1, 1), (2, 1), (3, 1), (4, 1), (1, 2), (3, 2)]
+    # the datapath is set each time it changes, not once per test
+    assert backend.wired == ["host", "flannel-hostgw", "host", "flannel-hostgw"]
+    manifest = RunDir(outcome.run_dir).read_manifest()
+    assert manifest.order == "rounds" and manifest.status == "complete"
+    assert len(manifest.repeats) == 6
+
+
+def test_a_resumed_run_keeps_its_order_unless_given_another(setup, tmp_path):
+    _, _, engines = setup
+    sch = tmp_path / "r.csv"
+    sch.write_text(SCHEDULE.replace(",2,1\n", ",3,1\n"))  # row 0: 3 repeats, row 1: 1
+    tests = schedule.expand(schedule.load(sch, engines=engines), ["host"], sch)
+
+    def stop_at(n: int) -> Callable[[int], None]:
+        def hook(deployed: int) -> None:
+            if deployed == n:
+                stopping.requested.set()
+        return hook
+
+    first = Runner(FakeBackend(before_repeat=stop_at(3)), engines,
+                   RunOptions(out=tmp_path / "out", schedule=sch, order="rounds"))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            first.run(tests)
+    finally:
+        stopping.requested.clear()
+    run = RunDir(first.run_dir)
+    assert sorted(run.read_manifest().repeats) == [RepeatKey(1, 1), RepeatKey(2, 1)]
+    backend = FakeBackend()
+    Runner(backend, engines, RunOptions(out=run.path.parent)).resume(
+        run, resumable(run, backend, engines))
+    assert backend.ran == [(1, 2), (1, 3)] and run.read_manifest().order == "rounds"
+
+
+def test_orders_are_pure_functions_of_the_pending_repeats(setup):
+    from k8sdds.order import ORDERS
+
+    tests, _, _ = setup
+    a, b = tests[0], tests[1]
+    pending = [(a, [2, 3]), (b, []), (a, [1])]
+    assert [(t.number, r) for t, r in ORDERS["tests"](pending)] == [
+        (a.number, 2), (a.number, 3), (a.number, 1)]
+    assert [(t.number, r) for t, r in ORDERS["rounds"](pending)] == [
+        (a.number, 2), (a.number, 1), (a.number, 3)]
+    assert ORDERS["rounds"]([]) == []
+
+
+def test_a_manifest_with_an_unknown_order_is_refused(setup):
+    from k8sdds.results import Manifest
+    from k8sdds.results.manifest import ManifestError
+
+    tests, runner, _ = setup
+    outcome = runner(FakeBackend()).run(tests)
+    data = RunDir(outcome.run_dir).read_manifest().to_dict()
+    assert data["order"] == "tests"  # the default, recorded
+    with pytest.raises(ManifestError, match="order 'sideways' is not one of tests, rounds"):
+        Manifest.from_dict({**data, "order": "sideways"})

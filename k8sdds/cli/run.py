@@ -32,6 +32,7 @@ from k8sdds.cli.common import (
 )
 from k8sdds.errors import UserError
 from k8sdds.flags import recorded
+from k8sdds.order import ORDERS
 from k8sdds.results import RunDir
 from k8sdds.runner import Runner, RunOptions, resumable, same_backend
 
@@ -92,6 +93,11 @@ def run(
         help="Writer queue in samples (ddsperf: Cyclone's WhcHigh = this x dataLen bytes)."),
     no_print: bool = typer.Option(
         False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
+    order: str | None = typer.Option(
+        None, "--order", help="The order repeats run in. tests: each test's repeats in a row "
+        "(K8sDDS's order); rounds: the first repeat of every test, then the second, ..., so "
+        "a slow stretch of the machine falls on every test alike. [tests; on --resume: the "
+        "run's own]"),
     out: Path = OUT,
     min_free: float = MIN_FREE,
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
@@ -125,7 +131,8 @@ def run(
     engines = perftest.registry(perftest.RtiSettings.from_environment(**rti))
     run_options = RunOptions(out=out if resume is None else Path(resume).parent,
                              schedule=sch, command_line=tuple(sys.argv), min_free_mb=min_free,
-                             backend_options=recorded(options))
+                             backend_options=recorded(options),
+                             order=choice(order, list(ORDERS), "--order"))
     if manifest is not None:
         run_dir = RunDir(resume)
         manifest = resumable(run_dir, chosen, engines)

@@ -106,6 +106,7 @@ class Manifest:
     resumed: list[dict] = field(default_factory=list)
     finished: str | None = None
     imported: dict | None = None  # `k8sdds import`: where the data came from
+    order: str = "tests"  # the order its repeats run in (k8sdds.order.ORDERS)
     schema_version: int = SCHEMA_VERSION
 
     def test(self, number: int) -> Test:
@@ -140,6 +141,11 @@ class Manifest:
         for name in ("run_id", "backend"):
             if not isinstance(data.get(name), str):
                 raise ManifestError(f"{name} is missing or not text")
+        from k8sdds.order import ORDERS
+
+        if data.get("order", "tests") not in ORDERS:
+            raise ManifestError(f"order {str(data.get('order'))[:40]!r} is not one of "
+                                f"{', '.join(ORDERS)}")
         if data.get("status", "running") not in STATUSES:
             raise ManifestError(f"status {data.get('status')!r} is not one of "
                                 f"{', '.join(STATUSES)}")
