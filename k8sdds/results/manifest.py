@@ -12,6 +12,8 @@ from typing import Any
 
 from k8sdds import __version__
 from k8sdds.model import Test
+from k8sdds.order import DEFAULT as DEFAULT_ORDER
+from k8sdds.order import ORDERS
 
 # 1: the first format. 2: `backend_options`, what the run's backend was given (so --resume
 # uses the same testbed, namespace or inventory).
@@ -106,7 +108,7 @@ class Manifest:
     resumed: list[dict] = field(default_factory=list)
     finished: str | None = None
     imported: dict | None = None  # `k8sdds import`: where the data came from
-    order: str = "tests"  # the order its repeats run in (k8sdds.order.ORDERS)
+    order: str = DEFAULT_ORDER  # the order its repeats run in (k8sdds.order.ORDERS)
     schema_version: int = SCHEMA_VERSION
 
     def test(self, number: int) -> Test:
@@ -141,9 +143,7 @@ class Manifest:
         for name in ("run_id", "backend"):
             if not isinstance(data.get(name), str):
                 raise ManifestError(f"{name} is missing or not text")
-        from k8sdds.order import ORDERS
-
-        if data.get("order", "tests") not in ORDERS:
+        if data.get("order", DEFAULT_ORDER) not in ORDERS:
             raise ManifestError(f"order {str(data.get('order'))[:40]!r} is not one of "
                                 f"{', '.join(ORDERS)}")
         if data.get("status", "running") not in STATUSES:
