@@ -285,15 +285,17 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
     every = TaskOptions(datapath="host", transport="udp", repeats=1, duration=1.0,
                         profile="rpi3b", testbed="x", nodes=3, kubeconfig="/k",
                         context="c", namespace="n", inventory="/i", pub_node="a",
-                        sub_nodes="b", engines="iperf3", paths="node-node", dds=False)
+                        sub_nodes="b", engines="iperf3", paths="node-node", dds=False,
+                        order="rounds")
     from k8sdds.errors import UserError
 
-    with pytest.raises(UserError, match="transport: not an option of a baseline task"):
+    with pytest.raises(UserError, match="transport, order: not an option of a baseline task"):
         every.argv("baseline")
-    baseline = every.model_copy(update={"transport": None})
+    baseline = every.model_copy(update={"transport": None, "order": None})
     for word in baseline.argv("baseline"):
         assert word.split("=")[0] in flags["baseline"], word
     schedule = every.model_copy(update={"engines": None, "paths": None, "dds": None})
     for word in schedule.argv("schedule"):
         assert word.split("=")[0] in flags["run"], word
     assert "--pub-node=a" in baseline.argv("baseline") and "--no-dds" in baseline.argv("baseline")
+    assert "--order=rounds" in schedule.argv("schedule")

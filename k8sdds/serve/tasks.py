@@ -47,6 +47,7 @@ class TaskOptions(BaseModel):
     inventory: str | None = Field(None, pattern=PATH, max_length=4096)
     pub_node: str | None = Field(None, pattern=NAME, max_length=253)
     sub_nodes: str | None = Field(None, pattern=NAME, max_length=4096)
+    order: Literal["tests", "rounds"] | None = None  # `k8sdds run --order`
     # a baseline's own (`k8sdds baseline`): a network test between two named nodes is
     # engines=iperf3 (or ping, qperf), one path, pub_node and sub_nodes
     engines: str | None = Field(None, pattern=NAME, max_length=64)
@@ -56,7 +57,8 @@ class TaskOptions(BaseModel):
     def argv(self, kind: str) -> list[str]:
         """`k8sdds run` (or `baseline`) options, each as one `--name=value` word (no shell,
         no option injection)."""
-        others = {"schedule": ("engines", "paths", "dds"), "baseline": ("transport",)}[kind]
+        others = {"schedule": ("engines", "paths", "dds"),
+                  "baseline": ("transport", "order")}[kind]
         wrong = [n for n in others if getattr(self, n) is not None]
         if wrong:
             raise UserError(f"{', '.join(wrong)}: not an option of a {kind} task "
