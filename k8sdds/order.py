@@ -4,9 +4,9 @@ from the pending repeats of each test to one sequence.
 `tests` runs each test's repeats in a row, as K8sDDS did. `rounds` runs the first repeat of
 every test, then the second of every test, and so on: on a machine whose speed drifts over
 minutes (a shared VM; README, Fidelity), a slow stretch then falls on every test alike
-instead of on one test's repeats, so tests compare fairly (the idea of Google Benchmark's
-random interleaving). It switches datapaths more often (the emulated backend rewires the
-testbed at each switch, a second or two).
+instead of on one test's repeats (the idea of Google Benchmark's random interleaving). It
+switches datapaths more often: the emulated backend rewires the testbed at each switch, which
+takes a second or two and may cost the next repeat a little (README, Fidelity).
 """
 
 from __future__ import annotations
