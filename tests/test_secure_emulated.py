@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -40,8 +41,24 @@ def testbed(tmp_path_factory):
     assert namespaces(name) == []
 
 
+# ddsperf 0.10.2 over TCP+TLS crashes now and then (SIGABRT at the first connection, or
+# SIGSEGV a second into the data), seen only late in the full suite: the crash is the
+# engine's, recorded by k8sdds as a failed repeat with the signal. One more try then; a
+# second crash, or any other failure, fails the test.
+CRASHED = re.compile(r"exited with status -(6|11)\b")
+
+
 def _run_captured(tmp_path, testbed, row: str) -> tuple[dict, Path]:
-    """Run one test row while capturing the publisher node's switch port."""
+    """Run one test row while capturing the publisher node's switch port (again, once, if
+    the engine crashed)."""
+    seen, run, failed = _try_captured(tmp_path / "first", testbed, row)
+    if failed and all(CRASHED.search(f) for f in failed):
+        seen, run, failed = _try_captured(tmp_path / "again", testbed, row)
+    assert failed == [], failed
+    return seen, run
+
+
+def _try_captured(tmp_path, testbed, row: str) -> tuple[dict, Path, list[str]]:
     name, env = testbed
     tmp_path.mkdir(parents=True, exist_ok=True)
     sch = tmp_path / "s.csv"
@@ -57,8 +74,7 @@ def _run_captured(tmp_path, testbed, row: str) -> tuple[dict, Path]:
     out, _ = cap.communicate(timeout=30)
     assert proc.returncode == 0, proc.stderr
     outcome = json.loads(proc.stdout)
-    assert outcome["failed"] == [], outcome["failed"]
-    return json.loads(out)["patterns"], Path(outcome["run_dir"])
+    return json.loads(out)["patterns"], Path(outcome["run_dir"]), outcome["failed"]
 
 
 def _throughput(run: Path) -> float:
