@@ -39,6 +39,25 @@ def _rows(run_dir) -> pd.DataFrame:
     return pd.read_csv(RunDir(run_dir).results_path)
 
 
+def _stop_at(n: int) -> Callable[[int], None]:
+    """A `before_repeat` hook that asks for a stop as repeat `n` starts (as SIGTERM's
+    handler does; the runner checks between steps)."""
+    def hook(deployed: int) -> None:
+        if deployed == n:
+            stopping.requested.set()
+    return hook
+
+
+def _stopped(runner: Runner, tests) -> RunDir:
+    """The run directory of `runner`, run until its backend's hook asked for a stop."""
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(tests)
+    finally:
+        stopping.requested.clear()
+    return RunDir(runner.run_dir)
+
+
 def test_a_run_records_every_repeat_and_its_rows(setup):
     tests, runner, _ = setup
     backend = FakeBackend()
@@ -72,17 +91,7 @@ def test_failures_are_recorded_with_their_reason_and_the_run_goes_on(setup):
 def test_a_stop_leaves_a_run_that_resume_finishes_exactly(setup):
     tests, runner, engines = setup
 
-    def stop_at_third(n: int) -> None:
-        if n == 3:
-            stopping.requested.set()  # as SIGTERM's handler does; checked between steps
-
-    first = runner(FakeBackend(before_repeat=stop_at_third))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            first.run(tests)
-    finally:
-        stopping.requested.clear()
-    run = RunDir(first.run_dir)
+    run = _stopped(runner(FakeBackend(before_repeat=_stop_at(3))), tests)
     manifest = run.read_manifest()
     assert manifest.status == "interrupted"
     assert sorted(manifest.repeats) == [RepeatKey(1, 1), RepeatKey(1, 2)]
@@ -176,20 +185,9 @@ def test_a_resumed_run_keeps_its_order_unless_given_another(setup, tmp_path):
     sch.write_text(SCHEDULE.replace(",2,1\n", ",3,1\n"))  # row 0: 3 repeats, row 1: 1
     tests = schedule.expand(schedule.load(sch, engines=engines), ["host"], sch)
 
-    def stop_at(n: int) -> Callable[[int], None]:
-        def hook(deployed: int) -> None:
-            if deployed == n:
-                stopping.requested.set()
-        return hook
-
-    first = Runner(FakeBackend(before_repeat=stop_at(3)), engines,
+    first = Runner(FakeBackend(before_repeat=_stop_at(3)), engines,
                    RunOptions(out=tmp_path / "out", schedule=sch, order="rounds"))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            first.run(tests)
-    finally:
-        stopping.requested.clear()
-    run = RunDir(first.run_dir)
+    run = _stopped(first, tests)
     assert sorted(run.read_manifest().repeats) == [RepeatKey(1, 1), RepeatKey(2, 1)]
     backend = FakeBackend()
     Runner(backend, engines, RunOptions(out=run.path.parent)).resume(
