@@ -32,6 +32,8 @@ from pathlib import Path
 import pandas as pd
 from common import k8sdds  # benchmarks/common.py
 
+from k8sdds.order import DEFAULT as DEFAULT_ORDER
+from k8sdds.order import ORDERS
 from k8sdds.testbed.profiles import resolve
 
 STUDY = {  # K8sDDS, Raspberry Pi 3B, UDP reliable, 1 subscriber, Mbit/s (RTI Perftest)
@@ -123,7 +125,7 @@ def main() -> None:
                     help="seconds per test of the spread (the k8sdds run default)")
     ap.add_argument("--spread-only", action="store_true",
                     help="only the spread: no sweep, no cloud ordering")
-    ap.add_argument("--order", choices=("tests", "rounds"), default="tests",
+    ap.add_argument("--order", choices=list(ORDERS), default=DEFAULT_ORDER,
                     help="`k8sdds run --order` of every measurement")
     args = ap.parse_args()
     if os.geteuid() != 0:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, insert, select, update
 
 from k8sdds.errors import UserError
+from k8sdds.order import ORDERS
 from k8sdds.serve import store
 from k8sdds.serve.schema import tasks
 
@@ -47,7 +48,7 @@ class TaskOptions(BaseModel):
     inventory: str | None = Field(None, pattern=PATH, max_length=4096)
     pub_node: str | None = Field(None, pattern=NAME, max_length=253)
     sub_nodes: str | None = Field(None, pattern=NAME, max_length=4096)
-    order: Literal["tests", "rounds"] | None = None  # `k8sdds run --order`
+    order: Literal[tuple(ORDERS)] | None = None  # `k8sdds run --order`
     # a baseline's own (`k8sdds baseline`): a network test between two named nodes is
     # engines=iperf3 (or ping, qperf), one path, pub_node and sub_nodes
     engines: str | None = Field(None, pattern=NAME, max_length=64)
