@@ -57,6 +57,7 @@ def test_profiles_take_their_budget_from_this_machines_calibration(tmp_path, mon
     assert pi3.cpu == 0.06 and wifi.cpu == 0.06 and pi4.cpu == pytest.approx(0.12)
     assert "on this machine (Test CPU, 2 CPUs)" in pi3.cpu_from
     assert "0.87 of the link-bound rate" in pi3.cpu_from
+    assert pi3.cpu_origin == pi4.cpu_origin == "this machine"
     assert pi4.cpu_from.startswith("2 x the rpi3b budget")
     assert resolve("cloud").cpu is None and resolve("cloud").cpu_from == "no limit"
 
@@ -67,10 +68,12 @@ def test_without_a_calibration_here_the_release_machines_is_used_and_said(tmp_pa
     reference = tmp_path / "reference.json"
     monkeypatch.setattr(calibration, "REFERENCE", reference)
     assert resolve("rpi3b").cpu_from.startswith("not calibrated: a guess")
+    assert resolve("rpi3b").cpu_origin == "guess"
     calibration.save(_cal(0.05), reference)
     got = resolve("rpi3b")
     assert got.cpu == 0.05 and "on the release machine" in got.cpu_from
     assert "run `k8sdds testbed calibrate` for this machine" in got.cpu_from
+    assert got.cpu_origin == "release"
 
 
 def test_the_shipped_reference_calibrates_rpi3b():
@@ -140,21 +143,22 @@ def test_profiles_command_says_where_each_budget_comes_from(tmp_path):
 
 
 def test_the_emulator_says_what_it_cannot_show():
-    limited = {"name": "rpi3b", "cpu": 0.05, "cpu_from": "calibrated on the release machine"}
+    limited = {"name": "rpi3b", "cpu": 0.05, "cpu_from": "calibrated on the release machine",
+               "cpu_origin": "release"}
     lines = fidelity.cannot_show([limited, {"name": "cloud", "cpu": None}])
     assert any("periods of 20 ms" in line for line in lines)
     assert any("repeats spread more than on the board" in line
                and "k8sdds testbed steadiness --profile rpi3b" in line for line in lines)
     assert any("release machine, not on this one" in line for line in lines)
     assert not any(line.startswith("cloud") for line in lines)
-    guess = fidelity.cannot_show([{"name": "x", "cpu": 0.5, "cpu_from": "not calibrated"}])
+    guess = fidelity.cannot_show([{"name": "x", "cpu": 0.5, "cpu_origin": "guess"}])
     assert any("is a guess" in line for line in guess)
 
 
 def test_the_emulator_says_when_this_machines_calibration_is_from_another_sitting():
     import datetime as dt
 
-    mine = {"name": "rpi3b", "cpu": 0.09, "cpu_from": "calibrated on this machine (...)",
+    mine = {"name": "rpi3b", "cpu": 0.09, "cpu_origin": "this machine",
             "cpu_when": "2026-11-23T22:43:04+00:00"}
     later = dt.datetime(2026, 11, 24, 22, 43, tzinfo=dt.timezone.utc)
     [stale] = [line for line in fidelity.cannot_show([mine], now=later)

@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from k8sdds.testbed import cgroups
+from k8sdds.testbed.profiles import GUESS, HERE, RELEASE
 
 STALE_HOURS = 12  # a calibration older than this is from another sitting of the machine
 
@@ -29,7 +30,7 @@ def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> lis
         cpu = p.get("cpu")
         if cpu is None:
             continue
-        name, source = p.get("name", "?"), p.get("cpu_from", "")
+        name, origin = p.get("name", "?"), p.get("cpu_origin", "")
         period = cgroups.period_us(cpu) / 1000
         out.append(f"{name}: the CPU budget ({cpu:g} of one CPU of this machine) is enforced "
                    f"in periods of {period:g} ms; a node out of budget waits for the next "
@@ -40,13 +41,13 @@ def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> lis
                    "which runs work under the budget unsteadily (README, Fidelity; `k8sdds "
                    f"testbed steadiness --profile {name}` measures this machine); use "
                    "several repeats and read the confidence intervals")
-        if source.startswith("not calibrated"):
+        if origin == GUESS:
             out.append(f"{name}: the CPU budget is a guess, not calibrated "
                        "(`k8sdds testbed calibrate`)")
-        elif "release machine" in source:
+        elif origin == RELEASE:
             out.append(f"{name}: the CPU budget was calibrated on the release machine, not "
                        "on this one (`k8sdds testbed calibrate`)")
-        else:
+        elif origin == HERE:
             age = _age_hours(p.get("cpu_when") or "", now)
             if age is not None and age > STALE_HOURS:
                 out.append(f"{name}: the CPU budget was calibrated {age:.0f} hours before "

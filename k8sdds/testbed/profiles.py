@@ -44,6 +44,13 @@ class Profile:
     cpu_scale: float = 1.0  # times that board's budget
     cpu_from: str = ""  # where `cpu` comes from (filled by resolve())
     cpu_when: str = ""  # when that calibration was made (ISO 8601; filled by resolve())
+    cpu_origin: str = ""  # which kind of source `cpu_from` is: one of ORIGINS (resolve())
+
+
+# What a profile's CPU budget rests on (Profile.cpu_origin), for what the emulator says it
+# cannot show: no budget, set by hand, a guess, calibrated here or on the release machine.
+NO_LIMIT, BY_HAND, GUESS, HERE, RELEASE = "none", "hand", "guess", "this machine", "release"
+ORIGINS = (NO_LIMIT, BY_HAND, GUESS, HERE, RELEASE)
 
 
 PROFILES: dict[str, Profile] = {
@@ -72,17 +79,18 @@ def _budget(p: Profile) -> Profile:
     from k8sdds.testbed import calibration
 
     if p.cpu is None:
-        return replace(p, cpu_from="no limit")
+        return replace(p, cpu_from="no limit", cpu_origin=NO_LIMIT)
     if p.board is None:
-        return replace(p, cpu_from=p.cpu_from or "set by hand")
+        return replace(p, cpu_from=p.cpu_from or "set by hand", cpu_origin=BY_HAND)
     found = calibration.load(p.board)
     if found is None:
         return replace(p, cpu_from=f"not calibrated: a guess; run `k8sdds testbed calibrate "
-                                   f"--profile {p.board}`")
+                                   f"--profile {p.board}`", cpu_origin=GUESS)
     cal, reference = found
     scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4),
-                   cpu_from=scale + cal.describe(reference), cpu_when=cal.when)
+                   cpu_from=scale + cal.describe(reference), cpu_when=cal.when,
+                   cpu_origin=RELEASE if reference else HERE)
 
 
 def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> int:
