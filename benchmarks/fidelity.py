@@ -16,8 +16,15 @@ The spread is measured at `--spread-duration` (default 10 s, the `k8sdds run` de
 sweep keeps the study's 5 s): a repeat's value is the mean of its steady seconds, and at
 5 s that is only 3 of them.
 
+The `rpi3b` budget is calibrated first, in the same sitting (`k8sdds testbed calibrate`,
+about 3 min, into a file of the benchmark's own): on a shared machine the budget moves between
+sittings, and a budget from another sitting shifts every CPU-bound figure (README, Fidelity).
+`--no-calibrate` measures at the installed calibration instead (K8SDDS_CALIBRATION, else
+the release machine's).
+
 Usage: .venv/bin/python benchmarks/fidelity.py [--duration 5] [--repeats 3] [--quick]
        [--spread-batches 1] [--spread-duration 10] [--spread-only] [--order tests]
+       [--no-calibrate]
 """
 
 from __future__ import annotations
@@ -127,9 +134,24 @@ def main() -> None:
                     help="only the spread: no sweep, no cloud ordering")
     ap.add_argument("--order", choices=list(ORDERS), default=DEFAULT_ORDER,
                     help="`k8sdds run --order` of every measurement")
+    ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
+                    help="calibrate rpi3b in this sitting first (about 3 min); "
+                    "--no-calibrate: the installed calibration")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the emulated backend needs network namespaces")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.calibrate:
+            print("calibrating rpi3b in this sitting (`k8sdds testbed calibrate`, about 3 "
+                  "min)", file=sys.stderr, flush=True)
+            cal = k8sdds("testbed", "calibrate", "--profile", "rpi3b", "--output",
+                         str(Path(tmp) / "calibration.json"))
+            os.environ["K8SDDS_CALIBRATION"] = cal["file"]  # every k8sdds call below
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """The measurements and checks, at the calibration K8SDDS_CALIBRATION names."""
     pi = resolve("rpi3b")
     print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
     if args.spread_only:
