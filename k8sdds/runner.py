@@ -56,6 +56,7 @@ class Outcome:
     repeats: int = 0
     failed: list[str] = field(default_factory=list)  # "test-i/rep-r: reason"
     not_applied: list[str] = field(default_factory=list)  # what the backend could not emulate
+    budget_notes: list[str] = field(default_factory=list)  # CPU budgets not of this sitting
     wall_s: float = 0.0
 
 
@@ -161,7 +162,8 @@ class Runner:
             manifest.order = self.options.order
         run.write_manifest(manifest)
         self.run_dir = run.path
-        outcome = Outcome(run.path, not_applied=manifest.cluster.get("not_applied", []))
+        outcome = Outcome(run.path, not_applied=manifest.cluster.get("not_applied", []),
+                          budget_notes=manifest.cluster.get("budget_notes", []))
         sequence = ORDERS[manifest.order](list(manifest.pending()))
         self.progress.start(len(sequence))
         wired = None

@@ -186,7 +186,8 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
     cal = tmp_path / "cal.json"
     calibration.save(calibration.Calibration(board="rpi3b", cpu=0.25, target_ratio=0.87,
                                              ratio=0.87, link_mbps=95.0,
-                                             machine={"cpu": "Test CPU", "cpus": 2}), cal)
+                                             machine={"cpu": "Test CPU", "cpus": 2},
+                                             when="2026-01-02T03:04:00+00:00"), cal)
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
            "K8SDDS_CALIBRATION": str(cal)}
     sch = tmp_path / "s.csv"
@@ -200,5 +201,18 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
     pi = manifest["cluster"]["profiles"]["rpi3b"]
     assert pi["cpu"] == 0.25 and "calibrated on this machine (Test CPU" in pi["cpu_from"]
     assert any("periods of 10 ms" in line for line in manifest["cluster"]["cannot_show"])
+    # a calibration from another sitting is said, in the manifest and in the run's outcome
+    [stale] = json.loads(proc.stdout)["budget_notes"]
+    assert stale.startswith("rpi3b: the CPU budget was calibrated")
+    assert "(2026-01-02T03:04)" in stale
+    assert stale in manifest["cluster"]["cannot_show"]
+    assert manifest["cluster"]["profiles"]["rpi3b"]["cpu_origin"] == "this machine"
+    # and on the console, also with --quiet (every CPU-bound figure rests on the budget)
+    proc = cli("run", "--sch", str(sch), "--profile", "rpi3b", "--datapath", "host",
+               "--duration", "1", "--out", str(tmp_path / "logs"), "--testbed",
+               "kdb" + str(os.getpid() % 1000), "--quiet", "--no-plot",
+               env={**env, "COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"note: {stale}" in proc.stderr
     report = open(f"{run}/report.html").read()
     assert "the emulator cannot show" in report and "rpi3b: 0.25 CPU (calibrated" in report

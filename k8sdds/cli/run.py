@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from k8sdds import baseline as matrix
 from k8sdds import deployment, model, perftest, schedule
@@ -266,6 +267,7 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         out_console.print_json(json.dumps({
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
             "failed": outcome.failed, "not_applied": outcome.not_applied,
+            "budget_notes": outcome.budget_notes,
             "wall_s": round(outcome.wall_s, 2), "answer": said,
             "plot": str(outcome.run_dir / "throughput.png") if plotted else None,
             "report": str(report_path) if report_path else None}))
@@ -275,6 +277,8 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         err_console.print(f"[red]failed[/red] {failure}")
     for line in outcome.not_applied:
         err_console.print(f"[yellow]not applied:[/yellow] {line}")
+    for line in outcome.budget_notes:
+        err_console.print(f"[yellow]note:[/yellow] {escape(line)}", highlight=False)
     if not quiet:
         err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "
                           f"done in {outcome.wall_s:.1f} s")

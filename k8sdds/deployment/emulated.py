@@ -200,4 +200,5 @@ class EmulatedBackend:
                            "pod_cidr": n.pod_cidr} for n in self.testbed.nodes],
                 "profiles": profiles,
                 "not_applied": self.testbed.not_applied(),
-                "cannot_show": fidelity.cannot_show(profiles.values())}
+                "cannot_show": fidelity.cannot_show(profiles.values()),
+                "budget_notes": fidelity.budget_notes(profiles.values())}

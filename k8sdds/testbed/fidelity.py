@@ -23,14 +23,14 @@ def _age_hours(when: str, now: dt.datetime) -> float | None:
 
 def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> list[str]:
     """One line per limit of the emulation for these applied profiles (Profile fields), at
-    time `now` (default: now)."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    time `now` (default: now); among them the budget_notes."""
+    profiles = list(profiles)
     out = []
     for p in profiles:
         cpu = p.get("cpu")
         if cpu is None:
             continue
-        name, origin = p.get("name", "?"), p.get("cpu_origin", "")
+        name = p.get("name", "?")
         period = cgroups.period_us(cpu) / 1000
         out.append(f"{name}: the CPU budget ({cpu:g} of one CPU of this machine) is enforced "
                    f"in periods of {period:g} ms; a node out of budget waits for the next "
@@ -41,6 +41,19 @@ def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> lis
                    "which runs work under the budget unsteadily (README, Fidelity; `k8sdds "
                    f"testbed steadiness --profile {name}` measures this machine); use "
                    "several repeats and read the confidence intervals")
+    return out + budget_notes(profiles, now)
+
+
+def budget_notes(profiles: Iterable[dict], now: dt.datetime | None = None) -> list[str]:
+    """A line for each applied profile (Profile fields) whose CPU budget is not this
+    machine's calibration of this sitting: a guess, the release machine's, or one more than
+    STALE_HOURS before `now`. `k8sdds run` prints them: every CPU-bound figure rests on it."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    out = []
+    for p in profiles:
+        if p.get("cpu") is None:
+            continue
+        name, origin = p.get("name", "?"), p.get("cpu_origin", "")
         if origin == GUESS:
             out.append(f"{name}: the CPU budget is a guess, not calibrated "
                        "(`k8sdds testbed calibrate`)")
