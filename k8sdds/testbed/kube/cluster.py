@@ -170,7 +170,7 @@ class KubeCluster:
         cni.wait(self.kubeconfig, timeout)
         if metrics:
             metrics_server.wait(self.kubeconfig, timeout, metrics.poll,
-                                self.run_dir / "metrics-server.log")
+                                self.run_dir / "metrics-server.log", cni.pods_in)
         return self.kubeconfig
 
     def _control_plane(self, control: Node, creds: pki.Pki) -> None:

@@ -31,6 +31,7 @@ class Cni:
     archives: list[Path] = field(default_factory=list)  # images the nodes import
 
     real = False
+    pods_in = ""  # the namespace of the CNI's own pods, whose usage a run reads
 
     def describe(self) -> str:
         note = f" ({self.fallback})" if self.fallback else ""
@@ -67,6 +68,7 @@ class Flannel(Cni):
 
     tags: flannel.Tags | None = None  # the images built here, once prepared
     real = True
+    pods_in = "kube-flannel"
 
     def describe(self) -> str:
         return (f"{self.datapath}, flannel {self.version} (flanneld DaemonSet "

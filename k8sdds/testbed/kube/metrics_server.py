@@ -81,9 +81,11 @@ def register(kubeconfig: Path, address: str) -> None:
 
 
 def wait(kubeconfig: Path, timeout: float, exited: Callable[[], int | None],
-         log: Path) -> None:
-    """Until the API server finds it Available and it has a reading of every node; at once
-    when the process has exited (`exited()` is its status)."""
+         log: Path, pods_in: str = "") -> None:
+    """Until the API server finds it Available and it has a reading of the nodes and, with
+    `pods_in`, of the pods in that namespace (the CNI's: a run reads their CPU and memory,
+    and metrics-server has a pod's first reading only a scrape or two after it started); at
+    once when the process has exited (`exited()` is its status)."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
@@ -102,9 +104,13 @@ def wait(kubeconfig: Path, timeout: float, exited: Callable[[], int | None],
             try:
                 nodes = custom.list_cluster_custom_object("metrics.k8s.io", "v1beta1",
                                                           "nodes", _request_timeout=5)
-                if nodes.get("items"):
+                why = "" if nodes.get("items") else "no node readings yet"
+                if not why and pods_in and not custom.list_namespaced_custom_object(
+                        "metrics.k8s.io", "v1beta1", pods_in, "pods",
+                        _request_timeout=5).get("items"):
+                    why = f"no readings of the pods in {pods_in} yet"
+                if not why:
                     return
-                why = "no node readings yet"
             except ApiException as exc:
                 why = f"{exc.status} {exc.reason}"
         elif available:
