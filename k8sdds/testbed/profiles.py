@@ -44,13 +44,12 @@ class Profile:
     cpu_scale: float = 1.0  # times that board's budget
     cpu_from: str = ""  # where `cpu` comes from (filled by resolve())
     cpu_when: str = ""  # when that calibration was made (ISO 8601; filled by resolve())
-    cpu_origin: str = ""  # which kind of source `cpu_from` is: one of ORIGINS (resolve())
+    cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... RELEASE below (resolve())
 
 
 # What a profile's CPU budget rests on (Profile.cpu_origin), for what the emulator says it
 # cannot show: no budget, set by hand, a guess, calibrated here or on the release machine.
 NO_LIMIT, BY_HAND, GUESS, HERE, RELEASE = "none", "hand", "guess", "this machine", "release"
-ORIGINS = (NO_LIMIT, BY_HAND, GUESS, HERE, RELEASE)
 
 
 PROFILES: dict[str, Profile] = {
