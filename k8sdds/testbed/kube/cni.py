@@ -108,7 +108,7 @@ class Flannel(Cni):
         while (left := deadline - time.monotonic()) > 0:
             w = watch.Watch()
             try:
-                for event in w.stream(api.list_namespaced_daemon_set, "kube-flannel",
+                for event in w.stream(api.list_namespaced_daemon_set, self.pods_in,
                                       field_selector="metadata.name=kube-flannel-ds",
                                       timeout_seconds=max(1, int(left)),
                                       _request_timeout=left + 10):
