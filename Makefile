@@ -15,7 +15,7 @@ TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server
                      containerd runc containernetworking-plugins busybox-static iptables \
                      postgresql
 
-.PHONY: demo test check install system-deps test-deps k8s-test-binaries lint clean
+.PHONY: demo test check docs install system-deps test-deps k8s-test-binaries lint clean
 
 # the tests that need no root, no namespaces, no sshd and no kube-apiserver
 FAST := not emulated and not kube and not ssh and not image and not kubelet
@@ -28,6 +28,11 @@ demo: install
 test: install test-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs
+
+## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
+docs: $(BIN)/k8sdds
+	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
 ## check: lint and the fast tests (no root, no namespaces, no network), for developers
 check: $(BIN)/k8sdds

@@ -1,0 +1,128 @@
+"""The documentation site: it builds with warnings as errors, and its reference has an entry
+for every command and option of the CLI, every schedule column, every results.csv column and
+every manifest field."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).parent.parent / "docs"
+sys.path.insert(0, str(DOCS / "_ext"))
+
+pytest.importorskip("sphinx", reason="the docs extra is not installed (pip install -e '.[docs]')")
+pytest.importorskip("myst_parser", reason="the docs extra is not installed")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-W", "--keep-going", "-b",
+                           "html", "-d", str(out / ".doctrees"), str(DOCS), str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+def _text(page: Path) -> str:
+    """The page's text with inline code unwrapped: `--sch` reads as --sch."""
+    raw = page.read_text()
+    return html.unescape(re.sub(r"<[^>]+>", "", raw))
+
+
+def _commands(group, path):
+    yield path, group
+    for name in sorted(getattr(group, "commands", {})):
+        yield from _commands(group.commands[name], path + [name])
+
+
+def test_every_command_and_option_has_a_reference_entry(site):
+    import typer
+    from k8sdds_reference import anchor
+
+    from k8sdds.cli import app
+
+    page = (site / "reference/generated/cli.html").read_text()
+    root = typer.main.get_command(app)
+    ctx = root.make_context("k8sdds", [], resilient_parsing=True)
+    commands = list(_commands(root, ["k8sdds"]))
+    assert len(commands) > 25  # run, report, testbed up, cluster init, ...
+    starts = {}
+    for path, _ in commands:
+        at = page.find(f'id="{anchor(path)}"')
+        assert at >= 0, f"no reference entry for {' '.join(path)}"
+        starts[tuple(path)] = at
+    ends = sorted(starts.values()) + [len(page)]
+    for path, cmd in commands:
+        at = starts[tuple(path)]
+        section = page[at:ends[ends.index(at) + 1]]
+        for p in cmd.get_params(ctx):
+            if p.param_type_name != "option" or p.name == "help":
+                continue
+            for opt in p.opts:
+                assert f'<span class="pre">{opt}</span>' in section, \
+                    f"{' '.join(path)} {opt} has no reference entry"
+            assert (p.help or "").strip(), f"{' '.join(path)} {p.opts[0]} has no help text"
+
+
+def test_the_api_reference_lists_every_operation(site):
+    from sqlalchemy import create_engine
+
+    from k8sdds.serve.api import create_app
+
+    doc = create_app(create_engine("sqlite://"), Path("/nonexistent")).openapi()
+    text = _text(site / "reference/generated/api.html")
+    for route, methods in doc["paths"].items():
+        for method in methods:
+            assert f"{method.upper()} {route}" in text
+
+
+def test_every_schedule_column_is_documented(site):
+    from k8sdds import schedule
+
+    text = _text(site / "reference/schedule.html")
+    for column in schedule.COLUMNS:
+        assert re.search(rf"\b{re.escape(column)}\b", text), f"schedule column {column}"
+
+
+def test_every_results_column_is_documented(site):
+    from k8sdds.results import table
+
+    text = _text(site / "reference/results.html")
+    for column in table.COLUMNS + table.EXTRA_COLUMNS:
+        assert re.search(rf"\b{re.escape(column)}\b", text), f"results.csv column {column}"
+
+
+def test_every_manifest_field_is_documented(site):
+    from k8sdds.results.manifest import Manifest, RepeatEntry
+
+    text = _text(site / "reference/manifest.html")
+    for cls in (Manifest, RepeatEntry):
+        for f in fields(cls):
+            assert re.search(rf"\b{f.name}\b", text), f"manifest field {cls.__name__}.{f.name}"
+
+
+def test_an_option_without_help_text_is_reported():
+    """The generator names it (a warning: an error under -W, so the build fails)."""
+    import k8sdds_reference
+    import typer
+
+    demo = typer.Typer()
+
+    @demo.command()
+    def go(told: int = typer.Option(1, help="said"), untold: int = typer.Option(2)) -> None:
+        """A command."""
+
+    @demo.command()
+    def stay() -> None:
+        """Another, so that the app is a group."""
+
+    text, bare = k8sdds_reference.cli_page(demo)
+    assert bare == ["k8sdds go --untold"]
+    assert "--told" in text and "said" in text
