@@ -52,9 +52,9 @@ def test_costs_and_sentences_say_the_answer_with_noise_marked():
     assert by[("throughput", 16384)].noise  # 92 ± 2 overlaps 93 ± 2
     assert not by[("p50", 64)].noise and by[("p99", 64)].noise  # +4 % vs +0.7 %
     [line] = answer.sentences(found)
-    assert line == ("flannel-vxlan against host: throughput costs 41 % at 1 KiB, within noise "
-                    "(-1 %) at 16 KiB; p50 round trip adds 4 % at 64 B; p99 round trip within "
-                    "noise (+1 %) at 64 B.")
+    assert line == ("flannel-vxlan: throughput -41 % at 1 KiB (worse), within noise at 16 KiB; "
+                    "p50 round trip +4 % at 64 B (worse); p99 round trip within noise; "
+                    "5 repeats, 95 % intervals")
     assert by[("throughput", 1024)].confidence == "±2 %, 5 repeats"
     assert list(answer.table(found)["within noise"]) == ["no", "yes", "no", "yes"]
 
@@ -63,8 +63,8 @@ def test_the_subscribers_cpu_joins_the_answer():
     thr = _thr([("host", 1024, 80, 1, 5), ("weave", 1024, 40, 1, 5)])
     cpu = _thr([("host", 1024, 50, 2, 5), ("weave", 1024, 65, 2, 5)])
     [line] = answer.sentences(answer.costs(thr, pd.DataFrame(), cpu))
-    assert line == ("weave against host: throughput costs 50 % at 1 KiB; subscriber CPU adds "
-                    "30 % at 1 KiB.")
+    assert line == ("weave: throughput -50 % at 1 KiB (worse); subscriber CPU +30 % at 1 KiB "
+                    "(worse); 5 repeats, 95 % intervals")
 
 
 def test_no_host_no_answer():
@@ -77,6 +77,19 @@ def test_one_repeat_is_not_called_noise():
     thr = _thr([("host", 1024, 80, float("nan"), 1), ("weave", 1024, 40, float("nan"), 1)])
     [c] = answer.costs(thr, pd.DataFrame())
     assert c.noise is None and c.confidence == "1 repeat, no interval"
-    assert answer.sentences([c]) == [
-        "weave against host: throughput costs 50 % (one repeat: no interval) at 1 KiB."]
+    assert answer.sentences([c]) == ["weave: throughput -50 % at 1 KiB (worse); one repeat, "
+                                     "no interval"]
+
+
+def test_a_sweep_says_its_largest_and_smallest_change_and_better_in_words():
+    thr = _thr([("host", 64, 6, 0.1, 3), ("kube-router", 64, 3, 0.1, 3),
+                ("host", 1024, 80, 1, 3), ("kube-router", 1024, 60, 1, 3),
+                ("host", 16384, 90, 1, 3), ("kube-router", 16384, 86, 1, 3)])
+    lat = _lat([("host", 64, 100.0, 200.0), ("kube-router", 64, 80.0, 150.0),
+                ("host", 1024, 120.0, 220.0), ("kube-router", 1024, 108.0, 210.0)])
+    [line] = answer.sentences(answer.costs(thr, lat))
+    assert line == ("kube-router: throughput -50 % at 64 B (worse), -4 % at 16 KiB; "
+                    "p50 round trip -20 % at 64 B (better), -10 % at 1 KiB; "
+                    "p99 round trip -25 % at 64 B (better), -5 % at 1 KiB; "
+                    "3 repeats, 95 % intervals")
 

@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from k8sdds.analysis import tables  # noqa: E402
+from k8sdds.analysis import styles, tables  # noqa: E402
 from k8sdds.analysis.load import Runs, intervals, load, repeat_values  # noqa: E402
 from k8sdds.analysis.stats import latency_cdf  # noqa: E402
 from k8sdds.analysis.tables import base  # noqa: E402
@@ -36,20 +36,18 @@ def _save(fig, out: Path, stem: str, layout: bool = True) -> str:
     return stem
 
 
-HOST_LABEL = "host (no CNI)"
+HOST_LABEL = styles.HOST_LABEL
 
 
 def _style(dp: str) -> dict:
-    """The host baseline reads as the reference: black, dashed, drawn on top."""
-    if dp == "host":
-        return {"color": "black", "linestyle": "--", "zorder": 5, "label": HOST_LABEL}
-    return {"label": dp}
+    """The datapath's colour and marker; host black, dashed, drawn on top."""
+    return styles.line(dp)
 
 
 def _ordered(table: pd.DataFrame):
-    """(datapath, rows), host first so it leads the legend."""
+    """(datapath, rows) in the one legend order of every figure, host first."""
     groups = dict(list(table.groupby("datapath", sort=True)))
-    return sorted(groups.items(), key=lambda kv: kv[0] != "host")
+    return [(dp, groups[dp]) for dp in styles.order(groups)]
 
 
 def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
@@ -57,7 +55,7 @@ def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
         g = g.sort_values(x)
         yerr = np.vstack([g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]])
         yerr = np.nan_to_num(yerr)
-        drawn = ax.errorbar(g[x], g["mean"], yerr=yerr, marker="o", capsize=3, **_style(dp))
+        drawn = ax.errorbar(g[x], g["mean"], yerr=yerr, capsize=3, **_style(dp))
         drawn.lines[0].set_gid(f"datapath-{dp}")  # named in the SVG: what was drawn, per datapath
     ax.legend(title="datapath")
 
@@ -72,7 +70,7 @@ def _bars_by_datapath(ax, table: pd.DataFrame, column: str, err: tuple[str, str]
     if err:
         yerr = np.nan_to_num(np.vstack([[r[column] - r[err[0]] for r in rows],
                                         [r[err[1]] - r[column] for r in rows]]))
-    colors = ["black" if r["datapath"] == "host" else f"C{i}" for i, r in enumerate(rows)]
+    colors = [styles.colour(r["datapath"]) for r in rows]
     bars = ax.bar(names, values, yerr=yerr, capsize=3, color=colors)
     for patch, r in zip(bars.patches, rows, strict=True):
         patch.set_gid(f"datapath-{r['datapath']}")
@@ -113,7 +111,7 @@ def latency_percentiles(runs: Runs, out: Path) -> str | None:
         else:
             for dp, g in _ordered(lat):
                 g = g.sort_values("data_len")
-                ax.plot(g["data_len"], g[name], marker="o", **_style(dp))[0].set_gid(
+                ax.plot(g["data_len"], g[name], **_style(dp))[0].set_gid(
                     f"datapath-{dp}")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("payload (bytes)")
@@ -135,7 +133,7 @@ def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
     for ax, size in zip(axes[0], sizes, strict=True):
         for dp, g in _ordered(iv[iv["data_len"] == size]):
             x, f = latency_cdf(g.to_dict("records"))
-            ax.plot(x, f, **_style(dp))[0].set_gid(f"datapath-{dp}")
+            ax.plot(x, f, markevery=0.1, **_style(dp))[0].set_gid(f"datapath-{dp}")
         ax.set_xscale("log")
         ax.set_title(f"{size} B")
         ax.set_xlabel("round trip (µs)")
@@ -165,13 +163,31 @@ def subscribers(runs: Runs, out: Path) -> str | None:
         return None
     t = t.assign(delivery=np.where(t["multicast"], "multicast", "unicast"))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sns.lineplot(data=t, x="num_subscribers", y="mean", hue="datapath", style="delivery",
-                 marker="o", ax=ax)
+    for dp, g in _ordered(t):
+        for delivery, d in g.groupby("delivery", sort=True):
+            d = d.sort_values("num_subscribers")
+            style = {**_style(dp), "label": f"{styles.label(dp)}, {delivery}"}
+            if delivery == "multicast":
+                style["linestyle"] = ":"
+            ax.plot(d["num_subscribers"], d["mean"], **style)[0].set_gid(f"datapath-{dp}")
+    ax.legend(title="datapath, delivery")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("subscribers")
     ax.set_ylabel("throughput per subscriber (Mb/s)")
     ax.set_title("scaling with subscribers")
     return _save(fig, out, "subscribers")
+
+
+def _hue_bars(ax, data: pd.DataFrame, x: str, y: str) -> None:
+    """Bars grouped by `x`, one colour per datapath (the figures' own), legend in order."""
+    names = styles.order(data["datapath"])
+    sns.barplot(data=data, x=x, y=y, hue="datapath", hue_order=names,
+                palette=styles.palette(names), saturation=1, ax=ax)
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, [styles.label(n) for n in labels], title="datapath")
+    for container, name in zip(ax.containers, names, strict=False):
+        for patch in container:
+            patch.set_gid(f"datapath-{name}")
 
 
 def _bars(runs: Runs, out: Path, param: str, labels: dict, stem: str, title: str
@@ -181,7 +197,8 @@ def _bars(runs: Runs, out: Path, param: str, labels: dict, stem: str, title: str
         return None
     t = t.assign(**{param: t[param].map(lambda v: labels.get(v, v))})
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sns.barplot(data=t, x="datapath", y="mean", hue=param, ax=ax)
+    _hue_bars(ax, t, param, "mean")
+    ax.set_xlabel("")
     ax.set_ylabel("throughput per subscriber (Mb/s)")
     ax.set_title(title)
     return _save(fig, out, stem)
@@ -197,18 +214,23 @@ def transports(runs: Runs, out: Path) -> str | None:
 
 
 def security(table: pd.DataFrame, out: Path) -> str | None:
-    """Throughput of each protection side by side (tables.security), a bar per payload."""
+    """Throughput of each protection side by side (tables.security), a bar per datapath, a
+    panel per payload."""
     if table.empty:
         return None
-    t = table.assign(configuration=table["datapath"] + "\n" + table["protection"]
-                     .str.replace(" + ", "\n+ ", regex=False))
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.4 * t["configuration"].nunique() + 2), 5))
-    sns.barplot(data=t, x="configuration", y="throughput_mbps", hue="data_len", ax=ax)
-    ax.set_xlabel("")
-    ax.set_ylabel("throughput per subscriber (Mb/s)")
-    ax.legend(title="payload (bytes)")
-    ax.set_title("transports, DDS Security and encrypted datapaths")
-    ax.tick_params(axis="x", labelsize=8)
+    sizes = sorted(table["data_len"].unique())
+    width = max(6.0, 1.2 * table["protection"].nunique() + 2)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(width * len(sizes), 5), squeeze=False)
+    for ax, size in zip(axes[0], sizes, strict=True):
+        t = table[table["data_len"] == size]
+        _hue_bars(ax, t.assign(protection=t["protection"].str.replace(" + ", "\n+ ",
+                                                                        regex=False)),
+                  "protection", "throughput_mbps")
+        ax.set_xlabel("")
+        ax.set_title(f"{size} B")
+        ax.tick_params(axis="x", labelsize=8)
+    axes[0][0].set_ylabel("throughput per subscriber (Mb/s)")
+    fig.suptitle("transports, DDS Security and encrypted datapaths")
     return _save(fig, out, "security")
 
 
@@ -222,7 +244,8 @@ def cpu(runs: Runs, out: Path) -> str | None:
     if data.empty:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sns.barplot(data=data, x="datapath", y="value", hue="side", ax=ax)
+    _hue_bars(ax, data, "side", "value")
+    ax.set_xlabel("")
     ax.set_ylabel("CPU (% of one core, ddsperf threads)")
     ax.set_title("CPU of publisher and subscribers")
     return _save(fig, out, "cpu")
@@ -256,7 +279,7 @@ def by_protection(runs: Runs, out: Path) -> str | None:
     for ax in axes[0]:  # every datapath of any panel, host first
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             legend.setdefault(label, handle)
-    labels = sorted(legend, key=lambda name: name != HOST_LABEL)
+    labels = [styles.label(n) for n in styles.order(t["datapath"]) if styles.label(n) in legend]
     fig.legend([legend[n] for n in labels], labels, loc="lower center",
                ncol=min(7, len(labels)), frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))

@@ -23,14 +23,15 @@ SECTIONS = [("answer", "The answer: each datapath against host"),
             ("security", "Security: TLS, DDS Security, encrypted datapaths"),
             ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
             ("history", "Across runs of the same schedule"), ("warnings", "Warnings"),
-            ("runs", "Runs"), ("failures", "Failed repeats")]
+            ("runs", "Runs"), ("failures", "Failed repeats"),
+            ("missing", "Not measured in these runs")]
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{margin-bottom:0}nav ul{columns:3}img{max-width:100%;border:1px solid #ddd}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}
-.note{color:#666}.warn{color:#a40}code{background:#f5f5f5}
+.note{color:#666}.answer{font-size:110%;margin:.3em 0}.warn{color:#a40}code{background:#f5f5f5}
 """
 # builds the table of contents from the sections, so a broken report shows in the console
 SCRIPT = """
@@ -46,8 +47,9 @@ document.addEventListener('DOMContentLoaded', () => {
 
 
 def _img(out: Path, stem: str | None, alt: str) -> str:
+    """The figure embedded, or nothing when the runs had nothing to draw."""
     if stem is None:
-        return f'<p class="note">{html.escape(alt)}: not measured in these runs.</p>'
+        return ""
     data = base64.b64encode((out / f"{stem}.png").read_bytes()).decode()
     return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
             f'<figcaption>{html.escape(alt)} (also <code>{stem}.svg</code>)</figcaption>'
@@ -56,9 +58,14 @@ def _img(out: Path, stem: str | None, alt: str) -> str:
 
 def _table(df: pd.DataFrame, floatfmt: str = "{:.1f}", index: bool = False) -> str:
     if df.empty:
-        return '<p class="note">nothing to show.</p>'
+        return ""
     return df.to_html(float_format=floatfmt.format, na_rep="-", border=0, escape=True,
                       index=index)
+
+
+def _shown(*parts: str) -> bool:
+    """Whether a section has a figure or a table to show (prose alone is not content)."""
+    return any("<figure>" in p or "<table" in p for p in parts)
 
 
 def _section(key: str, body: str) -> str:
@@ -119,83 +126,96 @@ def build(run_dirs: Sequence[Path], out: Path) -> Path:
     hist = history.series(runs)
     found = answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))
     said = answer.sentences(found)
-    body = [
-        _section("answer", ("".join(f"<p><b>{html.escape(line)}</b></p>" for line in said) +
-                            f"<p class='note'>Throughput: mean per subscriber, change against "
-                            f"host, within noise where the 95 % intervals overlap. Round trip: "
-                            f"pooled percentiles, within noise under "
-                            f"{answer.LATENCY_NOISE_PCT:g} % or with too few round trips.</p>"
-                            + _table(answer.table(found)))
-                 if said else "<p class='note'>These runs have no <code>host</code> baseline "
-                 "beside a datapath: run the schedule with <code>--datapath host,...</code> "
-                 "to see what each datapath costs.</p>"),
-        _section("throughput",
-                 _img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
-                 _img(out, plots.throughput(runs, out, "samples_per_s"),
-                      "throughput (samples/s) against payload") +
-                 (_img(out, stem, "throughput against payload per transport and DDS Security")
-                  if (stem := plots.by_protection(runs, out)) else "") +
-                 "<p>Mean per subscriber over repeats, with the 95 % confidence interval "
-                 "(Student's t) and the coefficient of variation.</p>" + _table(thr_view)),
-        _section("latency",
-                 _img(out, plots.latency_percentiles(runs, out),
-                      "round-trip percentiles against payload") +
-                 _img(out, plots.latency_cdf_plot(runs, out), "round-trip CDF") +
-                 "<p>Percentiles of the round-trip distribution pooled over repeats from "
-                 "ddsperf's per-second quantiles; percentiles are never averaged.</p>" +
-                 _table(lat_view)),
-        _section("overhead",
-                 _img(out, plots.overhead_heatmap(
-                     tables.overhead_pivot(plots.base(over)) if not over.empty else over, out),
-                      "throughput against host (%), payload sweep") +
-                 "<h3>Throughput against host (%), every test</h3>" +
-                 _table(tables.overhead_pivot(over), index=True) +
-                 "<h3>p50 round trip against host (%)</h3>" +
-                 _table(tables.overhead_pivot(lat_over), index=True)),
-        _section("scaling", _img(out, plots.subscribers(runs, out),
-                                 "throughput against subscribers, unicast vs multicast")),
-        _section("qos", _img(out, plots.reliability(runs, out), "reliable vs best effort") +
-                 _img(out, plots.transports(runs, out), "UDP vs TCP (vs TLS)")),
-        _section("security", _img(out, plots.security(sec, out),
-                                  "throughput by protection, side by side") +
-                 "<p>Mean throughput per subscriber and p50 round trip of each protection, "
-                 "and its change against plain UDP without DDS Security on the same datapath "
-                 "(an encrypted datapath against its unencrypted counterpart).</p>" +
-                 _table(sec.rename(columns={"vs_plain_pct": "vs plain UDP (%)",
-                                            "throughput_mbps": "Mb/s",
-                                            "p50_us": "p50 (µs)"}))),
-        _section("baselines",
-                 "<p>The network itself on each path (ping, iperf3, qperf: means over "
-                 "repeats; qperf latency as a round trip, twice its one-way figure), beside "
-                 "ddsperf on the same paths.</p>" + _table(tables.matrix(runs)) +
-                 "<h3>DDS efficiency</h3><p>ddsperf throughput as a share of the raw TCP and "
-                 "UDP throughput on the same path, and its p50 round trip as a multiple of "
-                 "ping's and qperf's.</p>" + _table(tables.efficiency(runs), "{:.2f}") +
-                 "<h3>What the datapath itself costs</h3><p>CPU of the datapath's own "
-                 "processes (wireguard-go) and the kernel's softirq time while each "
-                 "throughput test ran, in % of one core (on the emulated backend all nodes "
-                 "share one kernel, so softirq is the whole machine's).</p>" +
-                 _table(tables.resources(runs))),
-        _section("cpu", _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers")),
-        _section("history", _img(out, plots.history(hist, out),
-                                 "throughput across runs of the same schedule") +
-                 "<p>The last run against all earlier runs of the same schedule (Welch's "
-                 "t-test over their repeat values).</p>" +
-                 _table(history.last_against_earlier(hist), "{:.3g}"))
-        if not hist.empty else _section("history", "<p class='note'>Give several runs of "
-                                        "one schedule to see each test across them.</p>"),
-        _section("warnings", "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings)
-                 or '<p class="note">none: every result is stable and every percentile has '
-                    'enough samples.</p>'),
-        _section("runs", _runs_html(runs)),
-        _section("failures", _table(pd.DataFrame(failed, columns=["run", "repeat", "reason"]))
-                 if failed else '<p class="note">no repeat failed.</p>'),
-    ]
+    thr_figs = (_img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
+                _img(out, plots.throughput(runs, out, "samples_per_s"),
+                     "throughput (samples/s) against payload") +
+                _img(out, plots.by_protection(runs, out),
+                     "throughput against payload per transport and DDS Security"))
+    lat_figs = (_img(out, plots.latency_percentiles(runs, out),
+                     "round-trip percentiles against payload") +
+                _img(out, plots.latency_cdf_plot(runs, out), "round-trip CDF"))
+    over_thr, over_lat = tables.overhead_pivot(over), tables.overhead_pivot(lat_over)
+    matrix, efficiency, resources = (tables.matrix(runs), tables.efficiency(runs),
+                                     tables.resources(runs))
+    # each section's body, or "" when the runs hold nothing it could show
+    bodies = {
+        "answer": ("".join(f"<p class='answer'><b>{html.escape(line)}</b></p>"
+                           for line in said) +
+                   f"<p class='note'>Throughput: mean per subscriber, change against host, "
+                   f"within noise where the 95 % intervals overlap. Round trip: pooled "
+                   f"percentiles, within noise under {answer.LATENCY_NOISE_PCT:g} % or with "
+                   f"too few round trips.</p>" + _table(answer.table(found))) if said else "",
+        "throughput": thr_figs + (
+            "<p>Mean per subscriber over repeats, with the 95 % confidence interval "
+            "(Student's t) and the coefficient of variation.</p>" + _table(thr_view)
+            if not thr_view.empty else ""),
+        "latency": lat_figs + (
+            "<p>Percentiles of the round-trip distribution pooled over repeats from "
+            "ddsperf's per-second quantiles; percentiles are never averaged.</p>" +
+            _table(lat_view) if not lat_view.empty else ""),
+        "overhead": _img(out, plots.overhead_heatmap(
+                        tables.overhead_pivot(plots.base(over)) if not over.empty else over,
+                        out), "throughput against host (%), payload sweep") +
+                    ("<h3>Throughput against host (%), every test</h3>" + _table(
+                        over_thr, index=True) if not over_thr.empty else "") +
+                    ("<h3>p50 round trip against host (%)</h3>" + _table(
+                        over_lat, index=True) if not over_lat.empty else ""),
+        "scaling": _img(out, plots.subscribers(runs, out),
+                        "throughput against subscribers, unicast vs multicast"),
+        "qos": _img(out, plots.reliability(runs, out), "reliable vs best effort") +
+               _img(out, plots.transports(runs, out), "UDP vs TCP (vs TLS)"),
+        "security": _img(out, plots.security(sec, out), "throughput by protection, side by side")
+                    + ("<p>Mean throughput per subscriber and p50 round trip of each "
+                       "protection, and its change against plain UDP without DDS Security on "
+                       "the same datapath (an encrypted datapath against its unencrypted "
+                       "counterpart).</p>" + _table(sec.rename(columns={
+                           "vs_plain_pct": "vs plain UDP (%)", "throughput_mbps": "Mb/s",
+                           "p50_us": "p50 (µs)"})) if not sec.empty else ""),
+        "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
+                      "repeats; qperf latency as a round trip, twice its one-way figure), "
+                      "beside ddsperf on the same paths.</p>" + _table(matrix)
+                      if not matrix.empty else "") +
+                     ("<h3>DDS efficiency</h3><p>ddsperf throughput as a share of the raw TCP "
+                      "and UDP throughput on the same path, and its p50 round trip as a "
+                      "multiple of ping's and qperf's.</p>" + _table(efficiency, "{:.2f}")
+                      if not efficiency.empty else "") +
+                     ("<h3>What the datapath itself costs</h3><p>CPU of the datapath's own "
+                      "processes (wireguard-go) and the kernel's softirq time while each "
+                      "throughput test ran, in % of one core (on the emulated backend all "
+                      "nodes share one kernel, so softirq is the whole machine's).</p>" +
+                      _table(resources) if not resources.empty else ""),
+        "cpu": _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers"),
+        "history": _img(out, plots.history(hist, out),
+                        "throughput across runs of the same schedule") +
+                   "<p>The last run against all earlier runs of the same schedule (Welch's "
+                   "t-test over their repeat values).</p>" +
+                   _table(history.last_against_earlier(hist), "{:.3g}")
+                   if not hist.empty else "",
+        "warnings": "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings),
+        "runs": _runs_html(runs),
+        "failures": _table(pd.DataFrame(failed, columns=["run", "repeat", "reason"]))
+                    if failed else "",
+    }
+    # prose sections count when they say something; the others need a figure or a table
+    prose = {"answer", "warnings", "runs"}
+    body = [_section(key, bodies[key]) for key, _ in SECTIONS
+            if key in bodies and (bodies[key] if key in prose else _shown(bodies[key]))]
+    missing = [title for key, title in SECTIONS if key not in prose | {"failures"}
+               and key in bodies and not _shown(bodies[key])]
+    if not said:
+        missing.insert(0, "the answer (no host baseline beside a datapath: run with "
+                          "--datapath host,...)")
+    if missing:
+        body.append(_section("missing", "<p class='note'>" + html.escape("; ".join(missing)) +
+                             ".</p>"))
+    summary = (f"{len(runs.manifests)} run(s), {len(runs.summaries)} summary values, "
+               f"{len(failed)} failed repeat(s), "
+               f"{len(warnings) or 'no'} warning(s)")
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>k8sdds report</title><style>{CSS}</style><script>{SCRIPT}</script>"
-            f"</head><body><h1>k8sdds report</h1><p class='note'>{len(runs.manifests)} run(s), "
-            f"{len(runs.summaries)} summary values; made {now} by k8sdds {__version__}</p>"
+            f"</head><body><h1>k8sdds report</h1><p class='note'>{summary}; made {now} by "
+            f"k8sdds {__version__}</p>"
             f"<nav><ul id='toc'></ul></nav>{''.join(body)}</body></html>\n")
     path = out / "report.html"
     atomic_write(path, page)

@@ -1,0 +1,123 @@
+"""The report reads at a glance: the answer first, one line per datapath; one colour and one
+marker per datapath in every figure, in one legend order; sections with nothing to show left
+out and named once at the end. On runs built from real ddsperf output (no root needed)."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from k8sdds.analysis import report, styles
+from k8sdds.reparse import reparse
+
+from .conftest import fake_run
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """One run: the throughput test (1 and 4 KiB) and the latency test (256 B and 1 KiB) on
+    host, flannel-hostgw and flannel-vxlan, host fastest."""
+    tmp = tmp_path_factory.mktemp("report")
+    run = fake_run(tmp / "runs", repeats=2)
+    reparse(run.path)
+    df = pd.read_csv(run.results_path)
+    df = pd.concat([df, df.assign(data_len=df["data_len"] * 4, test=df["test"] + 2)])
+    parts = []
+    for dp, factor in (("host", 1.0), ("flannel-hostgw", 0.8), ("flannel-vxlan", 0.6)):
+        d = df.assign(datapath=dp, path="node-node" if dp == "host" else "pod-pod-cross-node")
+        lat = d["metric"].str.startswith("latency_us")
+        thr = d["metric"].isin(["throughput_mbps", "samples_per_s"])
+        d.loc[thr, "value"] *= factor
+        d.loc[lat, "value"] /= factor
+        parts.append(d)
+    pd.concat(parts).to_csv(run.results_path, index=False)
+    out = tmp / "report"
+    html = report.build([run.path], out).read_text()
+    return out, html
+
+
+def test_the_answer_is_one_line_per_datapath_before_any_figure(page):
+    _, html = page
+    lines = re.findall(r"<p class='answer'><b>([^<]*)</b></p>", html)
+    assert [line.split(":")[0] for line in lines] == ["flannel-hostgw", "flannel-vxlan"]
+    assert lines[1].startswith("flannel-vxlan: throughput -40 % at 1 KiB (worse); "
+                               "p50 round trip +67 % at 256 B (worse)")
+    assert html.index("class='answer'") < html.index("<img")
+
+
+def test_sections_with_nothing_to_show_are_left_out_and_named_once(page):
+    _, html = page
+    ids = re.findall(r'<section id="([a-z]+)">', html)
+    assert ids[:3] == ["answer", "throughput", "latency"]
+    for empty in ("scaling", "qos", "security", "baselines", "history", "failures",
+                  "warnings"):
+        assert empty not in ids
+    assert ids[-1] == "missing"
+    missing = html[html.index('<section id="missing">'):]
+    for title in ("Subscribers and multicast", "Network baselines and DDS efficiency",
+                  "Across runs of the same schedule"):
+        assert title in missing
+    assert "not measured in these runs" not in html.replace("Not measured in these runs", "")
+    assert html.count("Not measured in these runs") == 1
+
+
+def _drawn(svg_path):
+    """{datapath: (colours, marker shapes)} of the elements a figure names per datapath."""
+    tree = ET.parse(svg_path)
+    shapes = {el.get("id"): el.get("d") for el in tree.iter(f"{SVG}path") if el.get("id")}
+    out: dict[str, tuple[set, set]] = {}
+    for el in tree.iter():
+        gid = el.get("id", "")
+        if not gid.startswith("datapath-"):
+            continue
+        colours, markers = out.setdefault(gid[len("datapath-"):], (set(), set()))
+        for child in el.iter():
+            style = child.get("style", "")
+            colours.update(c for c in re.findall(r"(?:stroke|fill): ?(#[0-9a-f]{6}|black)",
+                                                 style) if c != "#ffffff")
+            href = child.get("{http://www.w3.org/1999/xlink}href")
+            if child.tag == f"{SVG}use" and href:
+                markers.add(shapes.get(href.lstrip("#")))
+    return out
+
+
+def test_one_colour_and_one_marker_per_datapath_in_every_figure(page):
+    out, _ = page
+    colours: dict[str, set] = {}
+    markers: dict[str, set] = {}
+    for stem in ("throughput", "latency", "latency_cdf", "cpu"):
+        for dp, (c, m) in _drawn(out / f"{stem}.svg").items():
+            colours.setdefault(dp, set()).update(c)
+            if stem != "cpu":  # bars have no marker
+                assert len(m) == 1, (stem, dp, m)
+                markers.setdefault(dp, set()).update(m)
+    assert set(colours) == {"host", "flannel-hostgw", "flannel-vxlan"}
+    for dp, seen in colours.items():
+        want = {"#000000", "black"} if dp == "host" else {styles.colour(dp)}
+        assert seen and seen <= want, (dp, seen)
+    assert all(len(m) == 1 for m in markers.values()), markers  # the same in every figure
+    assert len({next(iter(m)) for m in markers.values()}) == 3  # and one per datapath
+
+
+def test_every_legend_has_the_same_order(page):
+    out, _ = page
+    for stem in ("throughput", "latency", "latency_cdf", "cpu"):
+        text = (out / f"{stem}.svg").read_text()
+        labels = re.findall(r"<!-- (host \(no CNI\)|flannel-hostgw|flannel-vxlan) -->", text)
+        assert labels[:3] == ["host (no CNI)", "flannel-hostgw", "flannel-vxlan"], stem
+
+
+def test_styles_are_fixed_per_datapath_and_ordered_alike():
+    assert styles.order(["weave", "flannel-vxlan", "host", "zzz", "aaa"]) == [
+        "host", "flannel-vxlan", "weave", "aaa", "zzz"]
+    assert styles.line("host")["linestyle"] == "--" and styles.colour("host") == "black"
+    known = [n for n in styles.order(styles.model.DATAPATHS) if n != "host"][:len(styles.COLOURS)]
+    assert len({styles.colour(n) for n in known}) == len(known)  # no two alike
+    assert len({styles.marker(n) for n in known}) == len(known)
+    # a figure without flannel-hostgw does not shift flannel-vxlan's colour
+    assert styles.colour("flannel-vxlan") == styles.palette(["flannel-vxlan"])["flannel-vxlan"]
