@@ -172,14 +172,53 @@ def test_perftest_py_with_the_users_python3_reaches_k8sdds(tmp_path):
 @pytest.mark.parametrize("command", [("testbed", "datapaths"), ("testbed", "profiles"),
                                      ("engines",)])
 def test_listings_fit_an_80_column_terminal(command):
-    done = subprocess.run([sys.executable, "-m", "k8sdds", *command], capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "80"}, timeout=60)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    returncode, stdout = _in_terminal([sys.executable, "-m", "k8sdds", *command], columns=80)
+    assert returncode == 0, stdout
+    lines = stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     body = [line for line in lines if line.startswith("│")]
     names = {line.split("│")[1].strip() for line in body} - {""}
     assert len(body) <= 3 * len(names)  # a row folds into at most 3 lines, not 8
     assert sum(line.startswith("┃") for line in lines) <= 2  # column titles unbroken
     if command == ("testbed", "datapaths"):
-        assert "flannel-wireguard: " in done.stdout  # its description under the table
+        assert "flannel-wireguard: " in stdout  # its description under the table
+
+
+def _in_terminal(argv: list[str], columns: int) -> tuple[int, str]:
+    """Run `argv` with its output on a real pseudo-terminal `columns` wide; its exit status
+    and what it printed, colours removed."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(argv, stdout=follower, stderr=follower, stdin=subprocess.DEVNULL,
+                            env={**env, "TERM": "xterm"}, close_fds=True)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the child is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    text = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+    return proc.wait(timeout=60), re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+def test_a_listing_to_a_pipe_is_not_wrapped():
+    """To a file or a pipe, a listing keeps each row on one line, whatever COLUMNS says."""
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "datapaths"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "40"},
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
+    names = [line.split("│")[1].strip() for line in rows]
+    assert "" not in names and "flannel-vxlan" in names  # no row folded over two lines

@@ -183,3 +183,17 @@ def test_the_published_log_names_and_a_schedule_given_for_folders_without_one(tm
     manifest = json.loads((thr / "manifest.json").read_text())
     assert manifest["repeats"]["test-1/rep-1"]["status"] == "done"
     assert (thr / "test-1" / "rep-1" / "pub.log").exists()
+
+
+def test_output_to_a_pipe_is_never_wrapped(tmp_path):
+    """A long path printed to a pipe or a file stays on one line, whatever COLUMNS says."""
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6).rstrip("-") / "k8sdds-data"
+    tree = _tree(deep)
+    out = deep.parent / ("logs-" + "x" * 90)
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
+                           "--out", str(out)], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "40"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and all(str(out) in line for line in lines), lines
+    assert max(map(len, lines)) > 200  # one line each, far past 80 columns

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
@@ -27,8 +28,21 @@ from k8sdds.deployment import BACKENDS
 from k8sdds.errors import UserError
 from k8sdds.perftest import RtiSettings
 
-out_console = Console()
-err_console = Console(stderr=True)
+# wide enough that no table or line is ever cut, however long its paths
+UNWRAPPED_WIDTH = 100_000
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that wraps to a terminal's width, and never wraps what goes to a file or a
+    pipe (so the output can be grepped for a path)."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, width=UNWRAPPED_WIDTH)
+
+
+out_console = console()
+err_console = console(stderr=True)
 
 
 class RichProgress:
