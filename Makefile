@@ -24,10 +24,12 @@ FAST := not emulated and not kube and not ssh and not image and not kubelet
 demo: install
 	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --out logs --report
 
-## test: install everything the tests need, then lint and run the whole test suite
+## test: install everything the tests need, then lint and run the whole test suite: two test
+## processes side by side, then the tests that must run alone (marker exclusive)
 test: install test-deps
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -rs
+	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
+	$(BIN)/pytest -q -rs -m exclusive
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
 docs: $(BIN)/k8sdds

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +21,9 @@ def missing() -> str | None:
     for tool in ("ip", "bridge", "ddsperf"):
         if shutil.which(tool) is None:
             return f"needs {tool} (make test installs it)"
-    probe = subprocess.run(["ip", "netns", "add", "k8sdds-probe"], capture_output=True)
-    subprocess.run(["ip", "netns", "del", "k8sdds-probe"], capture_output=True)
+    name = f"k8sdds-probe{os.getpid()}"  # unique: make test runs two test processes at once
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True)
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
     if probe.returncode != 0:
         return f"cannot create a network namespace: {probe.stderr.decode().strip()}"
     return None
@@ -39,9 +42,26 @@ def namespaces(prefix: str) -> list[str]:
             if line.split() and line.split()[0].startswith(prefix + "-")]
 
 
-def root_links() -> set[str]:
+# the links SSH test hosts put in this namespace (tests/ssh_support.py: `<prefix>br`, and
+# `<prefix>v<i>`), made and removed by a test that may run beside the one looking
+SSH_HOST_LINK = re.compile(r"^[a-z]{2,5}\d{1,3}(br|v\d{1,2})$")
+
+
+def root_links(own: str = "") -> set[str]:
+    """This namespace's links, without those of SSH test hosts other than `own`'s (emulated
+    testbeds put none here: a link here after a testbed is down is a leak)."""
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    names = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    return {n for n in names if not SSH_HOST_LINK.match(n) or (own and n.startswith(own))}
+
+
+def host_mounts(own: str = "") -> set[str]:
+    """This mount namespace's mount points, without the network namespaces held by other
+    tests (`make test` runs two test processes at once; `ip netns add` mounts each one under
+    /run/netns); those whose name starts with `own` are kept."""
+    points = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+    return {p for p in points
+            if not (p.startswith("/run/netns/") and not (own and p[11:].startswith(own)))}
 
 
 def cli(*args: str, env: dict, timeout: float = 300, **kw) -> subprocess.CompletedProcess:

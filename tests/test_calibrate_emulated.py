@@ -11,7 +11,7 @@ import pytest
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
-pytestmark = [pytest.mark.emulated, requires_namespaces()]
+pytestmark = [pytest.mark.emulated, pytest.mark.exclusive, requires_namespaces()]
 
 
 def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from k8sdds.images.dockerfile import DockerfileError, parse
 
-from .emulated_support import cli
+from .emulated_support import cli, host_mounts
 
 ROOT = Path(__file__).parent.parent
 ENGINES = ("ddsperf", "iperf3", "qperf", "ping", "ab")
@@ -54,19 +54,15 @@ def _build_reason() -> str | None:
     return f"needs {', '.join(lacking)} (make test installs them)" if lacking else None
 
 
-def _mounts() -> set[str]:
-    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
-
-
 @pytest.mark.image
 @pytest.mark.skipif(_build_reason() is not None, reason=_build_reason() or "")
 def test_the_built_image_holds_the_engines_and_they_run(tmp_path):
-    before = _mounts()
+    before = host_mounts()
     out = tmp_path / "engines.tar"
     done = cli("image", "build", "--out", str(out), cwd=ROOT, timeout=1800,
                env={**os.environ, "COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
-    assert _mounts() == before  # every RUN step's /proc went with its namespace
+    assert host_mounts() == before  # every RUN step's /proc went with its namespace
     with tarfile.open(out) as tf:
         [entry] = json.load(tf.extractfile("manifest.json"))
         assert entry["RepoTags"] == ["ghcr.io/k8sdds/engines:0.1"]
@@ -92,3 +88,31 @@ def test_the_built_image_holds_the_engines_and_they_run(tmp_path):
                 env={**os.environ, "COLUMNS": "200"})
     assert again.returncode == 0 and "cached:" in again.stderr
     assert (tmp_path / "again.tar").read_bytes() == out.read_bytes()
+
+
+def test_two_builds_of_one_archive_at_once_build_it_once(tmp_path, monkeypatch):
+    """The second waits on the archive's lock, then takes it from the cache."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from k8sdds.images import build
+
+    inside, most, packs = [0], [0], []
+    guard = threading.Lock()
+
+    def pack(work, rootfs, tag, archive, config):
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.3)  # long enough for the other thread to arrive
+        archive.write_bytes(b"archive")
+        packs.append(archive)
+        with guard:
+            inside[0] -= 1
+
+    monkeypatch.setattr(build, "_pack", pack)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda _: build.pause("k8sdds/pause:test", tmp_path), range(2)))
+    assert got[0] == got[1] and got[0].read_bytes() == b"archive"
+    assert most[0] == 1 and len(packs) == 1

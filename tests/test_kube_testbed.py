@@ -17,7 +17,7 @@ import pytest
 
 from k8sdds.testbed.kube import cluster as kube
 
-from .emulated_support import cli, missing, namespaces, root_links
+from .emulated_support import cli, host_mounts, missing, namespaces, root_links
 from .kube_support import fixed_paths
 
 REASON = missing() or kube.missing()
@@ -36,16 +36,12 @@ def _sysctls() -> dict[str, str]:
     return out
 
 
-def _mounts() -> set[str]:
-    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     name = "kk" + str(os.getpid() % 1000)
     env = {**os.environ, "COLUMNS": "200",
            "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    before = (_sysctls(), root_links(), _mounts(), fixed_paths())
+    before = (_sysctls(), root_links(), host_mounts(name), fixed_paths())
     up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
              "flannel-vxlan", "--cni", "real", env=env, cwd=ROOT, timeout=1800)
     try:
@@ -57,7 +53,7 @@ def cluster(tmp_path_factory):
     finally:
         down = cli("testbed", "down", "--name", name, env=env)
         assert down.returncode == 0, down.stderr
-        assert (_sysctls(), root_links(), _mounts(), fixed_paths()) == before
+        assert (_sysctls(), root_links(), host_mounts(name), fixed_paths()) == before
         assert namespaces(name) == []
         # in every hierarchy, the unified one of a hybrid system (where runc makes them) too
         assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
@@ -318,7 +314,7 @@ def test_a_killed_bring_up_is_cleaned_by_down(cluster, tmp_path):
     """SIGKILL to `testbed up --kubernetes` once its first kubelet runs: `testbed down`
     removes every process, mount, namespace and file it had made."""
     name = cluster["name"] + "k"
-    before = (_mounts(), root_links())
+    before = (host_mounts(name), root_links())
     up = subprocess.Popen([sys.executable, "-m", "k8sdds", "testbed", "up", "--name", name,
                            "--nodes", "3", "--kubernetes", "--cni", "emulated"],
                           env=cluster["env"], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -335,7 +331,7 @@ def test_a_killed_bring_up_is_cleaned_by_down(cluster, tmp_path):
     assert down.returncode == 0, down.stderr
     assert subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
                           text=True).stdout.split() == []
-    assert namespaces(name) == [] and (_mounts(), root_links()) == before
+    assert namespaces(name) == [] and (host_mounts(name), root_links()) == before
     assert not Path(f"/var/lib/k8sdds/{name}").exists()
     assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from . import kubeadm_support as ks
+from .emulated_support import host_mounts, root_links
 from .kube_support import fixed_paths
 
 REASON = ks.missing()
@@ -47,6 +48,7 @@ ip6tables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
 ctr -n k8s.io containers ls -q
 awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' | sort
 """
+PREFIX = f"kka{os.getpid() % 1000}"  # the test hosts' namespaces and links
 SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",
            "net/ipv4/ip_forward", "net/netfilter/nf_conntrack_max")
 
@@ -59,11 +61,9 @@ def _host_state() -> dict:
             sysctls[key] = Path(f"/proc/sys/{key}").read_text()
         except OSError:
             sysctls[key] = None
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     return {"paths": fixed_paths(), "sysctls": sysctls,
-            "links": sorted(line.split()[1] for line in links.splitlines()),
-            "mounts": sorted(line.split()[4] for line in
-                             Path("/proc/self/mountinfo").read_text().splitlines()),
+            "links": sorted(root_links(PREFIX)),
+            "mounts": sorted(host_mounts(PREFIX)),
             "cgroups": sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/k8sdds-kubeadm"))}
 
 
@@ -77,7 +77,7 @@ def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
     before = _host_state()
-    n = ks.make(tmp_path_factory.mktemp("kubeadm"), f"kka{os.getpid() % 1000}", net=241)
+    n = ks.make(tmp_path_factory.mktemp("kubeadm"), PREFIX, net=241)
     try:
         yield n.up()
     finally:

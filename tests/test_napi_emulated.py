@@ -17,7 +17,7 @@ from k8sdds.testbed.testbed import Testbed
 
 from .emulated_support import requires_namespaces
 
-pytestmark = [pytest.mark.emulated, requires_namespaces()]
+pytestmark = [pytest.mark.emulated, pytest.mark.exclusive, requires_namespaces()]
 
 
 def _cgroup_of(pid: int) -> str:

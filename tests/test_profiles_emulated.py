@@ -19,7 +19,7 @@ from k8sdds.testbed import capabilities, netns
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
-pytestmark = [pytest.mark.emulated, requires_namespaces()]
+pytestmark = [pytest.mark.emulated, pytest.mark.exclusive, requires_namespaces()]
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,7 @@ def test_bad_input_is_named_and_exits_2(args, message):
 
 
 @pytest.mark.emulated
+@pytest.mark.exclusive
 @requires_namespaces()
 def test_the_probe_runs_under_the_budget_and_leaves_no_cgroup():
     if cgroups.hierarchy()[0] is None:

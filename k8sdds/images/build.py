@@ -6,6 +6,8 @@ an OCI image by umoci and written as an image archive by skopeo, which `ctr imag
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import platform
@@ -33,6 +35,19 @@ STEP_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 def cache_dir() -> Path:
     return Path(os.environ.get("K8SDDS_CACHE", "/var/cache/k8sdds")) / "images"
+
+
+@contextlib.contextmanager
+def _one_builder(archive: Path):
+    """Hold the archive's lock while it is built: a second build of the same archive (another
+    command, another user) waits, then finds it in the cache instead of writing the same
+    files at the same time."""
+    with open(archive.with_name(archive.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -110,12 +125,13 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
                for dest, src in sorted(files.items())]
     seed = "\n".join([text, *digests, *entrypoint])
     archive = cache / f"{name}-{key(recipe, seed, options)}.tar"
-    if archive.exists():
-        say(f"cached: {archive}")
-        return archive
-    base = _base(recipe.suite, options, cache, say)
-    with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
-        _image(Path(work), base, recipe, options, say, archive, files, entrypoint)
+    with _one_builder(archive):
+        if archive.exists():
+            say(f"cached: {archive}")
+            return archive
+        base = _base(recipe.suite, options, cache, say)
+        with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
+            _image(Path(work), base, recipe, options, say, archive, files, entrypoint)
     return archive
 
 
@@ -130,8 +146,13 @@ def _run(argv: Sequence[str], what: str, env: dict | None = None) -> None:
 def _base(suite: str, options: BuildOptions, cache: Path, say) -> Path:
     """A minimal Debian root file system as a tar, made once per suite and architecture."""
     tar = cache / f"debian-{suite}-minbase-{options.arch}.tar"
-    if tar.exists():
-        return tar
+    with _one_builder(tar):
+        if not tar.exists():
+            _debootstrap(suite, options, cache, tar, say)
+    return tar
+
+
+def _debootstrap(suite: str, options: BuildOptions, cache: Path, tar: Path, say) -> None:
     say(f"debootstrap {suite} ({options.arch}) from {options.mirror} (about a minute, once)")
     with tempfile.TemporaryDirectory(prefix="base-", dir=cache) as work:
         rootfs = Path(work) / "rootfs"
@@ -141,7 +162,6 @@ def _base(suite: str, options: BuildOptions, cache: Path, say) -> Path:
         _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
              "packing the base")
         os.replace(partial, tar)
-    return tar
 
 
 def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
@@ -223,16 +243,17 @@ def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], na
     for dest, src in sorted(files.items()):
         h.update(dest.encode() + sha256(src).encode())
     archive = cache / f"{name}-{h.hexdigest()[:16]}.tar"
-    if archive.exists():
-        return archive
-    with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache) as work:
-        rootfs = Path(work) / "rootfs"
-        (rootfs / "bin").mkdir(parents=True)
-        shutil.copy2(busybox, rootfs / "bin" / "busybox")
-        for tool in ("sh", "cp", "ls", "cat"):
-            (rootfs / "bin" / tool).symlink_to("busybox")
-        _add(rootfs, files)
-        _pack(Path(work), rootfs, tag, archive,
-              [f"--config.env=PATH={path}", *config,
-               f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"])
+    with _one_builder(archive):
+        if archive.exists():
+            return archive
+        with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache) as work:
+            rootfs = Path(work) / "rootfs"
+            (rootfs / "bin").mkdir(parents=True)
+            shutil.copy2(busybox, rootfs / "bin" / "busybox")
+            for tool in ("sh", "cp", "ls", "cat"):
+                (rootfs / "bin" / tool).symlink_to("busybox")
+            _add(rootfs, files)
+            _pack(Path(work), rootfs, tag, archive,
+                  [f"--config.env=PATH={path}", *config,
+                   f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"])
     return archive
