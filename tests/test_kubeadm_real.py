@@ -37,7 +37,8 @@ NODE_CONFIG = [
                    "tcpCloseWaitTimeout": "0s"}}]
 # a node's state, as reset must leave it: files (not directories: kubeadm's packages own
 # /etc/kubernetes), links, routes, iptables rules and chains (empty built-in chains are no
-# rules), containers, mounts
+# rules), containers, mounts (but the network namespaces test processes hold on this machine:
+# make test runs two at once)
 SNAPSHOT = r"""
 for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
          /opt/cni/bin; do [ -e $p ] && find $p ! -type d; done | sort
@@ -46,7 +47,8 @@ ip -4 route
 iptables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
 ip6tables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
 ctr -n k8s.io containers ls -q
-awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' | sort
+awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' \
+  | grep -v -E '^/run/netns/[a-z]{2,6}[0-9]{1,3}-' | sort
 """
 PREFIX = f"kka{os.getpid() % 1000}"  # the test hosts' namespaces and links
 SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",
