@@ -15,7 +15,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from k8sdds import perftest, records
+from k8sdds import cni, perftest, records
 from k8sdds.errors import UserError
 from k8sdds.guarded import FileRefused, read_bytes
 from k8sdds.parsers.perftest_header import header
@@ -24,13 +24,8 @@ from k8sdds.schedule import load
 
 KINDS = {"throughput-test": False, "latency-test": True}
 TRANSPORTS = {"udp": "udp", "udpv4": "udp", "tcp": "tcp", "tls": "tls"}
-# the CNI names of K8sDDS folders -> datapaths
-CNIS = {"flannel": "flannel-vxlan", "flannel-vxlan": "flannel-vxlan",
-        "flannel-hostgw": "flannel-hostgw", "hostgw": "flannel-hostgw",
-        "kuberouter": "kube-router", "kube-router": "kube-router", "weave": "weave",
-        "weave-encrypted": "weave-encrypted", "weavenc": "weave-encrypted",
-        "weavenet": "weave", "weavenet-encrypted": "weave-encrypted",
-        "calico": "calico-vxlan", "host": "host", "baremetal": "host", "hostnetwork": "host"}
+# the CNI names of K8sDDS folders -> datapaths (each CNI record's aliases)
+CNIS = cni.ALIASES
 # folder variants: DDS Security, or the CNI's own encryption (a datapath of its own)
 SECURE = ("secure", "dds-secure", "security")
 ENCRYPTED = ("encrypted", "encryption")

@@ -341,11 +341,12 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
 @pytest.mark.ssh
 @requires_hosts
 def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
-    from k8sdds.cluster import cnis
+    from k8sdds import cni as cnis
+    from k8sdds.cni import manifests
 
     hosts, calls_file = kube_hosts
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
-    for cni in cnis.CNIS.values():
+    for cni in cnis.PLANS.values():
         done = _cli("cluster", "init", "--cni", cni.name, "--inventory", str(invf),
                     "--log-dir", str(tmp_path))
         assert done.returncode == 0, done.stderr
@@ -358,8 +359,8 @@ def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
             continue
         (apply,) = applied
         text = apply["files"][apply["argv"][-1]]
-        assert cnis.adapt(cni, cnis.shipped(cni)) == text  # the shipped manifest, adapted
-        for image in cnis.images(cni):
+        assert manifests.adapt(cni, manifests.shipped(cni.cni)) == text  # shipped, adapted
+        for image in manifests.images(cni):
             assert f"image: {image}" in text
     # the online way: the published manifest by URL, then the same changes as patches
     url = "https://example.org/kube-flannel.yml"

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 from k8sdds import model
+from k8sdds.cni.weave import MTU as WEAVE_MTU
 from k8sdds.results import SCHEMA_VERSION
 from k8sdds.testbed import capabilities, netns, spec
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring import WEAVE_MTU, WIRING, wg_interface
+from k8sdds.testbed.wiring import WIRING, wg_interface
 
 from .conftest import user_python
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links

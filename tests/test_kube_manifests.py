@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from k8sdds.deployment.kubernetes import cni, metrics, pods
+from k8sdds import cni
 from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.kubernetes import metrics, pods
 
 
 def _params(**over) -> m.PodParams:

@@ -13,9 +13,11 @@ import pytest
 import yaml
 from cryptography import x509
 
-from k8sdds.deployment.kubernetes import cni as detection
+from k8sdds import cni as detection
+from k8sdds.cni import flannel, manifests
 from k8sdds.errors import UserError
-from k8sdds.testbed.kube import cni, flannel, forward, node, pki
+from k8sdds.images.kubernetes import built_version
+from k8sdds.testbed.kube import cni, forward, node, pki
 from k8sdds.testbed.testbed import Node
 
 tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11")
@@ -104,11 +106,12 @@ def test_the_forwarder_carries_both_directions():
 
 
 def _flannel(datapath: str) -> dict:
-    tags = flannel.Tags("localhost/k8sdds/flannel:v0.28.9",
-                        "localhost/k8sdds/flannel-cni-plugin:v0.9.1")
-    docs = flannel.manifest(flannel.MANIFEST.read_text(), datapath, FILES.view, tags,
-                            "10.244.0.0/16")
-    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    """What the testbed's real flannel applies: the shipped manifest, the images built here,
+    the testbed's host paths."""
+    real = cni.Real(datapath, record=flannel.CNI, built={
+        "ghcr.io/flannel-io/flannel": "localhost/k8sdds/flannel:v0.28.9",
+        "ghcr.io/flannel-io/flannel-cni-plugin": "localhost/k8sdds/flannel-cni-plugin:v0.9.1"})
+    return {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view)}
 
 
 @pytest.mark.parametrize("datapath, backend", [("flannel-vxlan", "vxlan"),
@@ -139,8 +142,8 @@ def test_the_upstream_flannel_manifest_adapted_to_the_testbed(datapath, backend)
 def test_the_shipped_flannel_manifest_is_the_pinned_upstream_one():
     import hashlib
 
-    digest = hashlib.sha256(flannel.MANIFEST.read_bytes()).hexdigest()
-    assert digest == flannel.MANIFEST_SHA256
+    where = manifests.path(flannel.CNI.manifest)
+    assert hashlib.sha256(where.read_bytes()).hexdigest() == flannel.CNI.manifest.sha256
 
 
 def test_choosing_what_carries_the_pods(tmp_path):
@@ -153,11 +156,11 @@ def test_choosing_what_carries_the_pods(tmp_path):
         cni.choose("kube-router", "real", tmp_path)
     with pytest.raises(UserError, match="--cni bogus"):
         cni.choose("kube-router", "bogus", tmp_path)
-    for name in flannel.BINARIES:
+    for name in flannel.CNI.testbed.binaries:
         (tmp_path / f"{name}-v1").touch()
         (tmp_path / name).symlink_to(f"{name}-v1")
     assert cni.choose("flannel-vxlan", "auto", tmp_path).real
-    assert flannel.version(tmp_path, "flanneld") == "v1"
+    assert built_version(tmp_path, "flanneld") == "v1"
 
 
 def test_an_emulated_wiring_is_detected_by_its_marker():

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from k8sdds.cluster import cnis, images, kubeadm
+from k8sdds import cni as cnis
+from k8sdds.cluster import images, kubeadm
+from k8sdds.cni import manifests
 from k8sdds.errors import UserError
 from k8sdds.images import kubernetes as kimages
 
@@ -30,44 +32,45 @@ def _containers(text: str) -> list[dict]:
 
 
 def test_every_shipped_manifest_matches_its_digest_and_names_pinned_images():
-    for cni in cnis.CNIS.values():
+    for cni in cnis.PLANS.values():
         if cni.manifest is None:
             continue
-        text = cnis.adapt(cni, cnis.shipped(cni))
+        text = manifests.adapt(cni, manifests.shipped(cni.cni))
         for c in _containers(text):
             assert c["imagePullPolicy"] == "IfNotPresent"  # air-gapped: what was loaded
             repo, tag = kimages.split(c["image"])
             assert tag not in ("latest", ""), c["image"]  # nothing floats
-        assert cnis.images(cni) == sorted({c["image"] for c in _containers(text)})
-    assert cnis.images(cnis.CNIS["kube-router"]) == [
+        assert manifests.images(cni) == sorted({c["image"] for c in _containers(text)})
+    assert manifests.images(cnis.PLANS["kube-router"]) == [
         "docker.io/cloudnativelabs/kube-router:v2.4.0"]
 
 
 def test_adapt_sets_flannel_backend_and_weave_password_from_the_secret():
-    hostgw = cnis.CNIS["flannel-hostgw"]
-    cfg = next(o for o in _objects(cnis.adapt(hostgw, cnis.shipped(hostgw)))
+    hostgw = cnis.PLANS["flannel-hostgw"]
+    cfg = next(o for o in _objects(manifests.adapt(hostgw, manifests.shipped(hostgw.cni)))
                if o["kind"] == "ConfigMap")
     import json
 
     net = json.loads(cfg["data"]["net-conf.json"])
     assert net["Backend"]["Type"] == "host-gw" and net["Network"] == "10.244.0.0/16"
-    encrypted = cnis.CNIS["weave-encrypted"]
-    weave = next(c for c in _containers(cnis.adapt(encrypted, cnis.shipped(encrypted)))
-                 if c["name"] == "weave")
+    encrypted = cnis.PLANS["weave-encrypted"]
+    text = manifests.adapt(encrypted, manifests.shipped(encrypted.cni))
+    weave = next(c for c in _containers(text) if c["name"] == "weave")
     assert {"name": "WEAVE_PASSWORD", "valueFrom": {"secretKeyRef": {
         "name": "weave-passwd", "key": "weave-passwd"}}} in weave["env"]
-    plain = cnis.CNIS["weave"]
-    weave = next(c for c in _containers(cnis.adapt(plain, cnis.shipped(plain)))
+    plain = cnis.PLANS["weave"]
+    weave = next(c for c in _containers(manifests.adapt(plain, manifests.shipped(plain.cni)))
                  if c["name"] == "weave")
     assert "WEAVE_PASSWORD" not in str(weave.get("env"))
 
 
 def test_a_changed_manifest_is_refused_by_its_digest(tmp_path, monkeypatch):
     cni = cnis.CNIS["calico"]
-    (tmp_path / cni.manifest).write_text((cnis.MANIFESTS / cni.manifest).read_text() + "#\n")
-    monkeypatch.setattr(cnis, "MANIFESTS", tmp_path)
+    name = cni.manifest.file
+    (tmp_path / name).write_text((manifests.DIRECTORY / name).read_text() + "#\n")
+    monkeypatch.setattr(manifests, "DIRECTORY", tmp_path)
     with pytest.raises(UserError, match="not the pinned calico manifest"):
-        cnis.shipped(cni)
+        manifests.shipped(cni)
 
 
 def test_kubeadm_config_merges_the_users_documents_over_k8sdds():
@@ -76,7 +79,7 @@ def test_kubeadm_config_merges_the_users_documents_over_k8sdds():
              {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
               "cgroupDriver": "cgroupfs"}]
     docs = {d["kind"]: d for d in yaml.safe_load_all(kubeadm.kubeadm_config(
-        "master", "10.0.0.1", "v1.34.3", cnis.CNIS["weave"], extra))}
+        "master", "10.0.0.1", "v1.34.3", cnis.PLANS["weave"], extra))}
     assert docs["InitConfiguration"]["localAPIEndpoint"] == {"advertiseAddress": "10.0.0.1"}
     assert docs["InitConfiguration"]["nodeRegistration"] == {"name": "master"}
     assert docs["ClusterConfiguration"]["kubernetesVersion"] == "v1.34.3"

@@ -87,12 +87,13 @@ def cluster_check(inventory: Path = INVENTORY,
     ip_forward, container runtime, kubeadm and kubelet, time skew, and the images kubeadm
     (and --cni's manifest) will run; the fix for each failure. Exit status 1 when a check
     fails on a host."""
-    from k8sdds.cluster import cnis
+    from k8sdds import cni as cnis
     from k8sdds.cluster.checks import check_host, image_check
     from k8sdds.cluster.remote import HostError
+    from k8sdds.cni.manifests import images
 
-    plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")] if cni else None
-    cni_images = cnis.images(plan) if plan else []
+    plan = cnis.PLANS[choice(cni, list(cnis.PLANS), "--cni")] if cni else None
+    cni_images = images(plan) if plan else []
     loaded, known = _hosts(inventory, known_hosts)
     control = loaded.control_plane().name
     fix = f"k8sdds cluster images --cni {plan.name if plan else 'CNI'} --from DIR (or --build)"
@@ -169,8 +170,14 @@ def cluster_tune(
         raise typer.Exit(1)
 
 
-CNI = typer.Option(..., "--cni", help="flannel-vxlan, flannel-hostgw, kube-router, weave, "
-                   "weave-encrypted, calico or cilium.")
+def _cni_choices() -> list[str]:
+    from k8sdds import cni
+
+    return list(cni.PLANS)
+
+
+CNI = typer.Option(..., "--cni", help="The CNI to install: "
+                   f"{', '.join(_cni_choices())}.")
 PREFLIGHT = typer.Option(None, "--ignore-preflight-errors", help="kubeadm's preflight checks "
                          "to ignore, comma-separated (kubeadm's names, or all) [none].")
 
@@ -223,10 +230,12 @@ def cluster_init(
     cluster images`."""
     from dataclasses import replace
 
-    from k8sdds.cluster import cnis, kubeadm
+    from k8sdds import cni as cnis
+    from k8sdds.cluster import kubeadm
     from k8sdds.cluster.inventory import Inventory
+    from k8sdds.cni.manifests import shipped
 
-    plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")]
+    plan = cnis.PLANS[choice(cni, list(cnis.PLANS), "--cni")]
     ignore = _preflight(ignore_preflight_errors)
     if manifest_url is not None:
         if not manifest_url.startswith(("https://", "http://")) or any(
@@ -239,7 +248,7 @@ def cluster_init(
         plan = replace(plan, url=manifest_url)
     extra = kubeadm.extra_config(kubeadm_config) if kubeadm_config else []
     if not dry_run and plan.manifest is not None and manifest_url is None:
-        cnis.shipped(plan)  # the digest, before any host is touched
+        shipped(plan.cni)  # the digest, before any host is touched
     loaded, known = _hosts(inventory, known_hosts)
     control = Inventory((loaded.control_plane(),), loaded.known_hosts)
     results, folder = _per_host(control, known, dry_run, log_dir, lambda r: kubeadm.init(
@@ -341,14 +350,16 @@ def cluster_images(
     for hosts with no registry: each host's kubeadm says what its version needs (all of it on
     the control plane; kube-proxy, pause and CoreDNS on workers), the CNI's pinned manifest
     the rest. Images a host has are skipped. Give --from DIR or --build."""
-    from k8sdds.cluster import cnis, images
+    from k8sdds import cni as cnis
+    from k8sdds.cluster import images
+    from k8sdds.cni.manifests import images as cni_images_of
     from k8sdds.images.kubernetes import buildable
 
     if (source is None) == (not build):
         raise typer.BadParameter("give exactly one of --from DIR and --build",
                                  param_hint="--from/--build")
-    plan = cnis.CNIS[choice(cni, list(cnis.CNIS), "--cni")]
-    cni_images = cnis.images(plan)
+    plan = cnis.PLANS[choice(cni, list(cnis.PLANS), "--cni")]
+    cni_images = cni_images_of(plan)
     if build and (plan.manifest is None or not all(map(buildable, cni_images))):
         raise typer.BadParameter(f"{plan.name}'s images cannot be built here; give --from",
                                  param_hint="--build")

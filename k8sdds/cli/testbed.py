@@ -17,6 +17,15 @@ from k8sdds.errors import UserError
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
 
+def _real_cnis() -> str:
+    """The datapaths a real CNI carries on the testbed cluster (their CNI records say)."""
+    from k8sdds import cni
+
+    return ", ".join(d.name for d in model.DATAPATHS.values()
+                     if (c := cni.OWNER.get(d.name)) and c.testbed
+                     and d.name in c.testbed.datapaths)
+
+
 def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Path | None):
     from k8sdds.testbed import spec
     from k8sdds.testbed.testbed import Testbed
@@ -53,8 +62,8 @@ def testbed_up(name: str | None = NAME,
                    "the nodes import [built by `k8sdds image build`, cached]."),
                cni: str = typer.Option(
                    "auto", "--cni", help="With --kubernetes: what carries the pods. real: the "
-                   "datapath's own CNI (flanneld and the flannel CNI plugin for flannel-hostgw "
-                   "and flannel-vxlan); emulated: the testbed's wiring of the datapath with "
+                   "datapath's own CNI, its DaemonSet from the pinned upstream manifest (for "
+                   f"{_real_cnis()}); emulated: the testbed's wiring of the datapath with "
                    "Debian's bridge plugin; auto: real where it can run here, else emulated."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""

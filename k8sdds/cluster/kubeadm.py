@@ -3,8 +3,8 @@
 kubeadm gets a configuration file k8sdds writes (the control plane's address and name, the
 pod network, the Kubernetes version of the host's own kubeadm: nothing is looked up on the
 network), with the user's extra documents (`--kubeadm-config`). The CNI's manifest is the
-one shipped with k8sdds (cnis.py), copied to the control plane and applied from there;
-`--manifest-url` applies the published one by URL instead.
+one shipped with k8sdds (its record in k8sdds/cni), copied to the control plane and applied
+from there; `--manifest-url` applies the published one by URL instead.
 """
 
 from __future__ import annotations
@@ -15,20 +15,14 @@ import shlex
 import time
 from pathlib import Path
 
-from k8sdds.cluster.cnis import (
-    CILIUM_VERSION,
-    CNIS,
-    WEAVE_SECRET,
-    Cni,
-    adapt,
-    shipped,
-    url_steps,
-)
+from k8sdds import cni as cnis
 from k8sdds.cluster.inventory import Inventory
 from k8sdds.cluster.remote import HostError, Remote, on_hosts, remote_file
+from k8sdds.cni.base import Plan
+from k8sdds.cni.manifests import adapt, shipped, url_steps
 from k8sdds.errors import UserError
 
-__all__ = ["CNIS", "Cni", "init", "join_all", "reset", "kubeadm_config", "without_cluster_rules"]
+__all__ = ["Plan", "init", "join_all", "reset", "kubeadm_config", "without_cluster_rules"]
 
 ADMIN = "/etc/kubernetes/admin.conf"
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN)
@@ -75,7 +69,7 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def kubeadm_config(name: str, address: str, version: str, cni: Cni,
+def kubeadm_config(name: str, address: str, version: str, cni: Plan,
                    extra: list[dict] = ()) -> str:
     """kubeadm init's configuration: k8sdds's InitConfiguration and ClusterConfiguration with
     the user's documents merged over them (same kind) or added (other kinds). Pure."""
@@ -108,7 +102,7 @@ def host_version(remote: Remote) -> str:
     return got
 
 
-def init(remote: Remote, cni: Cni, extra: list[dict] = (), ignore: str | None = None,
+def init(remote: Remote, cni: Plan, extra: list[dict] = (), ignore: str | None = None,
          url: bool = False) -> list[str]:
     """kubeadm init on the control plane, then the CNI; returns what was done, in words."""
     host = remote.host
@@ -118,14 +112,14 @@ def init(remote: Remote, cni: Cni, extra: list[dict] = (), ignore: str | None = 
         _ok(remote, ("kubeadm", "init", "--config", path, *_preflight(ignore)), root=True,
             timeout=900)
     done = [f"kubeadm init {version} (pod network {cni.pod_cidr})"]
-    if cni.encrypted:  # weave's encryption password: generated, never printed or logged
+    secret = cni.install.secret
+    if secret:  # an encryption password (weave's): generated, never printed or logged
         _ok(remote, (*KUBECTL, "-n", "kube-system", "create", "secret", "generic",
-                     WEAVE_SECRET, f"--from-file={WEAVE_SECRET}=/dev/stdin"),
+                     secret, f"--from-file={secret}=/dev/stdin"),
             root=True, stdin=secrets.token_urlsafe(32))
-        done.append(f"Secret {WEAVE_SECRET}")
-    if cni.manifest is None:  # cilium: its CLI installs it
-        step = ("cilium", "install", "--kubeconfig", ADMIN, "--version", CILIUM_VERSION, "--set",
-                "ipam.mode=kubernetes")
+        done.append(f"Secret {secret}")
+    if cni.manifest is None and cni.cni.installer:  # cilium: its CLI installs it
+        step = cni.cni.installer(cni.install, ADMIN)
         _ok(remote, step, root=True, timeout=900)
         return [*done, shlex.join(step[:2] + step[4:6])]
     if url:
@@ -135,7 +129,7 @@ def init(remote: Remote, cni: Cni, extra: list[dict] = (), ignore: str | None = 
         return done
     with remote_file(remote, adapt(cni, shipped(cni)), cni.name) as path:
         _ok(remote, (*KUBECTL, "apply", "-f", path), root=True)
-    return [*done, f"{cni.manifest} applied (shipped, pinned)"]
+    return [*done, f"{cni.manifest.file} applied (shipped, pinned)"]
 
 
 def join_command(remote: Remote) -> tuple[str, ...]:
@@ -202,22 +196,16 @@ def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
     return results
 
 
-# what the CNIs leave on a node after kubeadm reset: their configuration (the files: the
-# container runtime watches the directory, and one removed and made again goes unseen until
-# it restarts), IPAM state, the plugins their init containers installed, flannel's lease,
-# and their links
+# what the CNIs leave on a node after kubeadm reset (each CNI's record says its own): their
+# configuration (the files: the container runtime watches the directory, and one removed
+# and made again goes unseen until it restarts), IPAM state, the plugins their init
+# containers installed, their state, links and routes
 RESET_CONFIG = ("find", "/etc/cni/net.d", "-mindepth", "1", "-delete")
-RESET_FILES = ("rm", "-rf", "/var/lib/cni", "/run/flannel",
-               "/opt/cni/bin/flannel", "/opt/cni/bin/weave-net", "/opt/cni/bin/weave-ipam",
-               "/opt/cni/bin/weave-plugin-2.8.1", "/opt/cni/bin/calico",
-               "/opt/cni/bin/calico-ipam", "/opt/cni/bin/cilium-cni")
-LINKS = ("cni0", "flannel.1", "kube-bridge", "kube-dummy-if", "weave", "datapath", "vxlan-6784",
-         "tunl0", "vxlan.calico", "cilium_host", "cilium_vxlan")
-# chains of kube-proxy, the CNI plugins and the CNIs (kube-router, weave, calico, cilium)
-CHAINS = ("KUBE-", "CNI-", "FLANNEL-", "WEAVE", "cali-", "CILIUM_")
-# host-gw's routes to the other nodes' pod subnets (proto boot, as flanneld adds them; a LAN's
-# own route is proto kernel or dhcp and stays)
-FLANNEL_ROUTES = ("ip", "route", "flush", "root", "10.244.0.0/16", "proto", "boot")
+RESET_FILES = ("rm", "-rf", "/var/lib/cni", *cnis.reset_files())
+LINKS = cnis.reset_links()
+# chains of kube-proxy, the CNI plugins and the CNIs
+CHAINS = ("KUBE-", "CNI-", *cnis.reset_chains())
+ROUTES = cnis.reset_routes()
 
 
 def without_cluster_rules(saved: str) -> str:
@@ -245,7 +233,8 @@ def reset(remote: Remote) -> list[str]:
     _ok(remote, RESET_FILES, root=True)
     for link in LINKS:
         remote.run(("ip", "link", "delete", link), root=True)  # absent on this host: fine
-    remote.run(FLANNEL_ROUTES, root=True)
+    for route in ROUTES:
+        remote.run(route, root=True)
     done = ["kubeadm reset", "CNI state removed"]
     for save, restore in (("iptables-save", "iptables-restore"),
                           ("ip6tables-save", "ip6tables-restore")):

@@ -1,20 +1,23 @@
 """Images of a kubeadm cluster built here, without a registry: the control plane, kube-proxy,
-etcd, CoreDNS, pause and flannel, each from the binary built from its Go module
+etcd, CoreDNS, pause and the CNIs' (as their records in k8sdds/cni say), each from the binary
+built from its Go module
 (.ci/k8s-test-binaries keeps them in /var/cache/k8sdds/bin), named as kubeadm and the pinned
 manifests name them, so that both run as published.
 
 A builder is chosen by the image's repository (a registry, not a chain of ifs); the binary's
 version must be the tag's, or the image is not built (a cluster would run something other
-than what it names). The one exception is said where it is: flannel's CNI plugin comes from
-containernetworking/plugins, its last home on the Go module proxy.
+than what it names). An exception is said where it is (a record's `note`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from k8sdds import cni
+from k8sdds.cni.base import Image
 from k8sdds.errors import UserError
 from k8sdds.testbed.kube.cluster import binaries  # the one cache of Go-built binaries
 
@@ -38,11 +41,38 @@ def normalize(ref: str) -> str:
     return f"{repo}:{tag}"
 
 
+def built_version(cache: Path, name: str) -> str:
+    """The version a cached binary was built at (its link's target: <name>-<version>)."""
+    target = os.readlink(cache / name) if (cache / name).is_symlink() else name
+    return target.removeprefix(f"{name}-") if target != name else "unknown"
+
+
 def version(name: str) -> str | None:
     """The version a cached binary was built at, or None when it is not built."""
-    from k8sdds.testbed.kube import flannel
+    return built_version(binaries(), name) if (binaries() / name).exists() else None
 
-    return flannel.version(binaries(), name) if (binaries() / name).exists() else None
+
+def apt_step(packages: tuple[str, ...]) -> str:
+    return ("apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+            f"--no-install-recommends {' '.join(packages)} && rm -rf /var/lib/apt/lists/*")
+
+
+def cni_image(image: Image, ref: str, cache: Path,
+              say: Callable[[str], None] = lambda _: None) -> Path:
+    """A CNI's image as its record says (Debian with its packages, else busybox), its files
+    taken from the binaries in `cache`, named `ref`."""
+    from k8sdds.images.build import BuildOptions, assemble, busybox_image
+    from k8sdds.images.dockerfile import Recipe
+
+    name = split(image.repository)[0].rsplit("/", 1)[-1]
+    files: Mapping[str, Path] = {dest: cache / src for dest, src in image.files.items()}
+    if image.apt:
+        step = apt_step(image.apt)
+        return assemble(Recipe("bookworm", (step,)), f"{name} {step}",
+                        BuildOptions(Path("-"), None, tag=ref), say, files=files,
+                        entrypoint=list(image.entrypoint), name=name)
+    config = [f"--config.entrypoint={e}" for e in image.entrypoint]
+    return busybox_image(ref, files, config, name, path="/usr/local/bin:/bin")
 
 
 @dataclass(frozen=True)
@@ -63,9 +93,7 @@ def _busybox(dest: str, entrypoint: bool = False) -> Callable[[str, Path], Path]
     return make
 
 
-KUBE_PROXY_APT = ("apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                  "--no-install-recommends iptables conntrack ipset kmod "
-                  "&& rm -rf /var/lib/apt/lists/*")
+KUBE_PROXY_APT = apt_step(("iptables", "conntrack", "ipset", "kmod"))
 
 
 def _kube_proxy(ref: str, binary: Path) -> Path:
@@ -76,12 +104,6 @@ def _kube_proxy(ref: str, binary: Path) -> Path:
     return assemble(Recipe("bookworm", (KUBE_PROXY_APT,)), f"kube-proxy {KUBE_PROXY_APT}",
                     BuildOptions(Path("-"), None, tag=ref), files={
                         "/usr/local/bin/kube-proxy": binary}, name="kube-proxy")
-
-
-def _flannel(ref: str, binary: Path) -> Path:
-    from k8sdds.testbed.kube import flannel
-
-    return flannel.flannel_image(ref, binaries())
 
 
 def _pause(ref: str, binary: Path) -> Path:
@@ -103,11 +125,10 @@ BUILDERS: dict[str, Builder] = {
     "registry.k8s.io/coredns/coredns": Builder("coredns", lambda v: v,
                                                _busybox("/coredns", entrypoint=True)),
     "registry.k8s.io/pause": Builder("kubelet", lambda v: "", _pause),
-    "ghcr.io/flannel-io/flannel": Builder("flanneld", lambda v: v, _flannel),
-    "ghcr.io/flannel-io/flannel-cni-plugin": Builder(
-        "flannel-cni", lambda v: "", _busybox("/flannel"),
-        note="flannel's CNI plugin from containernetworking/plugins (the version the Go "
-             "module proxy has), under the manifest's name"),
+    **{image.repository: Builder(image.binary, image.tag_of,
+                                 lambda ref, binary, image=image: cni_image(image, ref, binaries()),
+                                 note=image.note)
+       for record in cni.CNIS.values() for image in record.images},
 }
 
 

@@ -23,6 +23,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from k8sdds import model
+from k8sdds.cni.base import Ipip, L2Segment, Routed, Vxlan, WireGuard
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import capabilities, netns
 from k8sdds.testbed.netns import ip, run
@@ -57,19 +59,6 @@ def _routed_teardown(tb: Testbed) -> None:
 
 
 # ---- routed VXLAN: flannel vxlan, calico vxlan ------------------------------------------
-@dataclass(frozen=True)
-class Vxlan:
-    dev: str
-    vni: int
-    port: int
-    mtu: int
-    mac_prefix: str  # five octets; the sixth is the node index + 1
-
-
-FLANNEL_VXLAN = Vxlan("flannel.1", 1, 8472, 1450, "0e:6b:64:00:01")
-CALICO_VXLAN = Vxlan("vxlan.calico", 4096, 4789, 1450, "0e:6b:64:00:02")
-
-
 def vtep_mac(vx: Vxlan, node: Node) -> str:
     """A fixed MAC per node's VTEP, so FDB and neighbour entries can be written up front."""
     return f"{vx.mac_prefix}:{node.index + 1:02x}"
@@ -102,25 +91,21 @@ def _link_teardown(dev: str, tb: Testbed) -> None:
 
 
 # ---- IP-in-IP: calico ipip ---------------------------------------------------------------
-IPIP_DEV = "tunl0"
-IPIP_MTU = 1480
-
-
-def _ipip_setup(tb: Testbed) -> None:
+def _ipip_setup(tun: Ipip, tb: Testbed) -> None:
     for node in tb.nodes:
-        if ip("link", "show", IPIP_DEV, ns=node.ns, check=False).returncode != 0:
-            ip("link", "add", IPIP_DEV, "type", "ipip", ns=node.ns)
-        ip("link", "set", IPIP_DEV, "mtu", str(node.shrink(IPIP_MTU)), "up", ns=node.ns)
-        ip("addr", "replace", f"{_vtep_address(node)}/32", "dev", IPIP_DEV, ns=node.ns)
+        if ip("link", "show", tun.dev, ns=node.ns, check=False).returncode != 0:
+            ip("link", "add", tun.dev, "type", "ipip", ns=node.ns)
+        ip("link", "set", tun.dev, "mtu", str(node.shrink(tun.mtu)), "up", ns=node.ns)
+        ip("addr", "replace", f"{_vtep_address(node)}/32", "dev", tun.dev, ns=node.ns)
     for node, remote in _remote_pairs(tb):
-        ip("route", "replace", remote.pod_cidr, "via", remote.address, "dev", IPIP_DEV,
+        ip("route", "replace", remote.pod_cidr, "via", remote.address, "dev", tun.dev,
            "onlink", ns=node.ns)
 
 
-def _ipip_teardown(tb: Testbed) -> None:
+def _ipip_teardown(tun: Ipip, tb: Testbed) -> None:
     for node in tb.nodes:
-        ip("addr", "flush", "dev", IPIP_DEV, ns=node.ns, check=False)
-        ip("link", "set", IPIP_DEV, "down", ns=node.ns, check=False)
+        ip("addr", "flush", "dev", tun.dev, ns=node.ns, check=False)
+        ip("link", "set", tun.dev, "down", ns=node.ns, check=False)
     _routed_teardown(tb)
 
 
@@ -203,68 +188,65 @@ def _wg_teardown(tb: Testbed) -> None:
 
 
 # ---- one L2 segment: weave, and weave encrypted ------------------------------------------
-WEAVE_DEV = "weave.vx"
-WEAVE_PORT = 6784  # Weave Net's fast datapath port
-WEAVE_MTU = 1376
-WEAVE_ENCRYPTED_MTU = WG_MTU - 50  # VXLAN inside the WireGuard tunnel
-WEAVE_PREFIX = 16  # pods of every node share 10.244.0.0/16
-WEAVE_DATAPATH = "datapath"  # Weave Net's names
-WEAVE_VETH = ("vethwe-bridge", "vethwe-datapath")
-
-
-def _weave_setup(tb: Testbed, encrypted: bool = False) -> None:
-    if encrypted:
+def _segment_setup(seg: L2Segment, tb: Testbed) -> None:
+    """Pods of every node share one prefix (10.244.0.0/16); the names are the CNI's own."""
+    if seg.encrypted:
         _wg_setup(tb, route_pods=False)
 
     def underlay(node: Node) -> tuple[str, str]:  # (address, device) the VXLAN rides on
-        if encrypted:
+        if seg.encrypted:
             return _tunnel_address(node), wg_interface(tb, node)
         return node.address, "eth0"
 
-    mtu = WEAVE_ENCRYPTED_MTU if encrypted else WEAVE_MTU
+    mtu = seg.mtu
     for node in tb.nodes:
         local, dev = underlay(node)
         ip("addr", "del", f"{node.gateway}/24", "dev", "cni0", ns=node.ns, check=False)
-        ip("addr", "replace", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns)
-        ip("link", "add", WEAVE_DEV, "mtu", str(node.shrink(mtu)), "type", "vxlan", "id", "2",
-           "local", local, "dev", dev, "dstport", str(WEAVE_PORT), ns=node.ns)
+        ip("addr", "replace", f"{node.gateway}/{seg.prefix}", "dev", "cni0", ns=node.ns)
+        ip("link", "add", seg.dev, "mtu", str(node.shrink(mtu)), "type", "vxlan", "id", "2",
+           "local", local, "dev", dev, "dstport", str(seg.port), ns=node.ns)
         # weave's own topology: the pods' bridge reaches the datapath (Open vSwitch's
         # kernel datapath; a second bridge here) through a veth pair, the VXLAN hangs there
-        ip("link", "add", WEAVE_DATAPATH, "type", "bridge", "mcast_snooping", "0", ns=node.ns)
-        ip("link", "add", WEAVE_VETH[0], "mtu", str(node.shrink(mtu)), "type", "veth", "peer",
-           "name", WEAVE_VETH[1], "mtu", str(node.shrink(mtu)), ns=node.ns)
-        ip("link", "set", WEAVE_VETH[0], "master", "cni0", "up", ns=node.ns)
-        ip("link", "set", WEAVE_VETH[1], "master", WEAVE_DATAPATH, "up", ns=node.ns)
-        ip("link", "set", WEAVE_DEV, "master", WEAVE_DATAPATH, "up", ns=node.ns)
-        ip("link", "set", WEAVE_DATAPATH, "up", ns=node.ns)
+        ip("link", "add", seg.bridge, "type", "bridge", "mcast_snooping", "0", ns=node.ns)
+        ip("link", "add", seg.veth[0], "mtu", str(node.shrink(mtu)), "type", "veth", "peer",
+           "name", seg.veth[1], "mtu", str(node.shrink(mtu)), ns=node.ns)
+        ip("link", "set", seg.veth[0], "master", "cni0", "up", ns=node.ns)
+        ip("link", "set", seg.veth[1], "master", seg.bridge, "up", ns=node.ns)
+        ip("link", "set", seg.dev, "master", seg.bridge, "up", ns=node.ns)
+        ip("link", "set", seg.bridge, "up", ns=node.ns)
     for node, remote in _remote_pairs(tb):
         # head-end replication: broadcast, multicast and unknown unicast go to every node
-        run(["bridge", "-n", node.ns, "fdb", "append", "00:00:00:00:00:00", "dev", WEAVE_DEV,
+        run(["bridge", "-n", node.ns, "fdb", "append", "00:00:00:00:00:00", "dev", seg.dev,
              "dst", underlay(remote)[0]])
 
 
-def _weave_teardown(tb: Testbed, encrypted: bool = False) -> None:
+def _segment_teardown(seg: L2Segment, tb: Testbed) -> None:
     for node in tb.nodes:
-        for dev in (WEAVE_DEV, WEAVE_VETH[0], WEAVE_DATAPATH):
+        for dev in (seg.dev, seg.veth[0], seg.bridge):
             ip("link", "del", dev, ns=node.ns, check=False)
-        ip("addr", "del", f"{node.gateway}/{WEAVE_PREFIX}", "dev", "cni0", ns=node.ns,
+        ip("addr", "del", f"{node.gateway}/{seg.prefix}", "dev", "cni0", ns=node.ns,
            check=False)
         ip("addr", "replace", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
-    if encrypted:
+    if seg.encrypted:
         _wg_teardown(tb)
 
 
+def _wiring(kind: object) -> Wiring:
+    """The setup and teardown a CNI record's wiring asks for (a registry by its kind)."""
+    if isinstance(kind, Routed):
+        return Wiring(_routed_setup, _routed_teardown)
+    if isinstance(kind, Vxlan):
+        return Wiring(partial(_vxlan_setup, kind), partial(_link_teardown, kind.dev))
+    if isinstance(kind, Ipip):
+        return Wiring(partial(_ipip_setup, kind), partial(_ipip_teardown, kind))
+    if isinstance(kind, WireGuard):
+        return Wiring(partial(_wg_setup, route_pods=True), _wg_teardown)
+    if isinstance(kind, L2Segment):
+        return Wiring(partial(_segment_setup, kind), partial(_segment_teardown, kind))
+    raise TypeError(f"no wiring for {kind!r}")
+
+
+# the datapaths the emulated testbed wires, from the CNI records (k8sdds/cni)
 WIRING: dict[str, Wiring] = {
-    "host": Wiring(_nothing, _nothing),
-    "flannel-hostgw": Wiring(_routed_setup, _routed_teardown),
-    "kube-router": Wiring(_routed_setup, _routed_teardown),
-    "flannel-vxlan": Wiring(partial(_vxlan_setup, FLANNEL_VXLAN),
-                            partial(_link_teardown, FLANNEL_VXLAN.dev)),
-    "calico-vxlan": Wiring(partial(_vxlan_setup, CALICO_VXLAN),
-                           partial(_link_teardown, CALICO_VXLAN.dev)),
-    "calico-ipip": Wiring(_ipip_setup, _ipip_teardown),
-    "weave": Wiring(_weave_setup, _weave_teardown),
-    "weave-encrypted": Wiring(partial(_weave_setup, encrypted=True),
-                              partial(_weave_teardown, encrypted=True)),
-    "flannel-wireguard": Wiring(partial(_wg_setup, route_pods=True), _wg_teardown),
-}
+    name: (Wiring(_nothing, _nothing) if dp.host_network else _wiring(dp.wiring))
+    for name, dp in model.DATAPATHS.items() if dp.host_network or dp.wiring is not None}

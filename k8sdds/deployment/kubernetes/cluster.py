@@ -3,7 +3,9 @@ and its CNI, read through the API."""
 
 from __future__ import annotations
 
-from k8sdds.deployment.kubernetes import cni, pods
+from k8sdds import cni
+from k8sdds.cni.base import Detected
+from k8sdds.deployment.kubernetes import pods
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.errors import KubernetesError
 
@@ -15,7 +17,7 @@ class ClusterView:
         self.api = api
         self.arch = arch
         self._nodes: list[dict] | None = None
-        self._detected: cni.Detected | None = None
+        self._detected: Detected | None = None
 
     def refresh(self) -> None:
         """A node may have gone since the last repeat."""
@@ -33,7 +35,7 @@ class ClusterView:
         return [n["name"] for n in self.nodes() if n["ready"] and n["role"] == "worker"
                 and (self.arch is None or n["arch"] == self.arch)]
 
-    def detected(self) -> cni.Detected:
+    def detected(self) -> Detected:
         """The cluster's CNI, from its DaemonSets and their ConfigMaps."""
         if self._detected is None:
             sets = self.api.call("list DaemonSets",

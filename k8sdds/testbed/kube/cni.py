@@ -1,6 +1,7 @@
-"""What carries a testbed cluster's pods: a real CNI (flannel: flanneld and its plugin) or the
-emulated wiring of the datapath (the testbed's routes or VXLAN, Debian's bridge plugin on each
-node's cni0). A registry by datapath; `choose` says which, and why when it falls back."""
+"""What carries a testbed cluster's pods: a real CNI (its own DaemonSet, as its record in
+k8sdds/cni says) or the emulated wiring of the datapath (the testbed's routes or VXLAN,
+Debian's bridge plugin on each node's cni0). `choose` says which, and why when it falls
+back."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from k8sdds import cni as cnis
+from k8sdds.cni import base
 from k8sdds.errors import TestbedError, UserError
-from k8sdds.testbed.kube import flannel
 from k8sdds.testbed.kube import node as agent
 
 if TYPE_CHECKING:
     from k8sdds.testbed.testbed import Node
 
 # where the deployment's CNI detection reads the datapath of an emulated wiring
-MARKER = ("kube-system", "k8sdds-datapath")
+MARKER = cnis.MARKER
 MODES = ("auto", "real", "emulated")
 
 
@@ -63,53 +65,80 @@ class Cni:
 
 
 @dataclass
-class Flannel(Cni):
-    """flanneld as the upstream DaemonSet, with the flannel CNI plugin (see flannel.py)."""
+class Real(Cni):
+    """A CNI's own DaemonSet, from its pinned upstream manifest (adapted to the testbed as its
+    record's `testbed.adapt` says), in images built here from its Go modules."""
 
-    tags: flannel.Tags | None = None  # the images built here, once prepared
+    record: base.Cni | None = None
+    built: dict[str, str] = field(default_factory=dict)  # upstream repository -> tag built here
     real = True
-    pods_in = "kube-flannel"
+
+    @property
+    def part(self) -> base.Testbed:
+        assert self.record and self.record.testbed
+        return self.record.testbed
+
+    @property
+    def pods_in(self) -> str:  # type: ignore[override]
+        return self.part.daemonset[0]
 
     def describe(self) -> str:
-        return (f"{self.datapath}, flannel {self.version} (flanneld DaemonSet "
-                f"kube-flannel/kube-flannel-ds, flannel CNI plugin)")
+        ns, ds = self.part.daemonset
+        return f"{self.datapath}, {self.record.name} {self.version} (DaemonSet {ns}/{ds}, real)"
 
     @property
     def version(self) -> str:
+        from k8sdds.images.kubernetes import built_version
         from k8sdds.testbed.kube.cluster import binaries
 
-        return flannel.version(binaries(), "flanneld")
+        return built_version(binaries(), self.part.binaries[0])
 
     def wires_testbed(self) -> bool:
         return False
 
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
-        built = flannel.images(binaries, say)
-        self.archives, self.tags = list(built.archives), built.tags
+        """The record's images, built once and cached, named localhost/k8sdds/<name>:<version>."""
+        from k8sdds.images.kubernetes import built_version, cni_image, split
+
+        say(f"{self.record.name} {self.version} images (cached after the first build)")
+        for image in self.record.images:
+            name = split(image.repository)[0].rsplit("/", 1)[-1]
+            tag = f"localhost/k8sdds/{name}:{built_version(binaries, image.binary)}"
+            self.archives.append(cni_image(image, tag, binaries, say))
+            self.built[image.repository] = tag
 
     def configure(self, node: Node, files: agent.NodeFiles) -> None:
-        """Nothing: flannel's init containers write the CNI configuration."""
+        """Nothing: the CNI's init containers write its configuration."""
 
-    def start(self, kubeconfig: Path, view: Path) -> None:
+    def documents(self, view: Path) -> list[dict]:
+        """The shipped manifest as the testbed applies it: the images built here, then the
+        record's own changes (host paths under the node `view`, the pod network)."""
+        from k8sdds.cni import manifests
+        from k8sdds.images.kubernetes import split
         from k8sdds.testbed.testbed import POD_NETWORK
 
-        flannel.apply(kubeconfig, flannel.manifest(flannel.MANIFEST.read_text(), self.datapath,
-                                                   view, self.tags, POD_NETWORK))
+        docs = manifests.documents(manifests.shipped(self.record))
+        images = {c["image"]: self.built.get(split(c["image"])[0], c["image"])
+                  for d in base.objects(docs) for c in base.containers(d)}
+        return self.part.adapt(manifests.pin(docs, images), self.datapath, view, POD_NETWORK)
+
+    def start(self, kubeconfig: Path, view: Path) -> None:
+        apply(kubeconfig, self.documents(view), self.record.name)
 
     def wait(self, kubeconfig: Path, timeout: float) -> None:
-        """Until every flanneld is ready (its /readyz: the subnet lease and the backend),
-        watching the DaemonSet's status."""
+        """Until every pod of the CNI's DaemonSet is ready, watching its status."""
         from kubernetes import client, config, watch
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
+        ns, name = self.part.daemonset
         api = client.AppsV1Api(config.new_client_from_config(str(kubeconfig)))
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             w = watch.Watch()
             try:
-                for event in w.stream(api.list_namespaced_daemon_set, self.pods_in,
-                                      field_selector="metadata.name=kube-flannel-ds",
+                for event in w.stream(api.list_namespaced_daemon_set, ns,
+                                      field_selector=f"metadata.name={name}",
                                       timeout_seconds=max(1, int(left)),
                                       _request_timeout=left + 10):
                     st = event["object"].status
@@ -120,11 +149,47 @@ class Flannel(Cni):
                 continue  # the watch broke: watch again while time is left
             finally:
                 w.stop()
-        raise TestbedError(f"flannel not ready within {timeout:g} s (kubectl -n kube-flannel "
-                           "logs ds/kube-flannel-ds)")
+        raise TestbedError(f"{self.record.name} not ready within {timeout:g} s (kubectl -n {ns} "
+                           f"logs ds/{name})")
 
 
-REAL = {name: Flannel for name in flannel.BACKENDS}
+def apply(kubeconfig: Path, docs: list[dict], what: str) -> None:
+    """Create the manifest's objects, as `kubectl apply` of a fresh cluster would."""
+    from kubernetes import client, config, utils
+
+    api = config.new_client_from_config(str(kubeconfig))
+    for doc in docs:
+        try:
+            utils.create_from_dict(api, doc)
+        except utils.FailToCreateError as exc:
+            reasons = "; ".join(str(getattr(e, "reason", e)) for e in exc.api_exceptions)
+            raise TestbedError(f"{what}: {doc['kind']} {doc['metadata']['name']}: "
+                               f"{reasons}") from None
+    client.ApiClient.close(api)
+
+
+# the datapaths a real CNI carries on the testbed cluster -> its record
+REAL = {d.name: c for c in cnis.CNIS.values() if c.testbed for d in c.datapaths
+        if d.name in c.testbed.datapaths}
+
+
+def missing(record: base.Cni, binaries: Path) -> str | None:
+    """Why the real CNI cannot run here, or None."""
+    import hashlib
+
+    from k8sdds.cni import manifests
+
+    assert record.testbed and record.manifest
+    lacking = [b for b in record.testbed.binaries if not (binaries / b).exists()]
+    if lacking:
+        return f"{', '.join(lacking)} not built in {binaries} (run .ci/k8s-test-binaries)"
+    where = manifests.path(record.manifest)
+    try:
+        if hashlib.sha256(where.read_bytes()).hexdigest() != record.manifest.sha256:
+            return f"{where} is not the pinned {record.name} manifest (its digest differs)"
+    except OSError as exc:
+        return f"{where}: {exc.strerror}"
+    return None
 
 
 def choose(datapath: str, mode: str, binaries: Path) -> Cni:
@@ -132,17 +197,17 @@ def choose(datapath: str, mode: str, binaries: Path) -> Cni:
     `auto` (real where it can run here, else emulated with the reason)."""
     if mode not in MODES:
         raise UserError(f"--cni {mode}: use one of {', '.join(MODES)}")
-    kind = REAL.get(datapath)
+    record = REAL.get(datapath)
     if mode == "emulated":
         return Cni(datapath)
-    if kind is None:
+    if record is None:
         if mode == "real":
             raise UserError(f"--cni real: k8sdds runs no real CNI for {datapath} here (real: "
                             f"{', '.join(REAL)}); use --cni emulated")
         return Cni(datapath, fallback=f"no real CNI for {datapath} here")
-    reason = flannel.missing(binaries)
+    reason = missing(record, binaries)
     if reason:
         if mode == "real":
             raise UserError(f"--cni real: {reason}")
-        return Cni(datapath, fallback=f"real flannel unavailable: {reason}")
-    return kind(datapath)
+        return Cni(datapath, fallback=f"real {record.name} unavailable: {reason}")
+    return Real(datapath, record=record)

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from k8sdds import cni
 from k8sdds.errors import TestbedError
 
 # what the kubelet sets at start when it finds other values: shown to it as already set
@@ -23,7 +24,11 @@ PAUSE = "localhost/k8sdds/pause:1"
 # the node view: one path for every node, where each node's mount namespace shows that node's
 # own directory (or file); what a DaemonSet's hostPath names (a CNI's configuration, plugins,
 # state) is node-private, as on separate machines, and never this machine's /etc, /opt or /run
-VIEW = {"net.d": "dir", "cni-bin": "dir", "flannel": "dir", "xtables.lock": "file"}
+# (the CNI records' host paths: k8sdds/cni)
+VIEW = {"net.d": "dir", "cni-bin": "dir", "xtables.lock": "file",
+        **{name: "dir" for record in cni.CNIS.values() if record.testbed
+           for name in record.testbed.host_paths.values()
+           if name not in ("net.d", "cni-bin", "xtables.lock")}}
 
 
 @dataclass(frozen=True)

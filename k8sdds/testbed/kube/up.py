@@ -17,9 +17,10 @@ def check_datapath(name: str) -> None:
     """The CNI bridge gives each node's pods its own /24: a routed datapath carries them."""
     dp = model.datapath(name)
     if dp.host_network or dp.pod_prefix != 24:
+        fit = [d.name for d in model.DATAPATHS.values() if not d.host_network
+                   and d.pod_prefix == 24 and d.wiring is not None]
         raise UserError(f"--kubernetes needs a datapath that routes a pod CIDR per node "
-                        f"(flannel-hostgw, flannel-vxlan, kube-router, calico-vxlan), not "
-                        f"{name}")
+                        f"({', '.join(fit)}), not {name}")
 
 
 def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: str = "auto",

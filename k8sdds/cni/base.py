@@ -1,0 +1,222 @@
+"""What a CNI record says: its datapaths and their facts, how the emulated testbed wires each,
+its pinned manifest, what `cluster init --cni` installs, the images it runs and how k8sdds
+builds them, how a cluster is seen to run it, and what `cluster reset` removes. Data and pure
+functions only: the testbed, kubeadm, image and detection code interpret it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Argv = tuple[str, ...]
+
+
+# ---- how the emulated testbed wires a datapath (testbed/wiring.py interprets these) ----
+@dataclass(frozen=True)
+class Routed:
+    """A route to each node's pod CIDR via the node's address (host-gw, BGP-learnt routes)."""
+
+
+@dataclass(frozen=True)
+class Vxlan:
+    """A routed VXLAN device with static neighbour and FDB entries, as flanneld writes them."""
+
+    dev: str
+    vni: int
+    port: int
+    mtu: int
+    mac_prefix: str  # five octets; the sixth is the node index + 1
+
+
+@dataclass(frozen=True)
+class Ipip:
+    """An IP-in-IP device, pod CIDRs routed onlink via the remote nodes."""
+
+    dev: str
+    mtu: int
+
+
+@dataclass(frozen=True)
+class WireGuard:
+    """A WireGuard device per node; pod CIDRs routed through it."""
+
+
+@dataclass(frozen=True)
+class L2Segment:
+    """One L2 segment over all nodes: the pods' bridge, a veth pair to a second bridge (the
+    CNI's datapath) and a VXLAN there with head-end replication; inside WireGuard when
+    encrypted."""
+
+    dev: str
+    port: int
+    mtu: int
+    bridge: str
+    veth: tuple[str, str]
+    prefix: int = 16
+    encrypted: bool = False
+
+
+Wiring = Routed | Vxlan | Ipip | WireGuard | L2Segment
+
+
+@dataclass(frozen=True)
+class Datapath:
+    """How pod traffic crosses the network, whatever backend provides it."""
+
+    name: str
+    emulates: str
+    encapsulation: str
+    mtu: int  # pod MTU
+    multicast_across_nodes: bool
+    host_network: bool = False  # processes run in the node, not in pods (the baseline)
+    encryption: str = "none"
+    pod_prefix: int = 24  # 24: a routed /24 per node; 16: one L2 segment over all nodes
+    kernel_links: tuple[str, ...] = ()  # link types the emulation needs from the kernel
+    unencrypted: str | None = None  # the same datapath without encryption, to price it
+    wiring: Wiring | None = None  # the emulated testbed's wiring (None: nothing to wire)
+
+
+# ---- a real cluster ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Manifest:
+    """The CNI's manifest as its project publishes it, shipped in k8sdds/manifests and pinned
+    by SHA-256."""
+
+    file: str
+    sha256: str
+    url: str  # where its project publishes it (--manifest-url)
+    pins: Mapping[str, str] = field(default_factory=dict)  # upstream image -> pinned one
+
+
+@dataclass(frozen=True)
+class Install:
+    """One `k8sdds cluster init --cni` choice."""
+
+    name: str
+    pod_cidr: str
+    datapath: str  # what a run on the cluster it makes detects
+    options: Mapping[str, Any] = field(default_factory=dict)  # the CNI's own knobs
+    needs: tuple[str, ...] = ()  # programs the control plane needs
+    secret: str | None = None  # a Secret of a generated password its manifest reads
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image the CNI's pods run, as k8sdds builds it here from binaries built from their Go
+    modules (no registry)."""
+
+    repository: str  # the upstream name its manifest uses
+    binary: str  # the binary whose version is the image's (in the binaries cache)
+    files: Mapping[str, str]  # path in the image -> binary in the cache
+    apt: tuple[str, ...] = ()  # Debian packages: a Debian base; none: busybox
+    entrypoint: tuple[str, ...] = ()
+    tag_of: Callable[[str], str] = lambda v: v  # the binary's version -> the tag ("": any)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Testbed:
+    """The real CNI on the testbed cluster (`testbed up --kubernetes --cni real`)."""
+
+    datapaths: tuple[str, ...]  # those of its datapaths it carries on the testbed
+    binaries: tuple[str, ...]  # built by .ci/k8s-test-binaries; the first names its version
+    daemonset: tuple[str, str]  # (namespace, name): ready when every pod of it is
+    host_paths: Mapping[str, str]  # a hostPath of the manifest -> its directory in the node view
+    # (documents, datapath, node view, pod network) -> documents, images already the built ones
+    adapt: Callable[..., list[dict]]
+
+
+@dataclass(frozen=True)
+class Reset:
+    """What the CNI leaves on a host after `kubeadm reset`, for `cluster reset` to remove."""
+
+    files: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+    chains: tuple[str, ...] = ()  # iptables chain name prefixes
+    routes: tuple[Argv, ...] = ()
+
+
+@dataclass(frozen=True)
+class Detected:
+    datapath: str  # a datapath name, or "unknown"
+    cni: str  # what was found, for the manifest ("flannel (vxlan)", "weave (encrypted)")
+    daemonset: str = ""  # namespace/name of the CNI's DaemonSet
+
+
+# a DaemonSet (as the API's dict), the ConfigMaps read -> what it shows, or None: not this CNI
+Detect = Callable[[Mapping, Mapping[tuple[str, str], Mapping]], Detected | None]
+
+
+def _no_adapt(install: Install, docs: list[dict]) -> list[dict]:
+    return docs
+
+
+def _no_steps(install: Install, kubectl: Argv) -> list[Argv]:
+    return []
+
+
+@dataclass(frozen=True)
+class Cni:
+    """One CNI: everything k8sdds knows of it, in one place."""
+
+    name: str
+    datapaths: tuple[Datapath, ...]
+    manifest: Manifest | None = None  # None: installed by its own CLI (or not at all)
+    installs: tuple[Install, ...] = ()
+    adapt: Callable[[Install, list[dict]], list[dict]] = _no_adapt  # the install's changes
+    url_steps: Callable[[Install, Argv], list[Argv]] = _no_steps  # the same, by URL
+    # no manifest: (install, admin kubeconfig) -> the command that installs it
+    installer: Callable[[Install, str], Argv] | None = None
+    detect: Detect | None = None
+    config_maps: tuple[tuple[str, str], ...] = ()  # (namespace, name) detection reads
+    images: tuple[Image, ...] = ()
+    testbed: Testbed | None = None
+    reset: Reset = Reset()
+    aliases: Mapping[str, str] = field(default_factory=dict)  # K8sDDS data's names -> datapath
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A `cluster init --cni` choice: the install, its CNI, and --manifest-url's URL."""
+
+    cni: Cni
+    install: Install
+    url: str | None = None  # None: the record's
+
+    @property
+    def name(self) -> str:
+        return self.install.name
+
+    @property
+    def pod_cidr(self) -> str:
+        return self.install.pod_cidr
+
+    @property
+    def manifest(self) -> Manifest | None:
+        return self.cni.manifest
+
+
+def containers(obj: Mapping) -> list[dict]:
+    """A workload's init containers and containers."""
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+
+
+def objects(docs: list[dict]) -> list[dict]:
+    """Every object, the items of a `List` included."""
+    out = []
+    for doc in docs:
+        out += doc.get("items", []) if doc.get("kind") == "List" else [doc]
+    return out
+
+
+def named(ds: Mapping) -> str:
+    """What detection matches a CNI's name against: a DaemonSet's name and images."""
+    meta = ds.get("metadata") or {}
+    return " ".join([meta.get("name", "")] + [c.get("image", "") for c in containers(ds)])
+
+
+def where(ds: Mapping) -> str:
+    meta = ds.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
