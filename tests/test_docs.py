@@ -99,6 +99,14 @@ def test_every_results_column_is_documented(site):
         assert re.search(rf"\b{re.escape(column)}\b", text), f"results.csv column {column}"
 
 
+def test_every_emulated_datapath_is_in_the_datapath_table(site):
+    from k8sdds.testbed.wiring import WIRING
+
+    text = _text(site / "explanation/datapaths.html")
+    for name in WIRING:
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), f"datapath {name}"
+
+
 def test_every_manifest_field_is_documented(site):
     from k8sdds.results.manifest import Manifest, RepeatEntry
 
