@@ -12,6 +12,7 @@ from k8sdds import parsers
 from k8sdds.guarded import read_bytes
 from k8sdds.model import Test
 from k8sdds.parsers import Parsed, Value
+from k8sdds.results.schema import test_values
 
 USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
 DATAPATH = "datapath"  # the pseudo role its figures are recorded under
@@ -59,10 +60,9 @@ def datapath_usage(text: str) -> Parsed:
 
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],
          parsed: Mapping[str, Parsed]) -> list[dict[str, Any]]:
-    """One row per measured value, in the column order of results.COLUMNS."""
+    """One row per measured value, the columns of results/schema.py."""
     base = {"run_id": run_id, "test": test.number, "repeat": repeat, "backend": backend,
-            "path": test.effective_path, **test.params()}
-    base["row"] = test.row
+            **test_values(test)}
     out = []
     for role, result in parsed.items():
         for v in result.all_values():

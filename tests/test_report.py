@@ -121,3 +121,26 @@ def test_styles_are_fixed_per_datapath_and_ordered_alike():
     assert len({styles.marker(n) for n in known}) == len(known)
     # a figure without flannel-hostgw does not shift flannel-vxlan's colour
     assert styles.colour("flannel-vxlan") == styles.palette(["flannel-vxlan"])["flannel-vxlan"]
+
+
+def test_run_with_report_reads_results_once_and_draws_throughput_once(tmp_path, monkeypatch):
+    """`k8sdds run --report`'s ending: one read of results.csv, one throughput.png."""
+    from k8sdds.analysis import plots
+    from k8sdds.cli import run as cli_run
+    from k8sdds.results import RunDir
+    from k8sdds.runner import Outcome
+
+    run = fake_run(tmp_path)
+    reparse(run.path)
+    reads, saved = [], []
+    real_read, real_save = RunDir.read_results_text, plots._save
+    monkeypatch.setattr(RunDir, "read_results_text",
+                        lambda self: reads.append(1) or real_read(self))
+    monkeypatch.setattr(plots, "_save",
+                        lambda fig, out, stem, *a, **k: saved.append(stem)
+                        or real_save(fig, out, stem, *a, **k))
+    cli_run.execute(None, lambda: Outcome(run.path, repeats=1), as_json=False, quiet=True,
+                    plot=True, with_report=True)
+    assert len(reads) == 1
+    assert saved.count("throughput") == 1 and (run.path / "throughput.png").exists()
+    assert (run.path / "report.html").exists()

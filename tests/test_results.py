@@ -44,6 +44,39 @@ def test_append_results_writes_header_once_and_keeps_column_order(tmp_path):
     assert last["value"] == "2.5" and last["multicast"] == "true" and last["t"] == ""
 
 
+def test_a_repeats_rows_are_appended_without_rewriting_the_file(tmp_path):
+    run = RunDir.create(tmp_path, "r1")
+    row = {c: "x" for c in COLUMNS}
+    run.append_results([row])
+    before = run.results_path.read_bytes()
+    inode = run.results_path.stat().st_ino
+    run.append_results([{**row, "value": 3}])
+    after = run.results_path.read_bytes()
+    assert run.results_path.stat().st_ino == inode  # the same file, not a new one
+    assert after.startswith(before) and after.count(b"\n") == 3
+
+
+def test_a_torn_last_line_is_never_read_and_is_cut_by_the_next_append(tmp_path):
+    run = RunDir.create(tmp_path, "r1")
+    row = {c: "x" for c in COLUMNS}
+    run.append_results([row])
+    whole = run.results_path.read_text()
+    with open(run.results_path, "a") as fh:  # a writer killed inside its write
+        fh.write("r1,1,1,emul")
+    assert run.read_results_text() == whole
+    run.append_results([{**row, "value": 4}])
+    text = run.results_path.read_text()
+    assert "emul\n" not in text and "emul" not in text.splitlines()[-1]
+    assert text.startswith(whole) and len(text.splitlines()) == 3
+
+
+def test_a_column_the_schema_lacks_is_refused_not_dropped():
+    from k8sdds.results.table import rows_to_csv
+
+    with pytest.raises(ValueError, match="new_field"):
+        rows_to_csv([{c: "x" for c in COLUMNS} | {"new_field": 1}], header=True)
+
+
 def test_run_dir_refuses_to_overwrite(tmp_path):
     RunDir.create(tmp_path, "same")
     with pytest.raises(FileExistsError):

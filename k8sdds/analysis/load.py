@@ -12,11 +12,10 @@ import pandas as pd
 from k8sdds.analysis.stats import QUANTILES, latency_cdf
 from k8sdds.errors import UserError
 from k8sdds.results import RESULTS, RunDir
+from k8sdds.results.schema import BOOLEANS, BY_NAME, NAMES, PARAMS
 
-# what identifies a test across runs (so runs of different datapaths or clusters combine)
-PARAMS = ["datapath", "engine", "transport", "data_len", "multicast", "num_subscribers",
-          "best_effort", "batch_size", "latency_test", "placement", "secure", "path",
-          "streams"]
+# PARAMS: what identifies a test across runs (so runs of different datapaths or clusters
+# combine), from the results schema
 REPEAT = ["run_id", "test", "repeat"]
 
 
@@ -50,14 +49,22 @@ def load(run_dirs: Sequence[Path]) -> Runs:
     if not frames:
         raise UserError("no results in " + ", ".join(map(str, run_dirs)) +
                         " (every repeat failed, or try `k8sdds parse`)")
-    df = pd.concat(frames, ignore_index=True)
-    if "secure" not in df:
-        df["secure"] = False
-    df["streams"] = df["streams"].fillna(1).astype(int) if "streams" in df else 1
-    for col in ("multicast", "best_effort", "latency_test", "secure"):
-        df[col] = df[col].astype(str).str.lower().eq("true")
-    df["placement"] = df["placement"].fillna("cross-node")
-    return Runs(df, manifests)
+    return Runs(typed(pd.concat(frames, ignore_index=True)), manifests)
+
+
+def typed(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with every column of the schema: booleans from their text, a column an
+    older k8sdds did not write (or left empty) filled with its value for old runs."""
+    for name in NAMES:
+        col = BY_NAME[name]
+        if name not in df:
+            df[name] = col.old
+        elif col.param and col.old is not None:
+            df[name] = df[name].fillna(col.old)
+    for name in BOOLEANS:
+        df[name] = df[name].astype(str).str.lower().eq("true")
+    df["streams"] = df["streams"].astype(int)
+    return df
 
 
 def _results(text: str, path: Path) -> pd.DataFrame:
@@ -111,7 +118,7 @@ def repeat_values(df: pd.DataFrame, metric: str, roles: str | tuple[str, ...] = 
     s = s[s["role"].str.startswith(roles)]
     if s.empty:  # typed, so boolean masks on it stay masks
         return pd.DataFrame(columns=PARAMS + REPEAT + ["value"]).astype(
-            {c: bool for c in ("multicast", "best_effort", "latency_test", "secure")})
+            {c: bool for c in BOOLEANS})
     return s.groupby(PARAMS + REPEAT, as_index=False, dropna=False)["value"].mean()
 
 

@@ -106,9 +106,10 @@ def _runs_html(runs: Runs) -> str:
     return "".join(parts)
 
 
-def build(run_dirs: Sequence[Path], out: Path) -> Path:
-    """Write the plots and report.html into `out`; return the report's path."""
-    runs = load(run_dirs)
+def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path:
+    """Write the plots and report.html into `out`; return the report's path (`runs`: the
+    run directories already loaded, so a command reads results.csv once)."""
+    runs = runs if runs is not None else load(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     thr = tables.throughput(runs)
     lat = tables.latency(runs)

@@ -228,17 +228,24 @@ def _progress(quiet: bool, as_json: bool):
     return None if (quiet or as_json) else RichProgress()
 
 
-def _answer(run_dir: Path) -> list[str]:
-    """What each datapath of the run costs against host, in a sentence each (none without a
-    host baseline, or without results)."""
-    from k8sdds.analysis import answer, tables
+def _loaded(run_dir: Path):
+    """The run's results, read once for the plot, the report and the answer (None: none)."""
     from k8sdds.analysis.load import load
 
     if not (run_dir / "results.csv").exists():
-        return []
+        return None
     try:
-        runs = load([run_dir])
+        return load([run_dir])
     except UserError:
+        return None
+
+
+def _answer(runs) -> list[str]:
+    """What each datapath of the run costs against host, in a sentence each (none without a
+    host baseline, or without results)."""
+    from k8sdds.analysis import answer, tables
+
+    if runs is None:
         return []
     return answer.sentences(answer.costs(tables.throughput(runs), tables.latency(runs),
                                          tables.throughput(runs, "cpu_pct")))
@@ -247,7 +254,7 @@ def _answer(run_dir: Path) -> list[str]:
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
             with_report: bool) -> None:
     """Run (`go()`), draw what was asked, and say how it went."""
-    from k8sdds.analysis.plots import run_throughput
+    from k8sdds.analysis import plots
 
     try:
         outcome = go()
@@ -256,13 +263,16 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         err_console.print(f"interrupted: the processes, pods and objects the run made are "
                           f"removed{hint}")
         raise typer.Exit(130) from None
-    plotted = plot and run_throughput(outcome.run_dir) is not None
+    runs = _loaded(outcome.run_dir)
     report_path = None
-    if with_report and (outcome.run_dir / "results.csv").exists():
+    if with_report and runs is not None:
         from k8sdds.analysis.report import build
 
-        report_path = build([outcome.run_dir], outcome.run_dir)
-    said = _answer(outcome.run_dir)
+        report_path = build([outcome.run_dir], outcome.run_dir, runs)  # draws throughput.png
+    plotted = plot and runs is not None and (
+        (outcome.run_dir / "throughput.png").exists() if report_path
+        else plots.throughput(runs, outcome.run_dir) is not None)
+    said = _answer(runs)
     if as_json:
         out_console.print_json(json.dumps({
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,

@@ -1,4 +1,6 @@
-"""Atomic file writes: a killed run leaves either the old or the new file, never half."""
+"""Atomic file writes: a killed run leaves either the old or the new file, never half; and
+appends of whole lines, of which a killed run leaves at most a torn last line that every
+reader drops."""
 
 from __future__ import annotations
 
@@ -28,6 +30,41 @@ def atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None
         except FileNotFoundError:
             pass
         raise
+
+
+def append_lines(path: Path, data: str) -> None:
+    """Add whole lines to the end of `path` (made if absent, never through a link) without
+    rewriting it: one write, synced. A torn last line left by a killed writer is cut first."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            os.ftruncate(fd, whole_lines_end(fd, end))
+        os.lseek(fd, 0, os.SEEK_END)
+        payload = data.encode()
+        while payload:
+            payload = payload[os.write(fd, payload):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def whole_lines_end(fd: int, end: int) -> int:
+    """The offset just after the last newline before `end` (0 if none)."""
+    pos = end
+    while pos > 0:
+        start = max(0, pos - 65536)
+        block = os.pread(fd, pos - start, start)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0
+
+
+def whole_lines(text: str) -> str:
+    """`text` without a torn last line (one with no newline)."""
+    return text if not text or text.endswith("\n") else text[:text.rfind("\n") + 1]
 
 
 def _umask() -> int:

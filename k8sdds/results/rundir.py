@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from k8sdds.errors import RunDirError
-from k8sdds.results.files import atomic_write, sha256
+from k8sdds.results.files import append_lines, atomic_write, sha256, whole_lines
 from k8sdds.results.manifest import Manifest, ManifestError, RepeatKey
 from k8sdds.results.table import HEADER, csv_to_rows, rows_to_csv
 
@@ -83,13 +83,13 @@ class RunDir:
 
     def read_results_text(self) -> str:
         """results.csv as text ("" when absent): a regular file, UTF-8, never through a
-        link."""
+        link; whole lines only (a torn last line of a killed append is left out)."""
         from k8sdds.guarded import FileRefused, read_text
 
         if not os.path.lexists(self.results_path):
             return ""
         try:
-            return read_text(self.results_path, "results", follow=False)
+            return whole_lines(read_text(self.results_path, "results", follow=False))
         except FileRefused as exc:
             raise RunDirError(str(exc)) from None
 
@@ -109,12 +109,25 @@ class RunDir:
 
     # ---- results -----------------------------------------------------------------------
     def append_results(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Add rows to results.csv in one atomic step (a file from an older k8sdds, with
-        fewer columns, is rewritten with today's header first)."""
-        old = self.read_results_text()
-        if old and old.split("\n", 1)[0] != HEADER:
-            old = rows_to_csv(csv_to_rows(old), header=True)
-        atomic_write(self.results_path, old + rows_to_csv(rows, header=not old))
+        """Add a repeat's rows to the end of results.csv, never rewriting what is there (a
+        file from an older k8sdds, with fewer columns, is rewritten once with today's header
+        first)."""
+        first = self._first_line()
+        if first is not None and first != HEADER:
+            atomic_write(self.results_path,
+                         rows_to_csv(csv_to_rows(self.read_results_text()), header=True))
+        if rows or first is None:
+            append_lines(self.results_path, rows_to_csv(rows, header=first is None))
+
+    def _first_line(self) -> str | None:
+        """results.csv's header line; None when there is no file, or nothing in it."""
+        if not os.path.lexists(self.results_path):
+            return None
+        if self.results_path.is_symlink() or not self.results_path.is_file():
+            raise RunDirError(f"{self.results_path}: not a regular file")
+        with open(self.results_path, "rb") as fh:
+            line = fh.readline(1 << 16)
+        return line.decode(errors="replace").rstrip("\r\n") or None
 
     def keep_results(self, keep: Callable[[RepeatKey], bool]) -> int:
         """Keep only the rows of results.csv whose repeat `keep` accepts (atomically);

@@ -1,4 +1,5 @@
-"""The tidy results table (results.csv): its columns and its CSV form."""
+"""The tidy results table (results.csv): its columns (from the one spec, schema.py) and its
+CSV form."""
 
 from __future__ import annotations
 
@@ -7,19 +8,19 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# one measured value per row; further test parameters follow these
-COLUMNS = ["run_id", "test", "repeat", "backend", "datapath", "path", "engine", "transport",
-           "data_len", "multicast", "num_subscribers", "best_effort", "batch_size",
-           "latency_test", "role", "node", "kind", "t", "metric", "value", "unit"]
-EXTRA_COLUMNS = ["row", "placement", "discovery", "duration", "pub_rate", "send_queue_size",
-                 "secure", "streams"]
-HEADER = ",".join(COLUMNS + EXTRA_COLUMNS)
+from k8sdds.results.schema import NAMES
+
+# one measured value per row; the test parameters added since the first release follow these
+COLUMNS = NAMES[:NAMES.index("unit") + 1]
+EXTRA_COLUMNS = NAMES[NAMES.index("unit") + 1:]
+HEADER = ",".join(NAMES)
 
 
 def rows_to_csv(rows: Iterable[Mapping[str, Any]], header: bool) -> str:
+    """CSV text of rows; a key that is no column is an error (a new field is never dropped
+    unseen: it gets its column in schema.py)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS + EXTRA_COLUMNS, extrasaction="ignore",
-                            lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=NAMES, extrasaction="raise", lineterminator="\n")
     if header:
         writer.writeheader()
     for row in rows:

@@ -17,7 +17,24 @@ from sqlalchemy import (
     Text,
 )
 
+from k8sdds.results.schema import BY_NAME
+
 metadata = MetaData()
+
+
+# the columns of results.csv the database types and filters on: (string length, indexed)
+TYPED = {"test": (0, False), "repeat": (0, False), "datapath": (64, True),
+         "engine": (32, False), "transport": (32, False), "data_len": (0, True),
+         "role": (32, False), "kind": (16, False), "metric": (64, True), "value": (0, False),
+         "unit": (16, False)}
+
+
+def _typed(name: str, length: int = 0, index: bool = False) -> Column:
+    """A column of the results table, typed as the results schema types it."""
+    kind = BY_NAME[name].type
+    sql = String(length) if kind is str else {int: Integer, float: Float}[kind]
+    return Column(name, sql, nullable=False, index=index)
+
 
 runs = Table(
     "runs", metadata,
@@ -49,17 +66,7 @@ results = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(64), ForeignKey("runs.run_id", ondelete="CASCADE"),
            nullable=False, index=True),
-    Column("test", Integer, nullable=False),
-    Column("repeat", Integer, nullable=False),
-    Column("datapath", String(64), nullable=False, index=True),
-    Column("engine", String(32), nullable=False),
-    Column("transport", String(32), nullable=False),
-    Column("data_len", Integer, nullable=False, index=True),
-    Column("role", String(32), nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("metric", String(64), nullable=False, index=True),
-    Column("value", Float, nullable=False),
-    Column("unit", String(16), nullable=False),
+    *(_typed(name, length, index) for name, (length, index) in TYPED.items()),
     Column("row", JSON, nullable=False),  # every column of the results table, as written
 )
 

@@ -78,20 +78,23 @@ def _number(text: str, cast=float):
 
 
 def _rows(run_id: str, text: str) -> Iterator[dict]:
+    """The table's rows: its typed columns as the results schema types them, and the whole
+    row as written."""
+    from k8sdds.results.schema import BY_NAME
     from k8sdds.results.table import csv_to_rows
+    from k8sdds.serve.schema import TYPED
 
     for row in csv_to_rows(text):
         value = _number(row.get("value"))
         if value is None:
             continue  # a value the table itself could not give: nothing to keep
-        yield {"run_id": run_id, "test": _number(row.get("test"), int) or 0,
-               "repeat": _number(row.get("repeat"), int) or 0,
-               "datapath": row.get("datapath") or "", "engine": row.get("engine") or "",
-               "transport": row.get("transport") or "",
-               "data_len": _number(row.get("data_len"), int) or 0,
-               "role": row.get("role") or "", "kind": row.get("kind") or "",
-               "metric": row.get("metric") or "", "value": value,
-               "unit": row.get("unit") or "", "row": row}
+        out = {"run_id": run_id, "row": row}
+        for name in TYPED:
+            kind = BY_NAME[name].type
+            out[name] = (row.get(name) or "") if kind is str else (
+                _number(row.get(name), kind) or 0)
+        out["value"] = value
+        yield out
 
 
 def import_run(engine: Engine, path: Path) -> bool:
