@@ -98,6 +98,58 @@ def test_the_model_and_the_cni_records_are_the_bottom_layer():
             assert {m for m in imported if not m.startswith("k8sdds.cni")} <= below, name
 
 
+# which package may import which: a package imports only from layers below its own; in the
+# layer of the places where roles run, its packages also import each other (the module graph
+# still has no cycle). docs/architecture.md shows the same.
+LAYERS = (
+    ("errors",),
+    ("guarded", "flags"),
+    ("cni",),
+    ("model",),
+    ("order", "environment", "parsers", "stopping"),
+    ("results",),
+    ("certs",),
+    ("perftest",),
+    ("schedule", "records", "baseline"),
+    ("reparse", "importer", "analysis"),
+    ("testbed", "images", "cluster", "deployment"),  # the places: each other too
+    ("runner",),
+    ("serve",),
+    ("cli", "k8sdds"),
+    ("__main__",),
+)
+SHARED = {"testbed", "images", "cluster", "deployment"}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "k8sdds"
+
+
+def _broken(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    rank = {p: i for i, layer in enumerate(layers) for p in layer}
+    out = []
+    for name, imported in sorted(graph.items()):
+        mine = _package(name)
+        for other in sorted({_package(m) for m in imported} - {mine}):
+            if mine not in rank or other not in rank:
+                out.append(f"{name}: package {mine if mine not in rank else other} has no layer")
+            elif rank[other] > rank[mine] or (rank[other] == rank[mine]
+                                              and not {mine, other} <= SHARED):
+                out.append(f"{name} imports {other}: {other} is not below {mine}")
+    return out
+
+
+def test_every_import_goes_down_the_layers():
+    assert _broken(_graph()) == []
+
+
+def test_the_layer_rule_finds_an_upward_import():
+    graph = {"k8sdds.model": {"k8sdds.runner"}, "k8sdds.runner": set()}
+    assert _broken(graph) == ["k8sdds.model imports runner: runner is not below model"]
+    assert _broken({"k8sdds.nowhere": set(), "k8sdds.model": {"k8sdds.nowhere"}})
+
+
 def test_no_module_is_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
