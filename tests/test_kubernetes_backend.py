@@ -535,3 +535,27 @@ def test_a_given_namespace_is_used_and_kept(cp, tmp_path):
     assert json.loads(done.stdout)["failed"] == []
     assert core.read_namespace("edge-bench").metadata.deletion_timestamp is None
     assert _managed(cp) == {}
+
+
+def test_a_service_task_is_checked_with_the_clusters_own_limits(cp, tmp_path):
+    """`k8sdds serve` checks a kubernetes task as `k8sdds run --backend kubernetes` does: a
+    path through a Service is the cluster's to offer (it was refused with a 422 when tasks
+    were checked against the default limits)."""
+    from sqlalchemy import select
+
+    from k8sdds.errors import UserError
+    from k8sdds.serve.schema import tasks
+    from k8sdds.serve.store import default_url, open_db
+    from k8sdds.serve.tasks import TaskOptions, Worker
+
+    engine = open_db(default_url(tmp_path))
+    worker = Worker(engine, tmp_path)
+    text = ("engine,path,transport,multicast,dataLen,latencyTest,numSubscribers,bestEffort,"
+            "batchSize,duration\niperf3,pod-service,tcp,false,1400,false,1,false,0,5\n")
+    task_id = worker.submit(text, TaskOptions(backend="kubernetes",
+                                              kubeconfig=str(cp.kubeconfig)))
+    with engine.connect() as conn:
+        assert conn.execute(select(tasks.c.status).where(tasks.c.id == task_id)).scalar() \
+            == "queued"
+    with pytest.raises(UserError, match="pod-service"):  # the emulated backend has none
+        worker.submit(text, TaskOptions(backend="emulated"))

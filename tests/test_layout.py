@@ -114,6 +114,7 @@ LAYERS = (
     ("reparse", "importer", "analysis"),
     ("testbed", "images", "cluster", "deployment"),  # the places: each other too
     ("runner",),
+    ("request",),
     ("serve",),
     ("cli", "k8sdds"),
     ("__main__",),

@@ -282,11 +282,18 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
     command = get_command(app)
     flags = {name: {opt for p in command.commands[name].params for opt in p.opts + p.secondary_opts}
              for name in ("run", "baseline")}
+    from dataclasses import fields
+
+    from k8sdds.deployment import BACKENDS
+
+    own = {f.name for kind in BACKENDS.values() for f in fields(kind.options)}
+    assert own <= set(TaskOptions.model_fields)  # generated from deployment/options.py
     every = TaskOptions(datapath="host", transport="udp", repeats=1, duration=1.0,
                         profile="rpi3b", testbed="x", nodes=3, kubeconfig="/k",
                         context="c", namespace="n", inventory="/i", pub_node="a",
                         sub_nodes="b", engines="iperf3", paths="node-node", dds=False,
-                        order="rounds")
+                        order="rounds", image="ghcr.io/k8sdds/engines:0.1", arch="arm64",
+                        pod_timeout=30.0, testbed_spec="/s.yaml", known_hosts="/kh")
     from k8sdds.errors import UserError
 
     with pytest.raises(UserError, match="transport, order: not an option of a baseline task"):
@@ -299,3 +306,68 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
         assert word.split("=")[0] in flags["run"], word
     assert "--pub-node=a" in baseline.argv("baseline") and "--no-dds" in baseline.argv("baseline")
     assert "--order=rounds" in schedule.argv("schedule")
+
+
+def test_task_options_take_the_bounds_of_the_flags():
+    from pydantic import ValidationError
+
+    from k8sdds.serve.tasks import TaskOptions
+
+    for bad in ({"nodes": 1}, {"nodes": 65}, {"pod_timeout": 0}, {"image": "--privileged"},
+                {"kubeconfig": "relative/path"}):
+        with pytest.raises(ValidationError):
+            TaskOptions(**bad)
+
+
+def test_a_task_is_checked_as_k8sdds_run_checks_it(tmp_path):
+    """At submit, with the chosen backend's own limits: what the run would refuse later is
+    refused now, saying why (nothing is queued)."""
+    from sqlalchemy import select
+
+    from k8sdds.errors import UserError
+    from k8sdds.serve.schema import tasks
+    from k8sdds.serve.store import default_url, open_db
+    from k8sdds.serve.tasks import TaskOptions, Worker
+
+    engine = open_db(default_url(tmp_path))
+    worker = Worker(engine, tmp_path)
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+    for options, said in (
+            ({"duration": 0.5}, "duration"),
+            ({"kubeconfig": "/k"}, "--kubeconfig is an option of --backend kubernetes"),
+            ({"datapath": "cilium"}, "datapath: 'cilium' is not one of"),
+            ({"transport": "carrier-pigeon"}, "transport: 'carrier-pigeon' is not one of")):
+        with pytest.raises(UserError, match=said):
+            worker.submit(head + "1024,false,1,false,0\n", TaskOptions(**options))
+    with engine.connect() as conn:
+        assert conn.execute(select(tasks)).all() == []
+
+
+@pytest.mark.parametrize("code, said, cancelled, status, message", [
+    (0, {"run_dir": "/r/x", "repeats": 3, "failed": []}, False, "done", ""),
+    (0, {"run_dir": "/r/x", "repeats": 3, "failed": ["test-1/rep-1: it crashed"]}, False,
+     "done", "1 of 3 repeats failed"),
+    (1, {"error": "no space left", "kind": "RunStopped", "exit": 1}, False, "stopped",
+     "no space left"),
+    (130, {}, False, "stopped", "tail"),
+    (130, {}, True, "cancelled", "cancelled"),
+    (1, {"error": "ddsperf is not installed", "kind": "EngineUnavailable", "exit": 1}, False,
+     "failed", "ddsperf is not installed"),
+    (-9, {}, False, "failed", "tail"),
+])
+def test_how_a_task_ended_is_read_from_the_childs_outcome(code, said, cancelled, status,
+                                                           message):
+    from k8sdds.serve.tasks import ending
+
+    assert ending(code, said, cancelled, "tail") == (status, message)
+
+
+def test_progress_comes_from_the_childs_events():
+    from k8sdds.serve.tasks import progress_of
+
+    assert progress_of('{"event": "start", "run_id": "r1", "done": 2, "total": 9}') == {
+        "run_id": "r1", "done": 2, "total": 9}
+    assert progress_of('{"event": "repeat", "done": 3, "total": 9}') == {"done": 3, "total": 9}
+    for junk in ('{"event": "step", "description": "x"}', "not json", "[1]",
+                 '{"event": "repeat", "done": "3"}'):
+        assert progress_of(junk) == {}

@@ -145,6 +145,25 @@ def test_a_baseline_task_measures_the_network_between_nodes(service):
     assert status == 422 and "engines: not an option of a schedule task" in body
 
 
+def test_a_run_that_cannot_start_is_failed_not_done(service, monkeypatch):
+    """The child's own outcome says how it ended: a testbed another run holds fails the task
+    with the child's reason (its exit status 1 was once recorded as done)."""
+    from k8sdds.testbed.lock import TestbedLock
+
+    monkeypatch.setenv("K8SDDS_STATE_DIR", service.env()["K8SDDS_STATE_DIR"])
+    held = TestbedLock(TESTBED)
+    held.acquire()
+    try:
+        task = service.submit(HEADER + ROW, datapath="host")
+        done = service.wait(task["id"], lambda t: t["status"] not in ("queued", "running"))
+    finally:
+        held.release()
+    assert done["status"] == "failed" and "in use by another run" in done["message"], done
+    folder = service.out / "tasks" / f"task-{task['id']}"
+    said = json.loads((folder / "outcome.json").read_text())
+    assert said["kind"] == "TestbedError" and said["exit"] == 1
+
+
 def test_a_bad_schedule_gets_the_clis_message(service, tmp_path):
     bad = HEADER + "-5,false,1,false,0\n"
     status, body = _get(f"{service.base}/api/tasks", data=json.dumps(

@@ -177,4 +177,8 @@ REPORT = typer.Option(
     False, "--report", help="Write report.html (and every plot) into the run directory at "
     "the end, as `k8sdds report` does.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
-AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdout.")
+AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdout (an error "
+                       "too: error, kind and exit).")
+EVENTS = typer.Option(None, "--events", help="Write progress as JSON lines to this file (for "
+                      "a program that follows the run, such as `k8sdds serve`): start, step, "
+                      "repeat and stop, with repeats done and in all.")

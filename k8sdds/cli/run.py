@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,12 @@ import typer
 from rich.markup import escape
 
 from k8sdds import baseline as matrix
-from k8sdds import deployment, model, perftest, schedule
+from k8sdds import model, perftest, request, schedule
 from k8sdds.cli.common import (
     AS_JSON,
     BACKEND,
     BACKEND_FLAGS,
+    EVENTS,
     MIN_FREE,
     OUT,
     QUIET,
@@ -33,28 +35,22 @@ from k8sdds.cli.common import (
 )
 from k8sdds.errors import UserError
 from k8sdds.flags import recorded
-from k8sdds.order import ORDERS
-from k8sdds.results import RunDir
-from k8sdds.runner import Runner, RunOptions, resumable, same_backend
-
-DEFAULT_BACKEND = "emulated"
+from k8sdds.request import EventProgress, OptionError, RunRequest, prepare
+from k8sdds.runner import Runner, RunOptions
 
 
 def _backend(name: str | None, given: dict[str, Any]):
     """The backend chosen (from the registry) with its options; (name, options, backend)."""
-    name = choice(name or DEFAULT_BACKEND, list(deployment.BACKENDS), "--backend")
-    options = deployment.options_of(name, given)
-    return name, options, deployment.BACKENDS[name].factory(options)
+    try:
+        return request.backend(name, given)
+    except OptionError as exc:
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
 
 
 def _announce(tests, backend_name: str, what: str = "") -> None:
     err_console.print(f"{what}{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
                       f"{backend_name}, datapaths "
                       f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
-
-
-# where a run ran: a resume may not move it elsewhere
-RESUME_SAME = ("testbed", "testbed_spec", "kubeconfig", "context", "namespace", "inventory")
 
 
 def run(
@@ -105,64 +101,57 @@ def run(
     with_report: bool = REPORT,
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,
+    events: Path | None = EVENTS,
     backend_options: dict | None = None,
     rti: dict | None = None,
 ) -> None:
     """Run a schedule and write one run directory under --out."""
-    given = dict(backend_options or {})
-    manifest = None
-    if resume is not None:
-        manifest = RunDir(resume).read_manifest()
-        if backend:
-            same_backend(resume, manifest,
-                         choice(backend, list(deployment.BACKENDS), "--backend"))
-        backend = manifest.backend
-        given = {k: v for k, v in given.items() if v is not None}
-        for key in sorted(set(given) & set(RESUME_SAME) & set(manifest.backend_options)):
-            if str(given[key]) != str(manifest.backend_options[key]):
-                raise UserError(f"--{key.replace('_', '-')} {given[key]}: the run in {resume} "
-                                f"ran with {manifest.backend_options[key]} (its manifest); "
-                                "a resume continues where it ran: leave the option out")
-        given = {**manifest.backend_options, **given}
-    name, options, chosen = _backend(backend, given)
-    rti = {k: v for k, v in (rti or {}).items() if v is not None}
-    if rti.get("image") and not chosen.images:
-        raise UserError(f"--rtiperftest-image is for backends that run roles in images "
-                        f"(--backend kubernetes), not {name}")
-    engines = perftest.registry(perftest.RtiSettings.from_environment(**rti))
-    run_options = RunOptions(out=out if resume is None else Path(resume).parent,
-                             schedule=sch, command_line=tuple(sys.argv), min_free_mb=min_free,
-                             backend_options=recorded(options),
-                             order=choice(order, list(ORDERS), "--order"))
-    if manifest is not None:
-        run_dir = RunDir(resume)
-        manifest = resumable(run_dir, chosen, engines)
-        check_available(chosen.unavailable, [t.datapath for t in manifest.tests])
+    req = RunRequest(
+        schedule=sch, resume=resume, backend=backend, backend_options=backend_options or {},
+        datapath=datapath, transport=transport, from_i=from_i, to_i=to_i, order=order,
+        out=out, min_free_mb=min_free, rti=rti or {}, command_line=tuple(sys.argv),
+        defaults=model.Defaults(
+            latency_test=True if latency_test else None, secure=True if secure else None,
+            duration=duration, repeats=repeats, send_queue_size=send_queue_size,
+            discovery="peers" if peers else None, no_print=True if no_print else None))
+    with _reporting(as_json), _events(events) as stream:
+        try:
+            prepared = prepare(req)
+        except OptionError as exc:
+            raise typer.BadParameter(str(exc), param_hint=exc.option) from None
         if not quiet and not as_json:
-            left = sum(len(reps) for _, reps in manifest.pending())
-            err_console.print(f"resuming {resume}: {left} of "
-                              f"{sum(t.repeats for t in manifest.tests)} repeats left")
-        runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
-        execute(runner, lambda: runner.resume(run_dir, manifest), as_json, quiet, plot,
-                with_report)
+            err_console.print(prepared.describe())
+        runner = prepared.runner(_progress(quiet, as_json, stream))
+        execute(runner, lambda: prepared.start(runner), as_json, quiet, plot, with_report)
+
+
+@contextmanager
+def _reporting(as_json: bool):
+    """With --json, an error is data too: {"error", "kind", "exit"} on stdout (and the
+    message on stderr, as always)."""
+    try:
+        yield
+    except UserError as exc:
+        if as_json:
+            out_console.print_json(json.dumps({"error": str(exc), "kind": type(exc).__name__,
+                                               "exit": exc.exit_code}))
+        raise
+
+
+@contextmanager
+def _events(path: Path | None):
+    """The --events stream, line-buffered (None: no events)."""
+    if path is None:
+        yield None
         return
-    if sch is None:
-        raise typer.BadParameter("give the schedule (--sch FILE), or --resume RUN_DIR",
-                                 param_hint="--sch")
-    names = datapath_list(datapath or chosen.datapaths()[0], list(chosen.datapaths()))
-    defaults = model.Defaults(
-        latency_test=True if latency_test else None,
-        transport=choice(transport, list(model.TRANSPORTS), "--transport"),
-        secure=True if secure else None,
-        duration=duration, repeats=repeats, send_queue_size=send_queue_size,
-        discovery="peers" if peers else None, no_print=True if no_print else None)
-    tests = schedule.load(sch, defaults, chosen.limits(), engines)
-    tests = schedule.expand(tests, names, sch, from_i, to_i)
-    check_available(chosen.unavailable, [t.datapath for t in tests])
-    if not quiet and not as_json:
-        _announce(tests, name)
-    runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
-    execute(runner, lambda: runner.run(tests), as_json, quiet, plot, with_report)
+    try:
+        stream = open(path, "w", buffering=1)  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise UserError(f"--events {path}: {exc.strerror}") from None
+    try:
+        yield stream
+    finally:
+        stream.close()
 
 
 def baseline(
@@ -189,6 +178,7 @@ def baseline(
     with_report: bool = REPORT,
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,
+    events: Path | None = EVENTS,
     backend_options: dict | None = None,
 ) -> None:
     """Measure the network itself (ping, iperf3, qperf, ab) over the path matrix, beside
@@ -220,11 +210,17 @@ def baseline(
     run_options = RunOptions(out=out, schedule=Path("baseline.csv"), schedule_text=text,
                              command_line=tuple(sys.argv), min_free_mb=min_free,
                              backend_options=recorded(options))
-    runner = Runner(chosen, engines, run_options, _progress(quiet, as_json))
-    execute(runner, lambda: runner.run(tests), as_json, quiet, False, with_report)
+    with _reporting(as_json), _events(events) as stream:
+        progress = _progress(quiet, as_json, stream)
+        runner = Runner(chosen, engines, run_options, progress)
+        if isinstance(progress, EventProgress):
+            progress.runner = runner
+        execute(runner, lambda: runner.run(tests), as_json, quiet, False, with_report)
 
 
-def _progress(quiet: bool, as_json: bool):
+def _progress(quiet: bool, as_json: bool, events=None):
+    if events is not None:
+        return EventProgress(events)
     return None if (quiet or as_json) else RichProgress()
 
 

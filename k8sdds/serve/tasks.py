@@ -10,56 +10,74 @@ Ctrl-C. A cancel is SIGINT: the run stops cleanly and can be resumed later."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 from sqlalchemy import Engine, insert, select, update
 
+from k8sdds import model
 from k8sdds.errors import UserError
 from k8sdds.order import ORDERS
+from k8sdds.request import OptionError, RunRequest, prepare
 from k8sdds.serve import store
 from k8sdds.serve.schema import tasks
 
-STATES = ("queued", "running", "done", "failed", "cancelled")
+STATES = ("queued", "running", "done", "stopped", "failed", "cancelled")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9,._-]*$"  # never an option: no leading '-'
 PATH = r"^/[^\x00\n]*$"
-
-
-class TaskOptions(BaseModel):
-    """The run options a task may set (those of `k8sdds run`; anything else is refused)."""
-
-    model_config = ConfigDict(extra="forbid")
-    backend: Literal["emulated", "kubernetes", "ssh"] = "emulated"
-    datapath: str | None = Field(None, pattern=NAME, max_length=256)
-    transport: str | None = Field(None, pattern=NAME, max_length=64)
-    repeats: int | None = Field(None, ge=1, le=100)
-    duration: float | None = Field(None, gt=0, le=86400)
-    profile: str | None = Field(None, pattern=NAME, max_length=64)
-    testbed: str | None = Field(None, pattern=NAME, max_length=64)
-    nodes: int | None = Field(None, ge=2, le=64)
-    kubeconfig: str | None = Field(None, pattern=PATH, max_length=4096)
-    context: str | None = Field(None, pattern=NAME, max_length=256)
-    namespace: str | None = Field(None, pattern=NAME, max_length=63)
-    inventory: str | None = Field(None, pattern=PATH, max_length=4096)
-    pub_node: str | None = Field(None, pattern=NAME, max_length=253)
-    sub_nodes: str | None = Field(None, pattern=NAME, max_length=4096)
-    order: Literal[tuple(ORDERS)] | None = None  # `k8sdds run --order`
+TEXT = r"^[A-Za-z0-9][A-Za-z0-9,._:/@+-]*$"  # names, lists of them, image references
+# the options of `k8sdds run` (and `baseline`) a task may set besides the backend's own
+RUN_OPTIONS: dict[str, Any] = {
+    "datapath": (str | None, Field(None, pattern=NAME, max_length=256)),
+    "transport": (str | None, Field(None, pattern=NAME, max_length=64)),
+    "repeats": (int | None, Field(None, ge=1, le=100)),
+    "duration": (float | None, Field(None, gt=0, le=86400)),
+    "order": (Literal[tuple(ORDERS)] | None, None),  # `k8sdds run --order`
     # a baseline's own (`k8sdds baseline`): a network test between two named nodes is
     # engines=iperf3 (or ping, qperf), one path, pub_node and sub_nodes
-    engines: str | None = Field(None, pattern=NAME, max_length=64)
-    paths: str | None = Field(None, pattern=NAME, max_length=256)
-    dds: bool | None = None
+    "engines": (str | None, Field(None, pattern=NAME, max_length=64)),
+    "paths": (str | None, Field(None, pattern=NAME, max_length=256)),
+    "dds": (bool | None, None),
+}
+BASELINE_ONLY = ("engines", "paths", "dds")
+SCHEDULE_ONLY = ("transport", "order")
+
+
+def _backend_options() -> tuple[dict[str, Any], dict[str, str]]:
+    """Every backend's options as task fields, from deployment/options.py as the CLI's flags
+    are (type, bounds), and each one's flag."""
+    from dataclasses import fields
+
+    from k8sdds.deployment import BACKENDS
+
+    out, flags = {}, {}
+    for kind in BACKENDS.values():
+        for f in fields(kind.options):
+            meta, bounds = f.metadata, f.metadata["bounds"]
+            numbers = {"ge": bounds.get("min"), "le": bounds.get("max")}
+            out[f.name] = {
+                Path: (str | None, Field(None, pattern=PATH, max_length=4096)),
+                int: (int | None, Field(None, **numbers)),
+                float: (float | None, Field(None, **numbers)),
+            }.get(meta["cli_type"], (str | None, Field(None, pattern=TEXT, max_length=4096)))
+            flags[f.name] = meta["flag"]
+    return out, flags
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
     def argv(self, kind: str) -> list[str]:
         """`k8sdds run` (or `baseline`) options, each as one `--name=value` word (no shell,
         no option injection)."""
-        others = {"schedule": ("engines", "paths", "dds"),
-                  "baseline": ("transport", "order")}[kind]
+        others = {"schedule": BASELINE_ONLY, "baseline": SCHEDULE_ONLY}[kind]
         wrong = [n for n in others if getattr(self, n) is not None]
         if wrong:
             raise UserError(f"{', '.join(wrong)}: not an option of a {kind} task "
@@ -67,7 +85,7 @@ class TaskOptions(BaseModel):
                             "no such flag)")
         out = [f"--backend={self.backend}"]
         for name, value in self.model_dump(exclude={"backend"}).items():
-            flag = "--" + name.replace("_", "-")
+            flag = FLAGS.get(name, "--" + name.replace("_", "-"))
             if value is True or value is False:
                 out.append(flag if value else f"--no-{name}")
             elif value is not None:
@@ -81,6 +99,29 @@ class TaskOptions(BaseModel):
         if self.backend == "ssh":
             return f"ssh:{self.inventory}"
         return f"emulated:{self.testbed or 'k8sdds'}"
+
+    def request(self, schedule: str) -> RunRequest:
+        """The run this task asks for, as `k8sdds run` is asked (checked the same way)."""
+        dumped = self.model_dump()
+        return RunRequest(
+            schedule_text=schedule, schedule_name="schedule", backend=self.backend,
+            backend_options={k: v for k, v in dumped.items() if k in FLAGS},
+            datapath=self.datapath, transport=self.transport, order=self.order,
+            defaults=model.Defaults(duration=self.duration, repeats=self.repeats))
+
+
+def _backends() -> list[str]:
+    from k8sdds.deployment import BACKENDS
+
+    return list(BACKENDS)
+
+
+BACKEND_OPTIONS, FLAGS = _backend_options()
+TaskOptions = create_model(
+    "TaskOptions", __base__=_Options, __doc__="The run options a task may set: those of "
+    "`k8sdds run` (and `baseline`) and every backend's own, as their flags take them; "
+    "anything else is refused.",
+    backend=(Literal[tuple(_backends())], "emulated"), **RUN_OPTIONS, **BACKEND_OPTIONS)
 
 
 def _now() -> dt.datetime:
@@ -100,6 +141,7 @@ class Worker:
         self.engine, self.out, self.poll = engine, Path(out), poll
         self.children: dict[int, subprocess.Popen] = {}
         self.cancelled: set[int] = set()
+        self.readers: dict[int, threading.Thread] = {}  # a running task's events reader
         self._stop = threading.Event()
         self._wake = threading.Event()  # a task queued or resumed: launch it now
         self._thread: threading.Thread | None = None
@@ -107,13 +149,14 @@ class Worker:
 
     # ---- the API's side ----------------------------------------------------------------
     def submit(self, schedule: str, options: TaskOptions, kind: str = "schedule") -> int:
-        """Queue a schedule (checked as `k8sdds run` checks it: a UserError says why) or a
-        baseline."""
-        from k8sdds.schedule import loads
-
+        """Queue a schedule (checked as `k8sdds run` checks it, with the chosen backend's own
+        limits: a UserError says why) or a baseline."""
         options.argv(kind)  # a baseline's option on a schedule: refused now, not later
         if kind == "schedule":
-            loads(schedule, "schedule")
+            try:
+                prepare(options.request(schedule))
+            except OptionError as exc:
+                raise UserError(f"{exc.option.lstrip('-')}: {exc}") from None
         with self.engine.begin() as conn:
             task_id = conn.execute(insert(tasks).values(
                 kind=kind, status="queued", target=options.target(), schedule=schedule,
@@ -137,10 +180,12 @@ class Worker:
                 ).rowcount == 1
 
     def resume(self, task_id: int) -> bool:
-        """Queue a cancelled or failed task again: its run continues where it stopped."""
+        """Queue a cancelled, stopped or failed task again: its run continues where it
+        stopped."""
         with self.engine.begin() as conn:
             queued = conn.execute(update(tasks).where(
-                tasks.c.id == task_id, tasks.c.status.in_(("cancelled", "failed"))).values(
+                tasks.c.id == task_id,
+                tasks.c.status.in_(("cancelled", "stopped", "failed"))).values(
                 status="queued", finished=None, message="resumed")).rowcount == 1
         self._wake.set()
         return queued
@@ -166,7 +211,7 @@ class Worker:
                 self._launch()
             except Exception as exc:  # noqa: BLE001 - the loop must outlive one bad round
                 print(f"k8sdds serve: task loop: {exc}", file=sys.stderr)
-            # progress is read from files: followed every `poll` s; a new task wakes it
+            # a child's end is noticed within `poll` s; a new task wakes it at once
             self._wake.wait(self.poll)
             self._wake.clear()
 
@@ -195,55 +240,111 @@ class Worker:
             run = self.run_dir(task.id)
             options = TaskOptions(**task.options).argv(task.kind)
             if task.kind == "baseline":  # no resume: a stopped one starts again
-                argv = ["baseline", "--out", str(folder), *options, "--json", "--quiet"]
+                argv = ["baseline", "--out", str(folder), *options]
             elif run is not None:
-                argv = ["run", "--resume", str(run), "--json", "--quiet", "--no-plot"]
+                argv = ["run", "--resume", str(run), "--no-plot"]
             else:
                 (folder / "schedule.csv").write_text(task.schedule)
                 argv = ["run", "--sch", str(folder / "schedule.csv"), "--out", str(folder),
-                        *options, "--json", "--quiet", "--no-plot"]
-            with open(folder / "run.log", "ab") as log:
-                child = subprocess.Popen([sys.executable, "-m", "k8sdds", *argv],
-                                         stdout=subprocess.DEVNULL, stderr=log,
-                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                        *options, "--no-plot"]
+            events, sink = os.pipe()  # the child's progress, as JSON lines
+            try:
+                with open(folder / "run.log", "ab") as log, \
+                        open(folder / OUTCOME, "wb") as outcome:
+                    child = subprocess.Popen(
+                        [sys.executable, "-m", "k8sdds", *argv, "--json", "--quiet",
+                         f"--events=/dev/fd/{sink}"],
+                        stdout=outcome, stderr=log, stdin=subprocess.DEVNULL,
+                        pass_fds=(sink,), preexec_fn=_die_with_parent)
+            except BaseException:
+                os.close(events)
+                raise
+            finally:
+                os.close(sink)
             with self._lock:
                 self.children[task.id] = child
             with self.engine.begin() as conn:
                 conn.execute(update(tasks).where(tasks.c.id == task.id).values(
                     status="running", started=task.started or _now(), message=""))
+            reader = threading.Thread(target=self._events, args=(task.id, events),
+                                      daemon=True, name=f"k8sdds-task-{task.id}")
+            reader.start()
+            self.readers[task.id] = reader
+
+    def _events(self, task_id: int, fd: int) -> None:
+        """The child's progress events, into the task's row as they come (until it exits)."""
+        with os.fdopen(fd, "r", errors="replace") as stream:
+            for line in stream:
+                values = progress_of(line)
+                if values:
+                    with self.engine.begin() as conn:
+                        conn.execute(update(tasks).where(tasks.c.id == task_id).values(
+                            **values))
 
     def _follow(self) -> None:
         for task_id, child in list(self.children.items()):
-            run = self.run_dir(task_id)
-            values: dict = {}
-            if run is not None:
-                values.update(run_id=run.name, **_progress(run))
             code = child.poll()
-            if code is not None:
-                with self._lock:
-                    del self.children[task_id]
-                    cancelled = task_id in self.cancelled
-                    self.cancelled.discard(task_id)
-                if run is not None and code in (0, 1):
+            if code is None:
+                continue
+            with self._lock:
+                del self.children[task_id]
+                cancelled = task_id in self.cancelled
+                self.cancelled.discard(task_id)
+            reader = self.readers.pop(task_id, None)
+            if reader is not None:
+                reader.join(timeout=5)  # the pipe is closed: its last events are read
+            folder = self.task_dir(task_id)
+            said = outcome_of(folder / OUTCOME)
+            status, message = ending(code, said, cancelled, _tail(folder / "run.log"))
+            values: dict = {"finished": _now(), "status": status, "message": message}
+            run = Path(said["run_dir"]) if said.get("run_dir") else self.run_dir(task_id)
+            if run is not None:
+                values["run_id"] = run.name
+                if status == "done":
                     store.import_run(self.engine, run)  # once: the run id is the key
-                values.update(finished=_now(), status=(
-                    "cancelled" if cancelled else "done" if code in (0, 1) else "failed"),
-                    message=_tail(self.task_dir(task_id) / "run.log") if code else "")
-            if values:
-                with self.engine.begin() as conn:
-                    conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
+            with self.engine.begin() as conn:
+                conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
 
 
-def _progress(run: Path) -> dict:
-    """Repeats ended and repeats in all, from the run's manifest."""
-    from k8sdds.results.rundir import RunDir
+OUTCOME = "outcome.json"  # the child's --json outcome (or error), in the task's folder
 
+
+def progress_of(line: str) -> dict:
+    """A task row's progress from one event line of `k8sdds run --events` (pure)."""
     try:
-        manifest = RunDir(run).read_manifest()
-    except Exception:  # noqa: BLE001 - being written: the next round reads it
+        event = json.loads(line)
+    except ValueError:
         return {}
-    return {"done": len(manifest.repeats),
-            "total": sum(t.repeats for t in manifest.tests)}
+    if not isinstance(event, dict) or event.get("event") not in ("start", "repeat", "stop"):
+        return {}
+    values = {k: event[k] for k in ("done", "total") if isinstance(event.get(k), int)}
+    if event.get("event") == "start" and isinstance(event.get("run_id"), str):
+        values["run_id"] = event["run_id"]
+    return values
+
+
+def outcome_of(path: Path) -> dict:
+    """What the child printed with --json: its outcome, or its error ({} if nothing)."""
+    try:
+        said = json.loads(path.read_text(errors="replace") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return said if isinstance(said, dict) else {}
+
+
+def ending(code: int, said: dict, cancelled: bool, tail: str) -> tuple[str, str]:
+    """(status, message) of a task whose child exited with `code` (pure): done when it
+    printed its outcome; cancelled when the service stopped it; stopped when the run
+    stopped itself and can be resumed (a full disk, an interrupt); failed otherwise."""
+    if cancelled:
+        return "cancelled", "cancelled"
+    if "run_dir" in said and code == 0:
+        failed = said.get("failed") or []
+        return "done", (f"{len(failed)} of {said.get('repeats', 0)} repeats failed"
+                        if failed else "")
+    if said.get("kind") == "RunStopped" or code == 130:
+        return "stopped", said.get("error") or tail or "interrupted"
+    return "failed", said.get("error") or tail or f"exit status {code}"
 
 
 def _tail(log: Path) -> str:
