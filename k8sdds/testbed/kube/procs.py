@@ -37,7 +37,9 @@ def wait_own_mounts(holder: subprocess.Popen, timeout: float = 10) -> None:
 
 
 def stop(pids: list[int], grace: float = 5.0) -> None:
-    """SIGTERM to every process group, SIGKILL to what is left after `grace` s."""
+    """SIGTERM to every process group, SIGKILL to what is left after `grace` s; returns once
+    no process of the groups is left (a kubelet that outlived its nsenter leader could still
+    write into a directory about to be removed)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             try:
@@ -45,8 +47,23 @@ def stop(pids: list[int], grace: float = 5.0) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
+        while time.monotonic() < deadline and _members(pids):
             time.sleep(0.05)  # processes we signalled: polled until they are gone
+
+
+def _members(groups: list[int]) -> list[int]:
+    """The live processes (not zombies) of the process groups `groups`."""
+    wanted, out = {str(g) for g in groups}, []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] in wanted and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
 
 
 def alive(pid: int) -> bool:
