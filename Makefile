@@ -13,7 +13,7 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # bare-host commands
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
                      containerd runc containernetworking-plugins busybox-static iptables \
-                     postgresql
+                     postgresql qemu-user-static
 
 .PHONY: demo test check docs install system-deps test-deps k8s-test-binaries lint clean
 
@@ -47,7 +47,7 @@ install: system-deps $(BIN)/k8sdds
 test-deps: k8s-test-binaries
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 
-## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, metrics-server and kwok (Go; cached)
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, metrics-server and kwok (Go; cached)
 k8s-test-binaries:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
 	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries; \

@@ -295,36 +295,47 @@ def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_
 
 def cluster_load_image(
     inventory: Path = INVENTORY,
-    archive: Path | None = typer.Option(None, "--archive", help="The image archive "
-                                        "(docker-archive) [the engine image, built by `k8sdds "
-                                        "image build`, cached]."),
+    archives: list[Path] = typer.Option(None, "--archive", help="An image archive "
+                                        "(docker-archive); give one per architecture of a "
+                                        "hybrid cluster [the engine image for each "
+                                        "architecture the inventory names, built by `k8sdds "
+                                        "image build --arch`, cached]."),
     address: str = CONTAINERD,
     known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
     log_dir: Path = HOST_LOGS,
 ) -> None:
     """Put an image into every host's containerd over SSH (`ctr -n k8s.io images import`),
     for clusters with no registry: copied by SFTP, checked by SHA-256, imported, removed.
-    Pods then find it with imagePullPolicy IfNotPresent. A host whose architecture differs
-    from the image's is refused by name."""
+    Pods then find it with imagePullPolicy IfNotPresent. Each host gets the archive of its
+    own architecture (the inventory's `arch`); a host no archive fits is refused by name."""
     from k8sdds.cluster import images
     from k8sdds.cluster.remote import HostError
     from k8sdds.results.files import sha256
 
     loaded, known = _hosts(inventory, known_hosts)
-    if archive is None:
+    if not archives:
         from k8sdds.images.build import engine_image
+        from k8sdds.images.foreign import DEBIAN
 
-        archive = engine_image(say=lambda line: err_console.print(line, markup=False,
-                                                                  highlight=False))
-    if not Path(archive).is_file():
-        raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
-    tags, arch = images.describe(archive)
-    digest = sha256(archive)
-    out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})")
+        archives = [engine_image(say=lambda line: err_console.print(
+            line, markup=False, highlight=False), arch=DEBIAN[arch])
+            for arch in dict.fromkeys(h.arch for h in loaded.hosts)]
+    by_arch: dict[str, tuple[Path, str]] = {}
+    for archive in archives:
+        if not Path(archive).is_file():
+            raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
+        tags, arch = images.describe(archive)
+        if arch in by_arch:
+            raise typer.BadParameter(f"{archive} and {by_arch[arch][0]} are both {arch}",
+                                     param_hint="--archive")
+        by_arch[arch] = (Path(archive), sha256(archive))
+        out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})")
 
     def one(remote):
-        if arch != remote.host.arch:
-            raise HostError(f"{remote.host.name} is {remote.host.arch}; the image is {arch}")
+        if remote.host.arch not in by_arch:
+            raise HostError(f"{remote.host.name} is {remote.host.arch}; the image is "
+                            f"{' and '.join(by_arch)} (give its --archive too)")
+        archive, digest = by_arch[remote.host.arch]
         return images.load(remote, archive, digest, address)
 
     results, folder = _per_host(loaded, known, dry_run, log_dir, one)

@@ -24,13 +24,23 @@ def image_build(
                                    "backend's default --image, ghcr.io/k8sdds/engines:0.1]."),
     mirror: str | None = typer.Option(None, "--mirror", help="Debian mirror for the base "
                                       "and the packages [http://deb.debian.org/debian]."),
+    arch: str | None = typer.Option(None, "--arch", help="The image's architecture: amd64, "
+                                    "arm64 (Raspberry Pi OS 64-bit) or arm (32-bit, ARMv7) "
+                                    "[this machine's]. Another architecture's image is "
+                                    "unpacked from Debian's packages, never run: its "
+                                    "Dockerfile may only install packages."),
 ) -> None:
     """Build the engine image: a Debian base (debootstrap), the Dockerfile's steps in a
-    chroot, packed by umoci and skopeo; cached by the Dockerfile's content under
-    /var/cache/k8sdds/images ($K8SDDS_CACHE)."""
+    chroot (for another architecture: its packages unpacked), packed by umoci and skopeo;
+    cached by the Dockerfile's content under /var/cache/k8sdds/images ($K8SDDS_CACHE)."""
     from k8sdds.images.build import BuildOptions, build
+    from k8sdds.images.foreign import DEBIAN
 
-    given = {k: v for k, v in (("tag", tag), ("mirror", mirror)) if v is not None}
+    if arch is not None and arch not in DEBIAN:
+        raise typer.BadParameter(f"{arch!r}: use one of {', '.join(DEBIAN)}",
+                                 param_hint="--arch")
+    given = {k: v for k, v in (("tag", tag), ("mirror", mirror),
+                               ("arch", DEBIAN.get(arch or ""))) if v is not None}
     path = build(BuildOptions(dockerfile, out, **given),
                  say=lambda line: err_console.print(line, markup=False, highlight=False))
     out_console.print(f"image: {path}")

@@ -1,33 +1,88 @@
-"""kube-router: pod CIDRs routed between nodes, learnt over BGP; the same packet path as
-flannel host-gw (its kube-bridge is the pods' bridge)."""
+"""kube-router: pod CIDRs routed between nodes, learnt over BGP (its gobgp speaker peers with
+every node); the pods' bridge is kube-bridge; its network policy chains and ipsets are on every
+forwarded packet's path.
+
+Real on the testbed cluster: the upstream kubeadm DaemonSet in an image built here from
+kube-router's Go module. What differs from the upstream manifest there, and why
+(`testbed_adapt` does it, nothing else):
+* the image is the one built here (no registry), kube-router v2.1.0: the newest the Go module
+  proxy serves (v2.2.0 and later are refused with 403), under v2.4.0's manifest, whose
+  arguments v2.1.0 takes alike;
+* the host paths (/etc/cni/net.d, /opt, /lib/modules, /run/xtables.lock and the kubeconfig
+  path) are one node-private directory per node, as flannel's are: nothing is written to this
+  machine's /etc, /opt or /run;
+* nothing else: its service proxy is off in that manifest (kube-proxy serves Services, as on
+  a kubeadm cluster), and its IPIP overlay is never used, since every node is in one subnet.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
-from k8sdds.cni.base import Cni, Datapath, Detected, Install, Manifest, Reset, Routed, named, where
+from k8sdds.cni.base import (
+    Cni,
+    Datapath,
+    Detected,
+    Image,
+    Install,
+    Manifest,
+    Reset,
+    Routed,
+    Testbed,
+    named,
+    where,
+)
 
 POD_CIDR = "10.244.0.0/16"
+# the newest kube-router the Go module proxy serves (the image k8sdds builds and pins)
+VERSION = "v2.1.0"
 
 
 def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detected | None:
     return Detected("kube-router", "kube-router", where(ds)) if "kube-router" in named(ds) else None
 
 
+HOST_PATHS = {"/etc/cni/net.d": "net.d", "/run/xtables.lock": "xtables.lock",
+              "/opt": "kube-router-opt", "/lib/modules": "kube-router-modules",
+              "/var/lib/kube-router/kubeconfig": "kube-router-kubeconfig"}
+
+
+def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str) -> list[dict]:
+    """The upstream manifest's objects, adapted to the testbed (see the module's text)."""
+    for doc in docs:
+        if doc.get("kind") == "DaemonSet":
+            for volume in doc["spec"]["template"]["spec"]["volumes"]:
+                host = volume.get("hostPath")
+                if host and host["path"] in HOST_PATHS:
+                    host["path"] = str(view / HOST_PATHS[host["path"]])
+    return docs
+
+
 CNI = Cni(
     "kube-router",
     (Datapath("kube-router", "kube-router: pod CIDRs routed via node addresses (learnt "
-              "by BGP; the same packet path as host-gw)", "none (routed)", 1500, False,
-              wiring=Routed()),),
+              "by BGP), its network policy chains on the forward path", "none (routed)",
+              1500, False, wiring=Routed()),),
     manifest=Manifest(
         "kubeadm-kuberouter.yaml",
         "847b9b7a47c31d8e10149f5b4d94c78ea214d1c1d70df1640744ae21b0b9121a",
         "https://raw.githubusercontent.com/cloudnativelabs/kube-router/v2.4.0/daemonset/"
         "kubeadm-kuberouter.yaml",
         pins={"docker.io/cloudnativelabs/kube-router":
-              "docker.io/cloudnativelabs/kube-router:v2.4.0"}),
+              f"docker.io/cloudnativelabs/kube-router:{VERSION}"}),
     installs=(Install("kube-router", POD_CIDR, "kube-router"),),
     detect=detect,
-    reset=Reset(links=("kube-bridge", "kube-dummy-if")),
+    images=(
+        # kube-router on Debian with what upstream's alpine image gives it: iptables, ipset,
+        # iproute2, conntrack (the CNI plugins are the node's, as on a kubeadm host)
+        Image("docker.io/cloudnativelabs/kube-router", "kube-router",
+              {"/usr/local/bin/kube-router": "kube-router"},
+              apt=("iptables", "ipset", "iproute2", "conntrack", "ca-certificates"),
+              entrypoint=("/usr/local/bin/kube-router",)),
+    ),
+    testbed=Testbed(("kube-router",), ("kube-router",), ("kube-system", "kube-router"),
+                    HOST_PATHS, testbed_adapt),
+    reset=Reset(links=("kube-bridge", "kube-dummy-if", "kube-tunnel-if")),
     aliases={"kuberouter": "kube-router", "kube-router": "kube-router"},
 )

@@ -10,7 +10,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import platform
 import shutil
 import subprocess
 import tarfile
@@ -21,11 +20,11 @@ from pathlib import Path
 
 from k8sdds.deployment.options import DEFAULT_IMAGE  # the tag pods use (IfNotPresent)
 from k8sdds.errors import UserError
+from k8sdds.images import foreign
 from k8sdds.images.dockerfile import Recipe, parse
 from k8sdds.results.files import sha256
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-ARCHS = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}
 TOOLS = {"debootstrap": "debootstrap", "umoci": "umoci", "skopeo": "skopeo",
          "unshare": "util-linux", "chroot": "coreutils"}
 # how a RUN step sees the world: no services start in a chroot (policy-rc.d), no questions
@@ -56,7 +55,7 @@ class BuildOptions:
     out: Path | None  # None: the cached archive itself
     tag: str = DEFAULT_IMAGE
     mirror: str = DEFAULT_MIRROR
-    arch: str = ARCHS.get(platform.machine(), platform.machine())
+    arch: str = foreign.HOST  # Debian's name (amd64, arm64, armhf)
     cache: Path | None = None  # [cache_dir()]
 
 
@@ -103,13 +102,14 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) ->
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 
 
-def engine_image(say: Callable[[str], None] = lambda _: None) -> Path:
-    """The engine image of docker/Dockerfile (built once, then cached): what the kubernetes
-    backend's pods run by default."""
+def engine_image(say: Callable[[str], None] = lambda _: None, arch: str = foreign.HOST
+                 ) -> Path:
+    """The engine image of docker/Dockerfile for Debian architecture `arch` (built once, then
+    cached): what the kubernetes backend's pods run by default."""
     if not DOCKERFILE.exists():
         raise UserError(f"no {DOCKERFILE} (k8sdds installed without its source tree): give "
                         "the engine image archive with --image-archive/--archive")
-    return build(BuildOptions(DOCKERFILE, None), say)
+    return build(BuildOptions(DOCKERFILE, None, arch=arch), say)
 
 
 def assemble(recipe: Recipe, text: str, options: BuildOptions,
@@ -119,6 +119,8 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
     """The cached archive of `recipe` (`text` is what it was read from) with `files` (path in
     the image -> file here) added after its steps: built when absent."""
     files = dict(files or {})
+    if foreign.foreign(options.arch):  # refused before anything is fetched
+        foreign.packages(recipe, options.arch)
     cache = Path(options.cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
     digests = [f"{dest}={sha256(src)}"
@@ -153,11 +155,15 @@ def _base(suite: str, options: BuildOptions, cache: Path, say) -> Path:
 
 
 def _debootstrap(suite: str, options: BuildOptions, cache: Path, tar: Path, say) -> None:
-    say(f"debootstrap {suite} ({options.arch}) from {options.mirror} (about a minute, once)")
+    """Another architecture's base is debootstrap's first stage only: unpacked, not run."""
+    stage = ["--foreign"] if foreign.foreign(options.arch) else []
+    say(f"debootstrap {suite} ({options.arch}{', unpacked only' if stage else ''}) from "
+        f"{options.mirror} (about a minute, once)")
     with tempfile.TemporaryDirectory(prefix="base-", dir=cache) as work:
         rootfs = Path(work) / "rootfs"
-        _run(["debootstrap", "--variant=minbase", f"--arch={options.arch}", suite,
+        _run(["debootstrap", "--variant=minbase", *stage, f"--arch={options.arch}", suite,
               str(rootfs), options.mirror], f"debootstrap {suite}")
+        shutil.rmtree(rootfs / "debootstrap", ignore_errors=True)  # the second stage's kit
         partial = tar.with_suffix(".tar.part")
         _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
              "packing the base")
@@ -177,9 +183,13 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
     resolv.unlink(missing_ok=True)
     shutil.copyfile("/etc/resolv.conf", resolv)
     env = {**STEP_ENV, **dict(recipe.env)}
-    for i, command in enumerate(recipe.runs, start=1):
-        say(f"RUN {i}/{len(recipe.runs)}: {command[:70]}")
-        _run(step_argv(rootfs, command), f"RUN step {i}", env=env)
+    if foreign.foreign(options.arch):  # its packages unpacked, not run
+        foreign.unpack(rootfs, foreign.packages(recipe, options.arch), options.arch,
+                       recipe.suite, options.mirror, work / "apt", _run, say)
+    else:
+        for i, command in enumerate(recipe.runs, start=1):
+            say(f"RUN {i}/{len(recipe.runs)}: {command[:70]}")
+            _run(step_argv(rootfs, command), f"RUN step {i}", env=env)
     policy.unlink()
     resolv.write_text("")
     for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
@@ -191,7 +201,14 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
     _pack(work, rootfs, options.tag, archive,
           [*(f"--config.entrypoint={part}" for part in entrypoint),
            f"--config.user={recipe.user}", f"--config.workingdir={recipe.workdir}",
-           f"--architecture={options.arch}", *(f"--config.env={k}={v}" for k, v in env)])
+           *platform_flags(options.arch), *(f"--config.env={k}={v}" for k, v in env)])
+
+
+def platform_flags(arch: str) -> list[str]:
+    """umoci's flags naming the image's platform (OCI's name) for Debian architecture `arch`.
+    No variant (umoci 0.4 sets none): containerd reads arm as arm/v7 and arm64 as
+    arm64/v8, a Raspberry Pi's."""
+    return [f"--architecture={foreign.OCI.get(arch, arch)}"]
 
 
 def _add(rootfs: Path, files: Mapping[str, Path]) -> None:
@@ -255,5 +272,5 @@ def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], na
             _add(rootfs, files)
             _pack(Path(work), rootfs, tag, archive,
                   [f"--config.env=PATH={path}", *config,
-                   f"--architecture={ARCHS.get(platform.machine(), 'amd64')}"])
+                   *platform_flags(foreign.HOST)])
     return archive

@@ -1,0 +1,122 @@
+"""An image for another architecture (a Raspberry Pi's arm64 or armhf) built here without
+running a single instruction of it: the Debian base from debootstrap's first stage (which only
+unpacks), the Dockerfile's packages downloaded by apt for that architecture (its own private
+configuration, state and cache: this machine's apt setup is not touched) and unpacked with
+dpkg-deb. No maintainer script runs; what an engine needs (its binaries and libraries) is
+there, and the dynamic loader finds Debian's multiarch library directories without a cache.
+
+So a foreign build takes only Dockerfile steps that install packages; any other step would
+have to run the foreign code, and is refused by name (`packages` is pure)."""
+
+from __future__ import annotations
+
+import platform
+import re
+import shlex
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from k8sdds.images.dockerfile import DockerfileError, Recipe
+
+# the architecture names users give (the inventory's, Kubernetes' kubernetes.io/arch, OCI's)
+# -> Debian's, and back
+DEBIAN = {"amd64": "amd64", "arm64": "arm64", "arm": "armhf"}
+OCI = {debian: name for name, debian in DEBIAN.items()}
+HOST = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}.get(platform.machine(),
+                                                                       platform.machine())
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# the parts of a RUN step that only prepare or tidy apt, which a foreign build does itself
+_TIDY = ("apt-get update", "apt update", "rm -rf /var/lib/apt/lists/*",
+         "apt-get clean", "true")
+
+
+def foreign(arch: str) -> bool:
+    """Whether an image of Debian architecture `arch` cannot run here."""
+    return arch != HOST
+
+
+def packages(recipe: Recipe, arch: str, path: str = "Dockerfile") -> tuple[str, ...]:
+    """The packages the recipe's RUN steps install, in order; a DockerfileError for a step
+    that does anything else (it would run `arch` code). Pure."""
+    found: list[str] = []
+    for number, run in enumerate(recipe.runs, start=1):
+        for part in (p.strip() for p in run.split("&&")):
+            words = shlex.split(part)
+            while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+                words.pop(0)  # DEBIAN_FRONTEND=... before the command
+            if " ".join(words) in _TIDY or not words:
+                continue
+            if words[:2] in (["apt-get", "install"], ["apt", "install"]):
+                found += [w for w in words[2:] if not w.startswith("-")]
+                continue
+            raise DockerfileError(
+                f"{path}, RUN step {number}: {part!r} would run {arch} code; an image for "
+                f"another architecture takes only apt-get install steps (their packages are "
+                "unpacked, never run)")
+    return tuple(dict.fromkeys(found))
+
+
+def apt_config(work: Path, arch: str, suite: str, mirror: str) -> Path:
+    """A private apt configuration for `arch`: its own sources, state, cache and an empty
+    package status (so every dependency is fetched); the path for APT_CONFIG."""
+    for d in ("state/lists/partial", "cache/archives/partial", "parts", "prefs"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    (work / "status").write_text("")
+    (work / "sources.list").write_text(
+        f"deb [arch={arch} signed-by={KEYRING}] {mirror} {suite} main\n")
+    conf = work / "apt.conf"
+    conf.write_text("\n".join([
+        f'APT::Architecture "{arch}";', f'APT::Architectures {{ "{arch}"; }};',
+        f'Dir::State "{work / "state"}";', f'Dir::State::status "{work / "status"}";',
+        f'Dir::Cache "{work / "cache"}";', f'Dir::Etc::SourceList "{work / "sources.list"}";',
+        f'Dir::Etc::SourceParts "{work / "parts"}";',
+        f'Dir::Etc::PreferencesParts "{work / "prefs"}";',
+        'Acquire::Languages "none";', 'APT::Install-Recommends "false";',
+        'Dpkg::Use-Pty "false";', ""]))
+    return conf
+
+
+def unpack(rootfs: Path, wanted: tuple[str, ...], arch: str, suite: str, mirror: str,
+           work: Path, run: Callable[..., None], say: Callable[[str], None]) -> list[str]:
+    """Download `wanted` and what they depend on for `arch`, and unpack each into `rootfs`
+    (its merged-/usr links kept); the .deb files unpacked. `run(argv, what, env)` runs a
+    command of this machine and raises on failure."""
+    import os
+
+    if not wanted:
+        return []
+    env = {**os.environ, "APT_CONFIG": str(apt_config(work, arch, suite, mirror)),
+           "DEBIAN_FRONTEND": "noninteractive"}
+    say(f"apt ({arch}, private configuration): {' '.join(wanted)}")
+    run(["apt-get", "-q", "update"], f"apt-get update for {arch}", env)
+    run(["apt-get", "-q", "-y", "install", "--download-only", *wanted],
+        f"downloading the {arch} packages", env)
+    debs = sorted((work / "cache" / "archives").glob("*.deb"))
+    for deb in debs:
+        data = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
+                                stdout=subprocess.PIPE)
+        tar = subprocess.run(["tar", "-x", "--keep-directory-symlink", "-C", str(rootfs)],
+                             stdin=data.stdout, capture_output=True, text=True)
+        data.stdout.close()
+        if data.wait() != 0 or tar.returncode != 0:
+            raise DockerfileError(f"unpacking {deb.name}: {tar.stderr.strip()[-300:]}")
+    settle(rootfs)
+    say(f"unpacked {len(debs)} {arch} packages (no maintainer script run)")
+    return [d.name for d in debs]
+
+
+def settle(rootfs: Path) -> None:
+    """What the second stage and the maintainer scripts would have left that an image needs:
+    /proc a directory (the first stage links it to the builder's), the users and groups of
+    base-passwd's master files."""
+    import shutil
+
+    proc = rootfs / "proc"
+    if proc.is_symlink():
+        proc.unlink()
+        proc.mkdir()
+    for name in ("passwd", "group"):
+        master = rootfs / "usr/share/base-passwd" / f"{name}.master"
+        if master.exists() and not (rootfs / "etc" / name).exists():
+            shutil.copyfile(master, rootfs / "etc" / name)
