@@ -152,8 +152,8 @@ def test_choosing_what_carries_the_pods(tmp_path):
     assert not fallback.real and "not built" in fallback.fallback
     with pytest.raises(UserError, match="not built"):
         cni.choose("flannel-vxlan", "real", tmp_path)
-    with pytest.raises(UserError, match="no real CNI for kube-router"):
-        cni.choose("kube-router", "real", tmp_path)
+    with pytest.raises(UserError, match="no real CNI for calico-vxlan"):
+        cni.choose("calico-vxlan", "real", tmp_path)
     with pytest.raises(UserError, match="--cni bogus"):
         cni.choose("kube-router", "bogus", tmp_path)
     for name in flannel.CNI.testbed.binaries:

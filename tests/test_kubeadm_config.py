@@ -42,7 +42,7 @@ def test_every_shipped_manifest_matches_its_digest_and_names_pinned_images():
             assert tag not in ("latest", ""), c["image"]  # nothing floats
         assert manifests.images(cni) == sorted({c["image"] for c in _containers(text)})
     assert manifests.images(cnis.PLANS["kube-router"]) == [
-        "docker.io/cloudnativelabs/kube-router:v2.4.0"]
+        "docker.io/cloudnativelabs/kube-router:v2.1.0"]
 
 
 def test_adapt_sets_flannel_backend_and_weave_password_from_the_secret():
