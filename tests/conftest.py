@@ -11,11 +11,12 @@ pytest_plugins = ["tests.skip_rule"]  # in CI a skip is a failure
 # The longest modules first. `make test` runs the suite in two processes (pytest-xdist,
 # --dist loadfile, in collection order: the first module to one, the second to the other,
 # then one more each, then whichever is free takes the next), so the long ones start at once
-# and the short ones fill the gaps; the two with real kubelets fall to one process, one after
-# the other.
+# and the short ones fill the gaps; the three with real kubelets mostly fall to one process,
+# one after the other.
 FIRST = ["test_kube_testbed", "test_baseline_emulated", "test_kubeadm_real",
-         "test_kubernetes_backend", "test_emulated", "test_serve_tasks",
-         "test_analysis_emulated", "test_storage_emulated", "test_secure_emulated"]
+         "test_kube_router_testbed", "test_kubernetes_backend", "test_emulated",
+         "test_serve_tasks", "test_arm_image", "test_analysis_emulated",
+         "test_storage_emulated", "test_secure_emulated"]
 
 
 def pytest_collection_modifyitems(items) -> None:

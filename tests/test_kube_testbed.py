@@ -18,60 +18,21 @@ import pytest
 from k8sdds.testbed.kube import cluster as kube
 
 from .emulated_support import cli, host_mounts, missing, namespaces, root_links
-from .kube_support import fixed_paths
+from .testbed_cluster_support import ROOT, up_cluster
+from .testbed_cluster_support import run as _run
 
 REASON = missing() or kube.missing()
 pytestmark = [pytest.mark.kubelet, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
-ROOT = Path(__file__).parent.parent
-SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
-           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes",
-           "net.netfilter.nf_conntrack_max")
-
-
-def _sysctls() -> dict[str, str]:
-    out = {}
-    for key in SYSCTLS:
-        path = Path("/proc/sys") / key.replace(".", "/")
-        out[key] = path.read_text().strip() if path.exists() else ""
-    return out
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    name = "kk" + str(os.getpid() % 1000)
     env = {**os.environ, "COLUMNS": "200",
            "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    before = (_sysctls(), root_links(), host_mounts(name), fixed_paths())
-    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
-             "flannel-vxlan", "--cni", "real", env=env, cwd=ROOT, timeout=1800)
-    try:
-        assert up.returncode == 0, up.stderr[-3000:]
-        assert "flannel v0.28" in up.stderr  # flanneld, not the emulated wiring
-        kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
-        assert _sysctls() == before[0]  # the kubelets changed nothing host-wide
-        yield {"name": name, "env": env, "kubeconfig": kubeconfig}
-    finally:
-        down = cli("testbed", "down", "--name", name, env=env)
-        assert down.returncode == 0, down.stderr
-        assert (_sysctls(), root_links(), host_mounts(name), fixed_paths()) == before
-        assert namespaces(name) == []
-        # in every hierarchy, the unified one of a hybrid system (where runc makes them) too
-        assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
-        assert not Path(f"/var/lib/k8sdds/{name}").exists()
-        leftover = subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
-                                  text=True).stdout.split()
-        assert leftover == []
-
-
-def _run(cluster, tmp_path, schedule: str, *extra: str) -> tuple[dict, Path]:
-    sch = tmp_path / "s.csv"
-    sch.write_text(schedule)
-    done = cli("run", "--backend", "kubernetes", "--kubeconfig", cluster["kubeconfig"],
-               "--sch", str(sch), "--out", str(tmp_path / "logs"), "--json", "--no-plot",
-               *extra, env=cluster["env"], timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    outcome = json.loads(done.stdout)
-    return outcome, Path(outcome["run_dir"])
+    # flanneld, not the emulated wiring
+    with up_cluster("kk" + str(os.getpid() % 1000), "flannel-vxlan", env,
+                         "flannel v0.28") as made:
+        yield made
 
 
 def test_the_nodes_are_real_kubelets(cluster):

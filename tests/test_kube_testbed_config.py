@@ -14,7 +14,7 @@ import yaml
 from cryptography import x509
 
 from k8sdds import cni as detection
-from k8sdds.cni import flannel, manifests
+from k8sdds.cni import flannel, kube_router, manifests
 from k8sdds.errors import UserError
 from k8sdds.images.kubernetes import built_version
 from k8sdds.testbed.kube import cni, forward, node, pki
@@ -137,6 +137,26 @@ def test_the_upstream_flannel_manifest_adapted_to_the_testbed(datapath, backend)
                              {("kube-flannel", "kube-flannel-cfg"):
                               objs[("ConfigMap", "kube-flannel-cfg")]})
     assert found.datapath == datapath
+
+
+def test_the_upstream_kube_router_manifest_adapted_to_the_testbed():
+    """Its own DaemonSet (router and network policy on, its IPVS proxy off as upstream's
+    kubeadm manifest has it), in the image built here, every host path node-private."""
+    real = cni.Real("kube-router", record=kube_router.CNI, built={
+        "docker.io/cloudnativelabs/kube-router": "localhost/k8sdds/kube-router:v2.1.0"})
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view)}
+    spec = objs[("DaemonSet", "kube-router")]["spec"]["template"]["spec"]
+    [router] = spec["containers"]
+    assert {"--run-router=true", "--run-firewall=true", "--run-service-proxy=false"} <= set(
+        router["args"])
+    images = {c["image"] for c in spec["containers"] + spec["initContainers"]}
+    assert images == {"localhost/k8sdds/kube-router:v2.1.0"}
+    paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert len(paths) == 5 and all(p.startswith(str(FILES.view) + "/") for p in paths)
+    assert all(name in node.VIEW for name in kube_router.HOST_PATHS.values())
+    assert "bridge" in objs[("ConfigMap", "kube-router-cfg")]["data"]["cni-conf.json"]
+    found = detection.detect([objs[("DaemonSet", "kube-router")]], {})
+    assert found.datapath == "kube-router"
 
 
 def test_the_shipped_flannel_manifest_is_the_pinned_upstream_one():

@@ -270,8 +270,14 @@ class Testbed:
             return
         if state.datapath and state.wired:
             wiring.WIRING[state.datapath].teardown(self)
-        state.datapath = None
+        was_wired, state.datapath = state.wired, None
         self._save(state)
+        if wired != was_wired:  # the pod gateway: the testbed's cni0, or the real CNI's bridge
+            for node in self.nodes:
+                if wired:
+                    ip("addr", "replace", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
+                else:  # as on a real node, whose CNI's bridge plugin sets it (kube-bridge...)
+                    ip("addr", "flush", "dev", "cni0", ns=node.ns)
         if wired:
             wiring.WIRING[name].setup(self)
             self._charge_tunnels(state)

@@ -1,0 +1,67 @@
+"""A real Kubernetes cluster on the emulated testbed (`testbed up --kubernetes`), brought up
+for a test module and taken down after it, with the check that the machine is left as it was
+(sysctls, links, mounts, fixed paths, namespaces, cgroups, processes); and a run on it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from .emulated_support import cli, host_mounts, namespaces, root_links
+from .kube_support import fixed_paths
+
+ROOT = Path(__file__).parent.parent
+SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
+           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes",
+           "net.netfilter.nf_conntrack_max")
+
+
+def sysctls() -> dict[str, str]:
+    out = {}
+    for key in SYSCTLS:
+        path = Path("/proc/sys") / key.replace(".", "/")
+        out[key] = path.read_text().strip() if path.exists() else ""
+    return out
+
+
+@contextlib.contextmanager
+def up_cluster(name: str, datapath: str, env: dict, says: str,
+                    cni: str = "real") -> Iterator[dict]:
+    """A 3-node testbed cluster (a control plane, two workers) carried by `datapath`'s CNI;
+    bring-up must print `says`. Down afterwards, and the machine as it was."""
+    before = (sysctls(), root_links(), host_mounts(name), fixed_paths())
+    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+             datapath, "--cni", cni, env=env, cwd=ROOT, timeout=1800)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert says in up.stderr, up.stderr[-3000:]
+        kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
+        assert sysctls() == before[0]  # the kubelets changed nothing host-wide
+        yield {"name": name, "env": env, "kubeconfig": kubeconfig}
+    finally:
+        down = cli("testbed", "down", "--name", name, env=env)
+        assert down.returncode == 0, down.stderr
+        assert (sysctls(), root_links(), host_mounts(name), fixed_paths()) == before
+        assert namespaces(name) == []
+        # in every hierarchy, the unified one of a hybrid system (where runc makes them) too
+        assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
+        assert not Path(f"/var/lib/k8sdds/{name}").exists()
+        leftover = subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
+                                  text=True).stdout.split()
+        assert leftover == []
+
+
+def run(cluster: dict, tmp_path: Path, schedule: str, *extra: str) -> tuple[dict, Path]:
+    """`k8sdds run --backend kubernetes` of `schedule` on the cluster: its --json outcome and
+    run directory (it must exit 0)."""
+    sch = tmp_path / "s.csv"
+    sch.write_text(schedule)
+    done = cli("run", "--backend", "kubernetes", "--kubeconfig", cluster["kubeconfig"],
+               "--sch", str(sch), "--out", str(tmp_path / "logs"), "--json", "--no-plot",
+               *extra, env=cluster["env"], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout)
+    return outcome, Path(outcome["run_dir"])
