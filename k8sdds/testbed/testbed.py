@@ -272,12 +272,10 @@ class Testbed:
             wiring.WIRING[state.datapath].teardown(self)
         was_wired, state.datapath = state.wired, None
         self._save(state)
-        if wired != was_wired:  # the pod gateway: the testbed's cni0, or the real CNI's bridge
-            for node in self.nodes:
-                if wired:
-                    ip("addr", "replace", f"{node.gateway}/24", "dev", "cni0", ns=node.ns)
-                else:  # as on a real node, whose CNI's bridge plugin sets it (kube-bridge...)
-                    ip("addr", "flush", "dev", "cni0", ns=node.ns)
+        if wired != was_wired:  # the pod gateway: on the testbed's cni0, or (as on a real
+            for node in self.nodes:  # node) where the real CNI's bridge plugin puts it
+                ip("addr", *(("replace", f"{node.gateway}/24") if wired else ("flush",)),
+                   "dev", "cni0", ns=node.ns)
         if wired:
             wiring.WIRING[name].setup(self)
             self._charge_tunnels(state)
