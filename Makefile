@@ -12,7 +12,7 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
 # bare-host commands
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
-                     containerd runc containernetworking-plugins busybox-static iptables \
+                     containerd runc containernetworking-plugins busybox-static iptables ipset \
                      postgresql qemu-user-static
 
 .PHONY: demo test check docs install system-deps test-deps k8s-test-binaries lint clean

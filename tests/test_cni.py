@@ -68,6 +68,10 @@ def test_cluster_reset_removes_what_each_record_leaves():
         assert set(record.reset.links) <= set(kubeadm.LINKS)
         assert set(record.reset.chains) <= set(kubeadm.CHAINS)
         assert set(record.reset.routes) <= set(kubeadm.ROUTES)
+        assert set(record.reset.ipsets) <= set(kubeadm.IPSETS)
+    listing = "kube-router-pod-subnets\nKUBE-SRC-ABC\nweave-k?Z;25^M}|1s7P3|H9i;*;MhG\nmine\n"
+    assert kubeadm.cluster_sets(listing) == ["kube-router-pod-subnets", "KUBE-SRC-ABC",
+                                             "weave-k?Z;25^M}|1s7P3|H9i;*;MhG"]
 
 
 def test_the_testbeds_real_cnis_are_the_records_with_a_testbed_part(tmp_path):

@@ -1,8 +1,9 @@
 """`k8sdds cluster images|check|init|join|reset` against real kubeadm: three SSH test hosts
 that are real nodes (tests/kubeadm_support.py: sshd, containerd and the kubelet in each
-host's namespaces), images built here and loaded over SSH, the pinned flannel manifest
-applied from the control plane's copy, then a run of the kubernetes backend on that cluster,
-then reset: each host as it was, and this machine untouched throughout."""
+host's namespaces), images built here and loaded over SSH, the pinned flannel (vxlan,
+host-gw) and kube-router manifests applied from the control plane's copy, then a run of the
+kubernetes backend on that cluster, then reset: each host as it was, and this machine
+untouched throughout."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ NODE_CONFIG = [
 # make test runs two at once)
 SNAPSHOT = r"""
 for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
-         /opt/cni/bin; do [ -e $p ] && find $p ! -type d; done | sort
+         /opt/cni/bin /var/lib/kube-router; do [ -e $p ] && find $p ! -type d; done | sort
+ipset list -n | sort
 ip -o link 2>/dev/null | awk '{print $2}' | sed 's/@.*//'
 ip -4 route
 iptables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
@@ -126,9 +128,14 @@ def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes,
         assert "images import" not in (tmp_path / "logs" / f"h{i}.log").read_text()
 
 
-@pytest.mark.parametrize("cni", ["flannel-vxlan", "flannel-hostgw"])
+@pytest.mark.parametrize("cni", ["flannel-vxlan", "flannel-hostgw", "kube-router"])
 def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     from kubernetes import client, config
+
+    from k8sdds import cni as cnis
+
+    plan = cnis.PLANS[cni]
+    pods_in, daemonset = plan.cni.testbed.daemonset  # the CNI's own DaemonSet
 
     logs = ("--log-dir", str(tmp_path / "logs"))
     done = _cli("cluster", "images", "--inventory", str(inventory), "--cni", cni, "--build",
@@ -148,7 +155,7 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
                 "--kubeadm-config", str(extra), "--ignore-preflight-errors", "all", *logs)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kubeadm init v1.34.3 (pod network 10.244.0.0/16)" in done.stdout
-    assert "kube-flannel.yml applied (shipped, pinned)" in " ".join(done.stdout.split())
+    assert f"{plan.manifest.file} applied (shipped, pinned)" in " ".join(done.stdout.split())
     h1_log = (tmp_path / "logs" / "h1.log").read_text()
     assert "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /tmp/k8sdds-" in h1_log
     assert "apply -f https://" not in h1_log  # nothing from the network
@@ -166,21 +173,25 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     from kubernetes import watch
 
     running: set[str] = set()
-    for event in watch.Watch().stream(core.list_namespaced_pod, "kube-flannel",
+    for event in watch.Watch().stream(core.list_namespaced_pod, pods_in,
                                       timeout_seconds=120):
         pod = event["object"]
-        if pod.status.phase == "Running" and all(
+        if pod.metadata.name.startswith(daemonset) and pod.status.phase == "Running" and all(
                 s.ready for s in pod.status.container_statuses or []):
             running.add(pod.spec.node_name)
         if running == {"h1", "h2", "h3"}:
             break
-    assert running == {"h1", "h2", "h3"}  # flannel's own DaemonSet, Running on every node
+    assert running == {"h1", "h2", "h3"}  # the CNI's own DaemonSet, Running on every node
     links = nodes.in_node(2, "ip", "-o", "link").stdout
     routes = nodes.in_node(2, "ip", "-4", "route").stdout
     if cni == "flannel-vxlan":
         assert "flannel.1" in links
-    else:  # host-gw: the other nodes' pod subnets through their addresses
+    elif cni == "flannel-hostgw":  # the other nodes' pod subnets through their addresses
         assert "flannel.1" not in links and f"via {nodes.address(3)} dev eth0" in routes
+    else:  # kube-router: the same, learnt over BGP (its protocol number), its bridge
+        assert f"via {nodes.address(3)} dev eth0 proto 17" in routes, routes
+        assert "kube-bridge" in links
+        assert "kube-router-pod-subnets" in nodes.in_node(2, "ipset", "list", "-n").stdout
     api.close()
 
     done = _cli("cluster", "load-image", "--inventory", str(inventory), *logs)

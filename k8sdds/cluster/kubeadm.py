@@ -206,6 +206,12 @@ LINKS = cnis.reset_links()
 # chains of kube-proxy, the CNI plugins and the CNIs
 CHAINS = ("KUBE-", "CNI-", *cnis.reset_chains())
 ROUTES = cnis.reset_routes()
+IPSETS = cnis.reset_ipsets()
+
+
+def cluster_sets(listing: str) -> list[str]:
+    """The ipsets of `ipset list -n` a CNI made. Pure."""
+    return [name for name in listing.split() if name.startswith(IPSETS)]
 
 
 def without_cluster_rules(saved: str) -> str:
@@ -226,8 +232,8 @@ def without_cluster_rules(saved: str) -> str:
 
 
 def reset(remote: Remote) -> list[str]:
-    """kubeadm reset and what it leaves behind: the CNIs' files, links, routes and the
-    cluster's iptables rules (what may not exist is fine)."""
+    """kubeadm reset and what it leaves behind: the CNIs' files, links, routes, the
+    cluster's iptables rules and the CNIs' ipsets (what may not exist is fine)."""
     _ok(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
     remote.run(RESET_CONFIG, root=True)  # no such directory: nothing to remove
     _ok(remote, RESET_FILES, root=True)
@@ -245,6 +251,12 @@ def reset(remote: Remote) -> list[str]:
         if kept != saved.out.rstrip("\n") + "\n":
             _ok(remote, (restore,), root=True, stdin=kept)
             done.append(f"cluster rules removed ({save.removesuffix('-save')})")
+    listed = remote.run(("ipset", "list", "-n"), root=True)  # no ipset here: none made
+    sets = cluster_sets(listed.out) if listed.code == 0 and not remote.dry_run else []
+    for name in sets:  # no rule refers to them any more
+        _ok(remote, ("ipset", "destroy", name), root=True)
+    if sets:
+        done.append(f"{len(sets)} ipsets removed")
     return done
 
 

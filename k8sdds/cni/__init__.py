@@ -60,3 +60,7 @@ def reset_chains() -> tuple[str, ...]:
 
 def reset_routes() -> tuple[tuple[str, ...], ...]:
     return tuple(r for c in CNIS.values() for r in c.reset.routes)
+
+
+def reset_ipsets() -> tuple[str, ...]:
+    return tuple(x for c in CNIS.values() for x in c.reset.ipsets)

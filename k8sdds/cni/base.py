@@ -135,6 +135,7 @@ class Reset:
     links: tuple[str, ...] = ()
     chains: tuple[str, ...] = ()  # iptables chain name prefixes
     routes: tuple[Argv, ...] = ()
+    ipsets: tuple[str, ...] = ()  # ipset name prefixes (destroyed once no rule uses them)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,12 @@ CNI = Cni(
     ),
     testbed=Testbed(("kube-router",), ("kube-router",), ("kube-system", "kube-router"),
                     HOST_PATHS, testbed_adapt),
-    reset=Reset(links=("kube-bridge", "kube-dummy-if", "kube-tunnel-if")),
+    # its chains start KUBE- (kubeadm's reset list has them); its routes to the other nodes'
+    # pod CIDRs are its own protocol's (17), its ipsets named by its network policy controller
+    reset=Reset(files=("/var/lib/kube-router",),
+                links=("kube-bridge", "kube-dummy-if", "kube-tunnel-if"),
+                routes=(("ip", "route", "flush", "root", POD_CIDR, "proto", "17"),),
+                ipsets=("kube-router-", "KUBE-SRC-", "KUBE-DST-", "inet6:kube-router-",
+                        "inet6:KUBE-SRC-", "inet6:KUBE-DST-")),
     aliases={"kuberouter": "kube-router", "kube-router": "kube-router"},
 )
