@@ -69,6 +69,7 @@ def test_cluster_reset_removes_what_each_record_leaves():
         assert set(record.reset.chains) <= set(kubeadm.CHAINS)
         assert set(record.reset.routes) <= set(kubeadm.ROUTES)
         assert set(record.reset.ipsets) <= set(kubeadm.IPSETS)
+        assert set(record.reset.comments) <= set(kubeadm.COMMENTS)
     listing = "kube-router-pod-subnets\nKUBE-SRC-ABC\nweave-k?Z;25^M}|1s7P3|H9i;*;MhG\nmine\n"
     assert kubeadm.cluster_sets(listing) == ["kube-router-pod-subnets", "KUBE-SRC-ABC",
                                              "weave-k?Z;25^M}|1s7P3|H9i;*;MhG"]

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,7 +190,16 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     elif cni == "flannel-hostgw":  # the other nodes' pod subnets through their addresses
         assert "flannel.1" not in links and f"via {nodes.address(3)} dev eth0" in routes
     else:  # kube-router: the same, learnt over BGP (its protocol number), its bridge
-        assert f"via {nodes.address(3)} dev eth0 proto 17" in routes, routes
+        learnt = f"via {nodes.address(3)} dev eth0 proto 17"
+        deadline = time.monotonic() + 90
+        while learnt not in routes and time.monotonic() < deadline:
+            time.sleep(1)  # a BGP session coming up: no event to wait on
+            routes = nodes.in_node(2, "ip", "-4", "route").stdout
+        [pod] = [p for p in core.list_namespaced_pod(pods_in).items
+                 if p.metadata.name.startswith(daemonset) and p.spec.node_name == "h2"]
+        assert learnt in routes, routes + core.read_namespaced_pod_log(
+            pod.metadata.name, pods_in, container="kube-router")[-3000:]
+        links = nodes.in_node(2, "ip", "-o", "link").stdout
         assert "kube-bridge" in links
         assert "kube-router-pod-subnets" in nodes.in_node(2, "ipset", "list", "-n").stdout
     api.close()

@@ -207,6 +207,7 @@ LINKS = cnis.reset_links()
 CHAINS = ("KUBE-", "CNI-", *cnis.reset_chains())
 ROUTES = cnis.reset_routes()
 IPSETS = cnis.reset_ipsets()
+COMMENTS = cnis.reset_comments()
 
 
 def cluster_sets(listing: str) -> list[str]:
@@ -215,8 +216,10 @@ def cluster_sets(listing: str) -> list[str]:
 
 
 def without_cluster_rules(saved: str) -> str:
-    """iptables-save output without the chains (and jumps to them) a cluster made: what
-    `iptables-restore` puts back after a reset. Pure."""
+    """iptables-save output without the chains (and jumps to them) a cluster made, the rules
+    that match a CNI's ipsets (kube-router's masquerade in POSTROUTING) and those a CNI's
+    comment marks (kube-router's ACCEPTs in FORWARD): what `iptables-restore` puts back after
+    a reset. Pure."""
     out = []
     for line in saved.splitlines():
         words = line.split()
@@ -225,7 +228,10 @@ def without_cluster_rules(saved: str) -> str:
         if line.startswith("-A ") and (
                 words[1].startswith(CHAINS)
                 or any(w in ("-j", "-g") and i + 1 < len(words)
-                       and words[i + 1].startswith(CHAINS) for i, w in enumerate(words))):
+                       and words[i + 1].startswith(CHAINS) for i, w in enumerate(words))
+                or any(w == "--match-set" and i + 1 < len(words)
+                       and words[i + 1].startswith(IPSETS) for i, w in enumerate(words))
+                or any(f'--comment "{c}' in line for c in COMMENTS)):
             continue
         out.append(line)
     return "\n".join(out) + "\n"

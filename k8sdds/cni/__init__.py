@@ -64,3 +64,7 @@ def reset_routes() -> tuple[tuple[str, ...], ...]:
 
 def reset_ipsets() -> tuple[str, ...]:
     return tuple(x for c in CNIS.values() for x in c.reset.ipsets)
+
+
+def reset_comments() -> tuple[str, ...]:
+    return tuple(x for c in CNIS.values() for x in c.reset.comments)

@@ -89,6 +89,9 @@ CNI = Cni(
                 links=("kube-bridge", "kube-dummy-if", "kube-tunnel-if"),
                 routes=(("ip", "route", "flush", "root", POD_CIDR, "proto", "17"),),
                 ipsets=("kube-router-", "KUBE-SRC-", "KUBE-DST-", "inet6:kube-router-",
-                        "inet6:KUBE-SRC-", "inet6:KUBE-DST-")),
+                        "inet6:KUBE-SRC-", "inet6:KUBE-DST-"),
+                # its ACCEPT rules in FORWARD (pods' bridge, node ports)
+                comments=("allow outbound node port traffic on node interface",
+                          "allow inbound traffic to pods", "allow outbound traffic from pods")),
     aliases={"kuberouter": "kube-router", "kube-router": "kube-router"},
 )
