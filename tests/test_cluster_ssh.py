@@ -201,8 +201,9 @@ def test_tune_with_a_host_down_says_which_and_does_the_others(hosts, tmp_path):
     assert hosts.sysctl(1, "net.ipv4.ipfrag_high_thresh") != "8388608"
 
 
-# the recorded-command tests: for the CNIs whose images cannot be built here (kube-router,
-# weave, calico, cilium) these are the tests; flannel's run for real in test_kubeadm_real.py.
+# the recorded-command tests: for the CNIs whose images for these manifests cannot be built
+# here (weave, calico, cilium) these are the tests; flannel's and kube-router's run for real in
+# test_kubeadm_real.py (and are recorded here too).
 # These stand-ins, first on the PATH of the SSH sessions, record each command they get (with
 # the host it ran on, from SSH_CONNECTION, and the files it was given) and answer as kubeadm
 # and kubectl would; `rm` and `find` are too (`rm` removes only k8sdds's temporary files)

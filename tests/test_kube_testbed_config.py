@@ -14,7 +14,7 @@ import yaml
 from cryptography import x509
 
 from k8sdds import cni as detection
-from k8sdds.cni import flannel, kube_router, manifests
+from k8sdds.cni import flannel, kube_router, manifests, weave
 from k8sdds.errors import UserError
 from k8sdds.images.kubernetes import built_version
 from k8sdds.testbed.kube import cni, forward, node, pki
@@ -111,7 +111,7 @@ def _flannel(datapath: str) -> dict:
     real = cni.Real(datapath, record=flannel.CNI, built={
         "ghcr.io/flannel-io/flannel": "localhost/k8sdds/flannel:v0.28.9",
         "ghcr.io/flannel-io/flannel-cni-plugin": "localhost/k8sdds/flannel-cni-plugin:v0.9.1"})
-    return {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view)}
+    return {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view, 2)}
 
 
 @pytest.mark.parametrize("datapath, backend", [("flannel-vxlan", "vxlan"),
@@ -144,7 +144,7 @@ def test_the_upstream_kube_router_manifest_adapted_to_the_testbed():
     kubeadm manifest has it), in the image built here, every host path node-private."""
     real = cni.Real("kube-router", record=kube_router.CNI, built={
         "docker.io/cloudnativelabs/kube-router": "localhost/k8sdds/kube-router:v2.1.0"})
-    objs = {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view)}
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view, 2)}
     spec = objs[("DaemonSet", "kube-router")]["spec"]["template"]["spec"]
     [router] = spec["containers"]
     assert {"--run-router=true", "--run-firewall=true", "--run-service-proxy=false"} <= set(
@@ -157,6 +157,34 @@ def test_the_upstream_kube_router_manifest_adapted_to_the_testbed():
     assert "bridge" in objs[("ConfigMap", "kube-router-cfg")]["data"]["cni-conf.json"]
     found = detection.detect([objs[("DaemonSet", "kube-router")]], {})
     assert found.datapath == "kube-router"
+
+
+@pytest.mark.parametrize("datapath", ["weave", "weave-encrypted"])
+def test_the_upstream_weave_manifest_adapted_to_the_testbed(datapath):
+    """2.8.1's DaemonSet run by 2.6.5's images: no init container (2.6.5's launch.sh installs
+    the CNI), the CNI directories of the node view mounted where launch.sh writes them, the
+    sleeve mode, consensus over every node, and encrypted: the password from a Secret."""
+    real = cni.Real(datapath, record=weave.CNI, built={
+        "weaveworks/weave-kube": "localhost/k8sdds/weave-kube:2.6.5",
+        "weaveworks/weave-npc": "localhost/k8sdds/weave-npc:2.6.5"})
+    objs = {(d["kind"], d["metadata"]["name"]): d
+            for d in detection.base.objects(real.documents(FILES.view, 3))}
+    spec = objs[("DaemonSet", "weave-net")]["spec"]["template"]["spec"]
+    assert "initContainers" not in spec
+    [router] = [c for c in spec["containers"] if c["name"] == "weave"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in router["env"]}
+    assert env["IPALLOC_RANGE"] == "10.244.0.0/16" and env["IPALLOC_INIT"] == "consensus=3"
+    assert env["WEAVE_NO_FASTDP"] == "1" and env["CHECKPOINT_DISABLE"] == "1"
+    assert {m["mountPath"] for m in router["volumeMounts"]} >= {"/host/opt/cni/bin",
+                                                                "/host/etc/cni/net.d"}
+    paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert all(p.startswith(str(FILES.view) + "/") for p in paths)
+    assert str(FILES.view / "weave-machine-id") in paths
+    assert node.VIEW["weave-machine-id"] == "file"
+    assert (("WEAVE_PASSWORD" in env) == (datapath == "weave-encrypted")
+            == (("Secret", "weave-passwd") in objs))
+    found = detection.detect([objs[("DaemonSet", "weave-net")]], {})
+    assert found.datapath == datapath
 
 
 def test_the_shipped_flannel_manifest_is_the_pinned_upstream_one():

@@ -76,7 +76,7 @@ def testbed_up(name: str | None = NAME,
     if kubernetes:
         from k8sdds.testbed.kube.up import check_datapath
 
-        check_datapath(dp)
+        check_datapath(dp, cni)
     elif cni != "auto" or image_archive is not None:
         raise UserError("--cni and --image-archive are for --kubernetes")
     tb = _testbed(name, nodes, profile, testbed_spec)

@@ -110,6 +110,7 @@ class Image:
     binary: str  # the binary whose version is the image's (in the binaries cache)
     files: Mapping[str, str]  # path in the image -> binary in the cache
     apt: tuple[str, ...] = ()  # Debian packages: a Debian base; none: busybox
+    run: tuple[str, ...] = ()  # shell steps after the packages (what upstream's image does)
     entrypoint: tuple[str, ...] = ()
     tag_of: Callable[[str], str] = lambda v: v  # the binary's version -> the tag ("": any)
     note: str = ""
@@ -123,8 +124,12 @@ class Testbed:
     binaries: tuple[str, ...]  # built by .ci/k8s-test-binaries; the first names its version
     daemonset: tuple[str, str]  # (namespace, name): ready when every pod of it is
     host_paths: Mapping[str, str]  # a hostPath of the manifest -> its directory in the node view
-    # (documents, datapath, node view, pod network) -> documents, images already the built ones
+    # (documents, datapath, node view, pod network, workers) -> documents, images already the
+    # built ones
     adapt: Callable[..., list[dict]]
+    # a node-view file each node gets its own machine id in (/etc/machine-id, which the CNI
+    # names its peer by); None: the CNI reads none
+    machine_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,8 @@ class Reset:
     chains: tuple[str, ...] = ()  # iptables chain name prefixes
     routes: tuple[Argv, ...] = ()
     ipsets: tuple[str, ...] = ()  # ipset name prefixes (destroyed once no rule uses them)
+    # what marks the CNI's own iptables rules in built-in chains (their comments)
+    comments: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

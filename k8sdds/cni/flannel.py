@@ -87,7 +87,8 @@ HOST_PATHS = {"/run/flannel": "flannel", "/opt/cni/bin": "cni-bin", "/etc/cni/ne
               "/run/xtables.lock": "xtables.lock"}
 
 
-def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str) -> list[dict]:
+def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
+                  workers: int) -> list[dict]:
     """The upstream manifest's objects, adapted to the testbed (see the module's text)."""
     cm = _net_conf(docs, network, BACKENDS[datapath])
     if cm is not None:

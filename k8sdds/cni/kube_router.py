@@ -48,7 +48,8 @@ HOST_PATHS = {"/etc/cni/net.d": "net.d", "/run/xtables.lock": "xtables.lock",
               "/var/lib/kube-router/kubeconfig": "kube-router-kubeconfig"}
 
 
-def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str) -> list[dict]:
+def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
+                  workers: int) -> list[dict]:
     """The upstream manifest's objects, adapted to the testbed (see the module's text)."""
     for doc in docs:
         if doc.get("kind") == "DaemonSet":

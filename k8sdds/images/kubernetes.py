@@ -67,8 +67,8 @@ def cni_image(image: Image, ref: str, cache: Path,
     name = split(image.repository)[0].rsplit("/", 1)[-1]
     files: Mapping[str, Path] = {dest: cache / src for dest, src in image.files.items()}
     if image.apt:
-        step = apt_step(image.apt)
-        return assemble(Recipe("bookworm", (step,)), f"{name} {step}",
+        steps = (apt_step(image.apt), *image.run)
+        return assemble(Recipe("bookworm", steps), f"{name} {' && '.join(steps)}",
                         BuildOptions(Path("-"), None, tag=ref), say, files=files,
                         entrypoint=list(image.entrypoint), name=name)
     config = [f"--config.entrypoint={e}" for e in image.entrypoint]

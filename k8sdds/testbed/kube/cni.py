@@ -108,11 +108,17 @@ class Real(Cni):
             self.built[image.repository] = tag
 
     def configure(self, node: Node, files: agent.NodeFiles) -> None:
-        """Nothing: the CNI's init containers write its configuration."""
+        """The node's own machine id where the CNI reads one (as each machine has its own);
+        the CNI's pods write its configuration."""
+        if self.part.machine_id:
+            import uuid
 
-    def documents(self, view: Path) -> list[dict]:
+            files.own(self.part.machine_id).write_text(uuid.uuid4().hex + "\n")
+
+    def documents(self, view: Path, workers: int) -> list[dict]:
         """The shipped manifest as the testbed applies it: the images built here, then the
-        record's own changes (host paths under the node `view`, the pod network)."""
+        record's own changes (host paths under the node `view`, the pod network, the number
+        of `workers`)."""
         from k8sdds.cni import manifests
         from k8sdds.images.kubernetes import split
         from k8sdds.testbed.testbed import POD_NETWORK
@@ -120,10 +126,15 @@ class Real(Cni):
         docs = manifests.documents(manifests.shipped(self.record))
         images = {c["image"]: self.built.get(split(c["image"])[0], c["image"])
                   for d in base.objects(docs) for c in base.containers(d)}
-        return self.part.adapt(manifests.pin(docs, images), self.datapath, view, POD_NETWORK)
+        return self.part.adapt(manifests.pin(docs, images), self.datapath, view, POD_NETWORK,
+                               workers)
 
     def start(self, kubeconfig: Path, view: Path) -> None:
-        apply(kubeconfig, self.documents(view), self.record.name)
+        from kubernetes import client, config
+
+        api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+        workers = len(api.list_node().items)  # every one registered by now
+        apply(kubeconfig, self.documents(view, workers), self.record.name)
 
     def wait(self, kubeconfig: Path, timeout: float) -> None:
         """Until every pod of the CNI's DaemonSet is ready, watching its status."""

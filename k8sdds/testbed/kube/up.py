@@ -13,14 +13,20 @@ from k8sdds.testbed.kube.node import PAUSE
 from k8sdds.testbed.testbed import Testbed
 
 
-def check_datapath(name: str) -> None:
-    """The CNI bridge gives each node's pods its own /24: a routed datapath carries them."""
+def check_datapath(name: str, cni_mode: str = "emulated") -> None:
+    """What carries the pods: a real CNI wires its own datapath; the emulated wiring gives
+    each node's pods its own /24 on the bridge, so a routed datapath."""
+    from k8sdds.testbed.kube.cluster import binaries
+
     dp = model.datapath(name)
-    if dp.host_network or dp.pod_prefix != 24:
+    if dp.host_network:
+        raise UserError("--kubernetes needs a datapath that carries pods, not host")
+    if choose(name, cni_mode, binaries()).wires_testbed() and dp.pod_prefix != 24:
         fit = [d.name for d in model.DATAPATHS.values() if not d.host_network
-                   and d.pod_prefix == 24 and d.wiring is not None]
-        raise UserError(f"--kubernetes needs a datapath that routes a pod CIDR per node "
-                        f"({', '.join(fit)}), not {name}")
+               and d.pod_prefix == 24 and d.wiring is not None]
+        raise UserError(f"--kubernetes with the emulated wiring needs a datapath that routes a "
+                        f"pod CIDR per node ({', '.join(fit)}), not {name} (its real CNI: "
+                        "--cni real)")
 
 
 def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: str = "auto",
