@@ -32,11 +32,14 @@ def test_a_foreign_build_takes_the_packages_of_the_dockerfile():
     assert not any(p.startswith("-") for p in found)
 
 
-@pytest.mark.parametrize("step", ["make install", "apt-get install -y x && ./configure",
-                                  "pip install numpy"])
-def test_a_foreign_build_refuses_a_step_that_would_run_arm_code(step):
+@pytest.mark.parametrize("step, says", [
+    ("make install", "would run arm64 code"),
+    ("apt-get install -y x && ./configure", "'./configure' would run arm64 code"),
+    ("pip install numpy", "would run arm64 code"),
+    ("echo 'unbalanced", "No closing quotation")])
+def test_a_foreign_build_refuses_a_step_that_would_run_arm_code(step, says):
     recipe = parse(f"FROM debian:bookworm\nRUN apt-get update && {step}\n")
-    with pytest.raises(DockerfileError, match="RUN step 1: .* would run arm64 code"):
+    with pytest.raises(DockerfileError, match=f"Dockerfile, RUN step 1: .*{says}"):
         packages(recipe, "arm64", "Dockerfile")
 
 

@@ -42,7 +42,10 @@ def packages(recipe: Recipe, arch: str, path: str = "Dockerfile") -> tuple[str, 
     found: list[str] = []
     for number, run in enumerate(recipe.runs, start=1):
         for part in (p.strip() for p in run.split("&&")):
-            words = shlex.split(part)
+            try:
+                words = shlex.split(part)
+            except ValueError as exc:
+                raise DockerfileError(f"{path}, RUN step {number}: {part!r}: {exc}") from None
             while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
                 words.pop(0)  # DEBIAN_FRONTEND=... before the command
             if " ".join(words) in _TIDY or not words:
