@@ -15,7 +15,7 @@ import pytest
 from k8sdds.testbed.kube import cluster as kube
 
 from .emulated_support import missing
-from .testbed_cluster_support import run, up_cluster
+from .testbed_cluster_support import cluster_env, run, up_cluster
 
 REASON = missing() or kube.missing() or (
     None if (kube.binaries() / "kube-router").exists()
@@ -25,11 +25,9 @@ pytestmark = [pytest.mark.kubelet, pytest.mark.skipif(REASON is not None, reason
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    env = {**os.environ, "COLUMNS": "200",
-           "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    with up_cluster("kr" + str(os.getpid() % 1000), "kube-router", env,
-                         "kube-router v2.1.0 (DaemonSet kube-system/kube-router, real)"
-                         ) as made:
+    with up_cluster("kr" + str(os.getpid() % 1000), "kube-router",
+                    cluster_env(tmp_path_factory),
+                    "kube-router v2.1.0 (DaemonSet kube-system/kube-router, real)") as made:
         yield made
 
 

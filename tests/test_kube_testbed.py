@@ -18,7 +18,7 @@ import pytest
 from k8sdds.testbed.kube import cluster as kube
 
 from .emulated_support import cli, host_mounts, missing, namespaces, root_links
-from .testbed_cluster_support import ROOT, up_cluster
+from .testbed_cluster_support import ROOT, cluster_env, up_cluster
 from .testbed_cluster_support import run as _run
 
 REASON = missing() or kube.missing()
@@ -27,11 +27,9 @@ pytestmark = [pytest.mark.kubelet, pytest.mark.skipif(REASON is not None, reason
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    env = {**os.environ, "COLUMNS": "200",
-           "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
     # flanneld, not the emulated wiring
-    with up_cluster("kk" + str(os.getpid() % 1000), "flannel-vxlan", env,
-                         "flannel v0.28") as made:
+    with up_cluster("kk" + str(os.getpid() % 1000), "flannel-vxlan",
+                    cluster_env(tmp_path_factory), "flannel v0.28") as made:
         yield made
 
 

@@ -15,7 +15,7 @@ import pytest
 from k8sdds.testbed.kube import cluster as kube
 
 from .emulated_support import missing
-from .testbed_cluster_support import run, up_cluster
+from .testbed_cluster_support import cluster_env, run, up_cluster
 
 REASON = missing() or kube.missing() or (
     None if (kube.binaries() / "weaver").exists()
@@ -27,8 +27,7 @@ HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,durati
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    return {**os.environ, "COLUMNS": "200",
-            "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
+    return cluster_env(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

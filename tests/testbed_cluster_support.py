@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,12 @@ def sysctls() -> dict[str, str]:
         path = Path("/proc/sys") / key.replace(".", "/")
         out[key] = path.read_text().strip() if path.exists() else ""
     return out
+
+
+def cluster_env(tmp_path_factory) -> dict:
+    """The environment of a module's cluster: its own state directory, wide output."""
+    return {**os.environ, "COLUMNS": "200",
+            "K8SDDS_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 Argv = tuple[str, ...]
@@ -124,9 +125,9 @@ class Testbed:
     binaries: tuple[str, ...]  # built by .ci/k8s-test-binaries; the first names its version
     daemonset: tuple[str, str]  # (namespace, name): ready when every pod of it is
     host_paths: Mapping[str, str]  # a hostPath of the manifest -> its directory in the node view
-    # (documents, datapath, node view, pod network, workers) -> documents, images already the
-    # built ones
-    adapt: Callable[..., list[dict]]
+    # the record's own changes: (documents, datapath, node view, pod network, workers) ->
+    # documents, images already the built ones and host paths already in the node view
+    adapt: Callable[..., list[dict]] = lambda docs, *_: docs
     # a node-view file each node gets its own machine id in (/etc/machine-id, which the CNI
     # names its peer by); None: the CNI reads none
     machine_id: str | None = None
@@ -203,6 +204,17 @@ class Plan:
     @property
     def manifest(self) -> Manifest | None:
         return self.cni.manifest
+
+
+def in_view(docs: list[dict], view: Path, host_paths: Mapping[str, str]) -> list[dict]:
+    """Every DaemonSet's host paths named in `host_paths` moved under the node `view`."""
+    for doc in objects(docs):
+        if doc.get("kind") == "DaemonSet":
+            for volume in doc["spec"]["template"]["spec"].get("volumes") or []:
+                host = volume.get("hostPath")
+                if host and host["path"] in host_paths:
+                    host["path"] = str(view / host_paths[host["path"]])
+    return docs
 
 
 def containers(obj: Mapping) -> list[dict]:

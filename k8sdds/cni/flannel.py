@@ -97,13 +97,6 @@ def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
             if plugin["type"] == "flannel":
                 plugin["subnetFile"] = str(view / HOST_PATHS["/run/flannel"] / "subnet.env")
         cm["data"]["cni-conf.json"] = json.dumps(cni, indent=2)
-    for doc in docs:
-        if doc.get("kind") == "DaemonSet":
-            spec = doc["spec"]["template"]["spec"]
-            for volume in spec["volumes"]:
-                host = volume.get("hostPath")
-                if host and host["path"] in HOST_PATHS:
-                    host["path"] = str(view / HOST_PATHS[host["path"]])
     return docs
 
 

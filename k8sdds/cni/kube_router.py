@@ -4,7 +4,7 @@ forwarded packet's path.
 
 Real on the testbed cluster: the upstream kubeadm DaemonSet in an image built here from
 kube-router's Go module. What differs from the upstream manifest there, and why
-(`testbed_adapt` does it, nothing else):
+(its `HOST_PATHS`, nothing else):
 * the image is the one built here (no registry), kube-router v2.1.0: the newest the Go module
   proxy serves (v2.2.0 and later are refused with 403), under v2.4.0's manifest, whose
   arguments v2.1.0 takes alike;
@@ -18,7 +18,6 @@ kube-router's Go module. What differs from the upstream manifest there, and why
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from k8sdds.cni.base import (
     Cni,
@@ -48,17 +47,6 @@ HOST_PATHS = {"/etc/cni/net.d": "net.d", "/run/xtables.lock": "xtables.lock",
               "/var/lib/kube-router/kubeconfig": "kube-router-kubeconfig"}
 
 
-def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
-                  workers: int) -> list[dict]:
-    """The upstream manifest's objects, adapted to the testbed (see the module's text)."""
-    for doc in docs:
-        if doc.get("kind") == "DaemonSet":
-            for volume in doc["spec"]["template"]["spec"]["volumes"]:
-                host = volume.get("hostPath")
-                if host and host["path"] in HOST_PATHS:
-                    host["path"] = str(view / HOST_PATHS[host["path"]])
-    return docs
-
 
 CNI = Cni(
     "kube-router",
@@ -83,7 +71,7 @@ CNI = Cni(
               entrypoint=("/usr/local/bin/kube-router",)),
     ),
     testbed=Testbed(("kube-router",), ("kube-router",), ("kube-system", "kube-router"),
-                    HOST_PATHS, testbed_adapt),
+                    HOST_PATHS),
     # its chains start KUBE- (kubeadm's reset list has them); its routes to the other nodes'
     # pod CIDRs are its own protocol's (17), its ipsets named by its network policy controller
     reset=Reset(files=("/var/lib/kube-router",),

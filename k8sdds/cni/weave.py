@@ -111,10 +111,6 @@ def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
             continue
         spec = doc["spec"]["template"]["spec"]
         spec.pop("initContainers", None)  # 2.6.5's launch.sh installs the CNI itself
-        for volume in spec["volumes"]:
-            host = volume.get("hostPath")
-            if host and host["path"] in HOST_PATHS:
-                host["path"] = str(view / HOST_PATHS[host["path"]])
         for c in spec["containers"]:
             if c["name"] == "weave":
                 c["volumeMounts"] += [{"name": n, "mountPath": m} for n, m in CNI_MOUNTS.items()]

@@ -126,8 +126,8 @@ class Real(Cni):
         docs = manifests.documents(manifests.shipped(self.record))
         images = {c["image"]: self.built.get(split(c["image"])[0], c["image"])
                   for d in base.objects(docs) for c in base.containers(d)}
-        return self.part.adapt(manifests.pin(docs, images), self.datapath, view, POD_NETWORK,
-                               workers)
+        docs = base.in_view(manifests.pin(docs, images), view, self.part.host_paths)
+        return self.part.adapt(docs, self.datapath, view, POD_NETWORK, workers)
 
     def start(self, kubeconfig: Path, view: Path) -> None:
         from kubernetes import client, config
