@@ -91,7 +91,7 @@ def url_steps(install: Install, kubectl: Argv) -> list[Argv]:
 HOST_PATHS = {"/var/lib/weave": "weave-db", "/etc/machine-id": "weave-machine-id",
               "/var/lib/dbus": "weave-dbus", "/lib/modules": "weave-modules",
               "/run/xtables.lock": "xtables.lock", "/home": "weave-home",
-              "/opt": "cni-bin", "/etc": "net.d"}  # the last two: see testbed_adapt
+              "/opt": "cni-bin", "/etc": "net.d"}  # the last two: mounted as CNI_MOUNTS says
 # no Open vSwitch in this kernel: the sleeve mode from the start (else a restarted router
 # finds the bridge its fallback made and refuses it, asking for `weave reset`)
 NO_FASTDP = {"name": "WEAVE_NO_FASTDP", "value": "1"}
@@ -158,7 +158,7 @@ CNI = Cni(
               apt=("iptables", "ipset", "iproute2", "conntrack", "ethtool", "curl",
                    "util-linux", "kmod", "libpcap0.8", "ca-certificates"),
               entrypoint=("/home/weave/launch.sh",),
-              note="Weave Net 2.6.5, the newest the Go module proxy serves"),
+              note=f"Weave Net {BUILT}, the newest the Go module proxy serves"),
         # weave-npc with ulogd (its blocked-connection log into a FIFO, as upstream's image;
         # Debian keeps ulogd's plugins in the multiarch directory its configuration names
         # /usr/lib/ulogd)
@@ -170,7 +170,7 @@ CNI = Cni(
                    "ln -s \"$(dirname \"$(ls /usr/lib/*/ulogd/ulogd_output_PCAP.so)\")\" "
                    "/usr/lib/ulogd"),
               entrypoint=("/usr/bin/launch.sh",),
-              note="Weave Net 2.6.5, the newest the Go module proxy serves"),
+              note=f"Weave Net {BUILT}, the newest the Go module proxy serves"),
     ),
     testbed=Testbed(("weave", "weave-encrypted"),
                     ("weaver", "weave-weaveutil", "weave-kube-utils", "weave-npc",
