@@ -23,9 +23,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from k8sdds import deployment, model
+from k8sdds import deployment, request
 from k8sdds.deployment import BACKENDS
-from k8sdds.errors import UserError
 from k8sdds.perftest import RtiSettings
 
 # wide enough that no table or line is ever cut, however long its paths
@@ -68,36 +67,25 @@ class RichProgress:
         self._bar.stop()
 
 
+def usage(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, a request's OptionError turned into the CLI's usage error (exit 2)."""
+    try:
+        return call(*args)
+    except request.OptionError as exc:
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+
+
 def choice(value: str | None, allowed: list[str], option: str) -> str | None:
     """`value`, lower-cased, if it is one of `allowed`; a usage error naming `option`."""
-    if value is None:
-        return None
-    low = value.strip().lower()
-    if low not in allowed:
-        raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}",
-                                 param_hint=option)
-    return low
+    return usage(request.choice, value, allowed, option)
 
 
 def datapath_list(value: str, offered: list[str]) -> list[str]:
     """Comma-separated datapaths, each one the backend offers."""
-    names = [v.strip().lower() for v in value.split(",") if v.strip()]
-    if not names:
-        raise typer.BadParameter("give at least one datapath", param_hint="--datapath")
-    for name in names:
-        if name not in model.DATAPATHS or name not in offered:
-            raise typer.BadParameter(f"{name!r} is not one of {', '.join(offered)}",
-                                     param_hint="--datapath")
-    return list(dict.fromkeys(names))
+    return usage(request.datapaths, value, offered)
 
 
-def check_available(unavailable: Callable[[str], str | None], names: list[str]) -> None:
-    """Every datapath in `names` can be offered here (`unavailable(name)` says why not)."""
-    for name in dict.fromkeys(names):
-        reason = unavailable(name)
-        if reason:
-            raise UserError(f"datapath {name} is not available here: {reason} "
-                            f"(`k8sdds testbed datapaths` lists what is)")
+check_available = request.available  # every datapath asked for can be offered here
 
 
 # ---- options declared as dataclasses (k8sdds.flags): one --flag per field -------------

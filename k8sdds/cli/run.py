@@ -31,20 +31,18 @@ from k8sdds.cli.common import (
     datapath_list,
     err_console,
     out_console,
+    usage,
     with_options,
 )
 from k8sdds.errors import UserError
 from k8sdds.flags import recorded
-from k8sdds.request import EventProgress, OptionError, RunRequest, prepare
+from k8sdds.request import EventProgress, RunRequest, prepare
 from k8sdds.runner import Runner, RunOptions
 
 
 def _backend(name: str | None, given: dict[str, Any]):
     """The backend chosen (from the registry) with its options; (name, options, backend)."""
-    try:
-        return request.backend(name, given)
-    except OptionError as exc:
-        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+    return usage(request.backend, name, given)
 
 
 def _announce(tests, backend_name: str, what: str = "") -> None:
@@ -115,10 +113,7 @@ def run(
             duration=duration, repeats=repeats, send_queue_size=send_queue_size,
             discovery="peers" if peers else None, no_print=True if no_print else None))
     with _reporting(as_json), _events(events) as stream:
-        try:
-            prepared = prepare(req)
-        except OptionError as exc:
-            raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+        prepared = usage(prepare, req)
         if not quiet and not as_json:
             err_console.print(prepared.describe())
         runner = prepared.runner(_progress(quiet, as_json, stream))
