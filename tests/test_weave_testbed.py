@@ -44,6 +44,17 @@ def _status(ns: str) -> str:
         capture_output=True, text=True, check=True).stdout
 
 
+def _established(ns: str, timeout: float = 90) -> str:
+    """The router's status once its connection to the other node is established (DaemonSet
+    ready means the router answers, not that its peer has joined)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while "1 established" not in (status := _status(ns)) and time.monotonic() < deadline:
+        time.sleep(1)  # a peer joining: the router reports nothing to wait on
+    return status
+
+
 def test_weave_is_the_real_one(cluster):
     """Its pods (router and weave-npc) on every worker in the images built here; the router
     in sleeve mode (its pcap veth pair, no Open vSwitch datapath), connected to the other
@@ -59,7 +70,7 @@ def test_weave_is_the_real_one(cluster):
     names = set()
     for node in ("node1", "node2"):
         ns = f"{cluster['name']}-{node}"
-        status = _status(ns)
+        status = _established(ns)
         assert "Encryption: disabled" in status and "1 established" in status, status
         assert "Range: 10.244.0.0/16" in status
         names.add(status.split("Name: ")[1].split()[0])
@@ -92,7 +103,8 @@ def test_weave_encrypted_takes_its_password_from_a_secret(cluster, env, tmp_path
         api = client.CoreV1Api(config.new_client_from_config(encrypted["kubeconfig"]))
         secret = api.read_namespaced_secret("weave-passwd", "kube-system")
         assert len(secret.data["weave-passwd"]) > 20
-        assert "Encryption: enabled" in _status(f"{encrypted['name']}-node1")
+        status = _established(f"{encrypted['name']}-node1")
+        assert "Encryption: enabled" in status and "1 established" in status, status
         outcome, rundir = run(encrypted, tmp_path, HEAD + "1024,false,1,false,0,false,2\n")
         assert outcome["failed"] == []
         found = json.loads((rundir / "manifest.json").read_text())["cluster"]

@@ -66,6 +66,7 @@ DATAPATHS = (
 
 PASSWORD = {"name": "WEAVE_PASSWORD",
             "valueFrom": {"secretKeyRef": {"name": SECRET, "key": SECRET}}}
+ENCRYPTED = Install("weave-encrypted", POD_CIDR, "weave-encrypted", secret=SECRET)
 
 
 def adapt(install: Install, docs: list[dict]) -> list[dict]:
@@ -116,9 +117,9 @@ def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
                 c["volumeMounts"] += [{"name": n, "mountPath": m} for n, m in CNI_MOUNTS.items()]
                 c["env"] = [*(c.get("env") or []), {"name": "IPALLOC_RANGE", "value": network},
                             {"name": "IPALLOC_INIT", "value": f"consensus={workers}"},
-                            NO_FASTDP, NO_CHECKPOINT,
-                            *([PASSWORD] if datapath == "weave-encrypted" else [])]
-    if datapath == "weave-encrypted":
+                            NO_FASTDP, NO_CHECKPOINT]
+    if datapath == "weave-encrypted":  # the password as `cluster init` gives it, its Secret
+        adapt(ENCRYPTED, docs)
         docs.append({"apiVersion": "v1", "kind": "Secret",
                      "metadata": {"name": SECRET, "namespace": "kube-system"},
                      "stringData": {SECRET: secrets.token_urlsafe(24)}})
@@ -143,8 +144,7 @@ CNI = Cni(
         "weave-daemonset-k8s.yaml",
         pins={"weaveworks/weave-kube:latest": f"weaveworks/weave-kube:{VERSION}",
               "weaveworks/weave-npc:latest": f"weaveworks/weave-npc:{VERSION}"}),
-    installs=(Install("weave", POD_CIDR, "weave"),
-              Install("weave-encrypted", POD_CIDR, "weave-encrypted", secret=SECRET)),
+    installs=(Install("weave", POD_CIDR, "weave"), ENCRYPTED),
     adapt=adapt, url_steps=url_steps, detect=detect,
     images=(
         # the router's image as upstream's (weaver, the weave script, launch.sh, kube-utils,

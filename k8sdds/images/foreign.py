@@ -10,9 +10,11 @@ have to run the foreign code, and is refused by name (`packages` is pure)."""
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -85,8 +87,6 @@ def unpack(rootfs: Path, wanted: tuple[str, ...], arch: str, suite: str, mirror:
     """Download `wanted` and what they depend on for `arch`, and unpack each into `rootfs`
     (its merged-/usr links kept); the .deb files unpacked. `run(argv, what, env)` runs a
     command of this machine and raises on failure."""
-    import os
-
     if not wanted:
         return []
     env = {**os.environ, "APT_CONFIG": str(apt_config(work, arch, suite, mirror)),
@@ -113,8 +113,6 @@ def settle(rootfs: Path) -> None:
     """What the second stage and the maintainer scripts would have left that an image needs:
     /proc a directory (the first stage links it to the builder's), the users and groups of
     base-passwd's master files."""
-    import shutil
-
     proc = rootfs / "proc"
     if proc.is_symlink():
         proc.unlink()

@@ -165,7 +165,7 @@ class KubeCluster:
             self._node(worker, images, cni)
         names = [w.name for w in workers]
         self._watch_nodes(names, timeout, ready=False)  # registered, given their pod CIDRs
-        cni.start(self.kubeconfig, self._files(workers[0].name).view)
+        cni.start(self.kubeconfig, self._files(workers[0].name).view, len(workers))
         self._watch_nodes(names, timeout, ready=True)
         cni.wait(self.kubeconfig, timeout)
         if metrics:

@@ -50,9 +50,9 @@ class Cni:
         (files.own("net.d") / "10-k8sdds.conflist").write_text(
             agent.cni_config(node.pod_cidr, node.gateway, 1500, files))
 
-    def start(self, kubeconfig: Path, view: Path) -> None:
-        """Once the nodes are registered: what the cluster learns of its network (`view`:
-        the node view, where a DaemonSet's host paths point)."""
+    def start(self, kubeconfig: Path, view: Path, workers: int) -> None:
+        """Once the `workers` are registered: what the cluster learns of its network
+        (`view`: the node view, where a DaemonSet's host paths point)."""
         from kubernetes import client, config
 
         api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
@@ -129,11 +129,7 @@ class Real(Cni):
         docs = base.in_view(manifests.pin(docs, images), view, self.part.host_paths)
         return self.part.adapt(docs, self.datapath, view, POD_NETWORK, workers)
 
-    def start(self, kubeconfig: Path, view: Path) -> None:
-        from kubernetes import client, config
-
-        api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
-        workers = len(api.list_node().items)  # every one registered by now
+    def start(self, kubeconfig: Path, view: Path, workers: int) -> None:
         apply(kubeconfig, self.documents(view, workers), self.record.name)
 
     def wait(self, kubeconfig: Path, timeout: float) -> None:
