@@ -13,7 +13,7 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 # bare-host commands
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
                      containerd runc containernetworking-plugins busybox-static iptables ipset \
-                     postgresql qemu-user-static
+                     postgresql qemu-user-static gcc libc6-dev libpcap-dev
 
 .PHONY: demo test check docs install system-deps test-deps k8s-test-binaries lint clean
 
@@ -44,8 +44,11 @@ check: $(BIN)/k8sdds
 ## install: Debian packages (as root) and the Python package in .venv
 install: system-deps $(BIN)/k8sdds
 
-test-deps: k8s-test-binaries
+## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for
+## flannel's and weave's cgo parts), then the Go-built Kubernetes parts
+test-deps:
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
+	@$(MAKE) --no-print-directory k8s-test-binaries
 
 ## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, metrics-server and kwok (Go; cached)
 k8s-test-binaries:
