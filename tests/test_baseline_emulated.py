@@ -25,7 +25,7 @@ def matrix_run(tmp_path_factory):
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp / "state"), "COLUMNS": "200"}
     name = "kdb" + str(os.getpid() % 1000)
     proc = cli("baseline", "--datapath", "flannel-hostgw,flannel-vxlan", "--paths", "all",
-               "--engines", "ping,iperf3,qperf,ab", "--duration", "2", "--out", str(tmp / "logs"),
+               "--engines", "ping,iperf3,qperf,ab", "--duration", "1", "--out", str(tmp / "logs"),
                "--testbed", name, "--json", "--report", env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert namespaces(name) == []
