@@ -50,10 +50,11 @@ test-deps:
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 	@$(MAKE) --no-print-directory k8s-test-binaries
 
-## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, metrics-server and kwok (Go; cached)
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and CoreDNS and flannel cross-compiled for arm64, for the test of ARM kubeadm images
 k8s-test-binaries:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
-	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries; \
+	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries \
+	  && PATH="$$PATH:/usr/local/go/bin" .ci/k8s-cross-binaries arm64 coredns flannel; \
 	else echo "no Go toolchain: the kubernetes backend's tests will be skipped"; fi
 
 system-deps:

@@ -113,18 +113,28 @@ def _rows(out: str) -> dict[tuple[str, str], str]:
 
 def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes, inventory,
                                                                          tmp_path):
+    """The folder has pause for amd64 and arm64 under one name; h3 is said to be arm64 (a
+    hybrid cluster's Pi): what each host lacks is named with its architecture."""
     from k8sdds.images.build import pause
 
     folder = tmp_path / "archives"
     folder.mkdir()
     (folder / "pause.tar").symlink_to(pause("registry.k8s.io/pause:3.10.1"))
-    done = _cli("cluster", "images", "--inventory", str(inventory), "--cni", "flannel-vxlan",
+    (folder / "pause-arm64.tar").symlink_to(pause("registry.k8s.io/pause:3.10.1",
+                                                  arch="arm64"))
+    hybrid = tmp_path / "hybrid.yaml"
+    data = yaml.safe_load(inventory.read_text())
+    data["hosts"][2]["arch"] = "arm64"
+    hybrid.write_text(yaml.safe_dump(data))
+    done = _cli("cluster", "images", "--inventory", str(hybrid), "--cni", "flannel-vxlan",
                 "--from", str(folder), "--log-dir", str(tmp_path / "logs"))
     assert done.returncode == 2, done.stdout + done.stderr
     text = " ".join(done.stderr.split())
-    assert "the archives given have no registry.k8s.io/kube-apiserver:v1.34.3" in text
-    assert "ghcr.io/flannel-io/flannel:v0.28.9" in text and "no host was changed" in text
-    assert "registry.k8s.io/pause:3.10.1," not in text  # that one it has
+    assert "the archives given have no registry.k8s.io/kube-apiserver:v1.34.3 (amd64)" in text
+    assert "ghcr.io/flannel-io/flannel:v0.28.9 (arm64)" in text
+    assert "registry.k8s.io/kube-proxy:v1.34.3 (arm64)" in text
+    assert "kube-apiserver:v1.34.3 (arm64)" not in text  # h3 is a worker
+    assert "pause:3.10.1 (" not in text and "no host was changed" in text  # both it has
     for i in (1, 2, 3):
         assert "images import" not in (tmp_path / "logs" / f"h{i}.log").read_text()
 

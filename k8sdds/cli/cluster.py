@@ -350,9 +350,11 @@ def cluster_images(
     source: Path | None = typer.Option(None, "--from", help="A directory of image archives "
                                        "(docker-archive .tar, as `docker save` or `ctr images "
                                        "export` write), found by the names they carry."),
-    build: bool = typer.Option(False, "--build", help="Build the images here from the Go "
-                               "binaries .ci/k8s-test-binaries makes (control plane, "
-                               "kube-proxy, etcd, CoreDNS, pause, flannel; amd64)."),
+    build: bool = typer.Option(False, "--build", help="Build the images here, for each "
+                               "host's architecture (the inventory's arch), from the Go "
+                               "binaries .ci/k8s-test-binaries (amd64) and "
+                               ".ci/k8s-cross-binaries ARCH (arm64, arm) make: control "
+                               "plane, kube-proxy, etcd, CoreDNS, pause, the CNI's."),
     address: str = CONTAINERD,
     known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
     log_dir: Path = HOST_LOGS,
@@ -360,7 +362,8 @@ def cluster_images(
     """Load what kubeadm and the CNI need onto every host over SSH, before init and join,
     for hosts with no registry: each host's kubeadm says what its version needs (all of it on
     the control plane; kube-proxy, pause and CoreDNS on workers), the CNI's pinned manifest
-    the rest. Images a host has are skipped. Give --from DIR or --build."""
+    the rest, each of the host's own architecture. Images a host has are skipped. Give --from
+    DIR (the same names may be there for several architectures) or --build."""
     from k8sdds import cni as cnis
     from k8sdds.cluster import images
     from k8sdds.cni.manifests import images as cni_images_of

@@ -108,62 +108,65 @@ def survey(remote: Remote, control_plane: bool, cni_images: list[str],
                       frozenset(have.out.split()))
 
 
-def from_directory(folder: Path) -> dict[str, Path]:
-    """Every image name the archives in `folder` carry -> its archive."""
+def from_directory(folder: Path) -> dict[tuple[str, str], Path]:
+    """Every (image name, architecture) the archives in `folder` carry -> its archive: one
+    folder may hold the same names for amd64 and arm64."""
     from k8sdds.images.kubernetes import normalize
 
     if not folder.is_dir():
         raise UserError(f"{folder}: not a directory of image archives")
-    found: dict[str, Path] = {}
+    found: dict[tuple[str, str], Path] = {}
     for archive in sorted(folder.iterdir()):
         if archive.is_file() and archive.name.endswith(".tar"):
-            tags, _ = describe(archive)
+            tags, arch = describe(archive)
             for tag in tags:
-                found.setdefault(normalize(tag), archive)
+                found.setdefault((normalize(tag), arch), archive)
     return found
 
 
 def load_all(loaded, known: str, dry_run: bool, folder: Path, cni_images: list[str],
-             found: dict[str, Path] | None, address: str,
+             found: dict[tuple[str, str], Path] | None, address: str,
              say: Callable[[str], None]) -> dict[str, list[str] | HostError]:
-    """`cluster images`: every host surveyed at once; what any lacks built here (`found`
-    None) or taken from the archives `found`, all before any host is changed; then each
-    host's missing images loaded."""
+    """`cluster images`: every host surveyed at once; what any lacks, for each host's own
+    architecture (the inventory's `arch`), built here (`found` None) or taken from the
+    archives `found`, all before any host is changed; then each host's missing images
+    loaded."""
     from k8sdds.cluster.remote import on_hosts
     from k8sdds.images.kubernetes import build, normalize
     from k8sdds.results.files import sha256
 
     control = loaded.control_plane().name
+    arch_of = {h.name: h.arch for h in loaded.hosts}
     surveys = on_hosts(loaded.hosts, known, dry_run, folder, lambda r: survey(
         r, r.host.name == control, cni_images, address))
-    wanted = list(dict.fromkeys(ref for s in surveys.values()
+    wanted = list(dict.fromkeys((ref, arch_of[name]) for name, s in surveys.items()
                                 if not isinstance(s, HostError) for ref in s.missing))
     if found is not None:
-        absent = [ref for ref in wanted if normalize(ref) not in found]
+        absent = [f"{ref} ({arch})" for ref, arch in wanted
+                  if (normalize(ref), arch) not in found]
         if absent:
             raise UserError(f"the archives given have no {', '.join(absent)} (the hosts need "
                             "them; no host was changed)")
-    archives: dict[str, tuple[Path, str, str]] = {}  # ref -> (archive, sha256, arch)
-    for ref in wanted:
-        archive = build(ref, say) if found is None else found[normalize(ref)]
-        archives[ref] = (archive, sha256(archive), describe(archive)[1])
+    archives: dict[tuple[str, str], tuple[Path, str]] = {}  # (ref, arch) -> (archive, sha256)
+    for ref, arch in wanted:
+        archive = build(ref, say, arch) if found is None else found[(normalize(ref), arch)]
+        got = describe(archive)[1]
+        if got != arch:  # a builder's or a folder's mistake, caught before any host
+            raise UserError(f"{archive}: {ref} is {got}, not {arch}; no host was changed")
+        archives[(ref, arch)] = (archive, sha256(archive))
 
     def one(remote: Remote) -> list[str]:
         host = surveys[remote.host.name]
         if isinstance(host, HostError):
             raise host
-        wrong = [ref for ref in host.missing if archives[ref][2] != remote.host.arch]
-        if wrong:
-            raise HostError(f"{remote.host.name} is {remote.host.arch}; "
-                            f"{', '.join(f'{r} is {archives[r][2]}' for r in wrong)}")
         done: list[Path] = []
         for ref in host.missing:
-            archive, digest, _ = archives[ref]
+            archive, digest = archives[(ref, remote.host.arch)]
             if archive not in done:
                 load(remote, archive, digest, address)
                 done.append(archive)
         kept = len(host.needed) - len(host.missing)
-        return [f"kubeadm {host.version}: {len(host.missing)} loaded"
+        return [f"kubeadm {host.version} ({remote.host.arch}): {len(host.missing)} loaded"
                 + (f" ({', '.join(host.missing)})" if host.missing else "")
                 + f", {kept} already there"]
 

@@ -237,25 +237,49 @@ def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[st
     os.replace(partial, archive)
 
 
-def pause(tag: str, cache: Path | None = None) -> Path:
+def pause(tag: str, cache: Path | None = None, arch: str = foreign.HOST) -> Path:
     """The sandbox ("pause") image containerd starts first in every pod: a static busybox
-    that sleeps (Debian's busybox-static), as an image archive; cached."""
+    that sleeps (Debian's busybox-static for Debian architecture `arch`), as an image
+    archive; cached."""
     return busybox_image(tag, {}, ["--config.entrypoint=/bin/busybox", "--config.cmd=sleep",
                                    "--config.cmd=2147483647", "--config.user=65535:65535"],
-                         "pause", cache)
+                         "pause", cache, arch=arch)
+
+
+def busybox(arch: str, cache: Path | None = None) -> Path:
+    """Debian's static busybox for Debian architecture `arch`: this machine's own, or the
+    package of `arch` downloaded and unpacked (never run), cached."""
+    if not foreign.foreign(arch):
+        found = Path("/bin/busybox")
+        if not found.exists():
+            raise UserError("a busybox image needs Debian's busybox-static "
+                            "(apt-get install busybox-static)")
+        return found
+    cache = Path(cache or cache_dir())
+    cache.mkdir(parents=True, exist_ok=True)
+    kept = cache / f"busybox-static-{arch}"
+    with _one_builder(kept):
+        if not kept.exists():
+            with tempfile.TemporaryDirectory(prefix="busybox-", dir=cache) as work:
+                rootfs = Path(work) / "rootfs"
+                rootfs.mkdir()
+                foreign.unpack(rootfs, ("busybox-static",), arch, "bookworm", DEFAULT_MIRROR,
+                               Path(work) / "apt", _run, lambda _: None)
+                partial = kept.with_name(kept.name + ".part")
+                shutil.copy2(rootfs / "bin/busybox", partial)
+                os.replace(partial, kept)
+    return kept
 
 
 def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], name: str,
-                  cache: Path | None = None, path: str = "/bin") -> Path:
-    """A tiny image: Debian's static busybox (its shell tools on PATH) and `files`; cached by
-    content."""
-    busybox = Path("/bin/busybox")
-    if not busybox.exists():
-        raise UserError(f"the {name} image needs Debian's busybox-static "
-                        "(apt-get install busybox-static)")
+                  cache: Path | None = None, path: str = "/bin",
+                  arch: str = foreign.HOST) -> Path:
+    """A tiny image of Debian architecture `arch`: Debian's static busybox (its shell tools on
+    PATH) and `files`; cached by content."""
     cache = Path(cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256(busybox.read_bytes() + tag.encode() + "\0".join(config).encode()
+    tool = busybox(arch, cache)
+    h = hashlib.sha256(tool.read_bytes() + tag.encode() + "\0".join(config).encode()
                        + path.encode())
     for dest, src in sorted(files.items()):
         h.update(dest.encode() + sha256(src).encode())
@@ -266,11 +290,10 @@ def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], na
         with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache) as work:
             rootfs = Path(work) / "rootfs"
             (rootfs / "bin").mkdir(parents=True)
-            shutil.copy2(busybox, rootfs / "bin" / "busybox")
-            for tool in ("sh", "cp", "ls", "cat"):
-                (rootfs / "bin" / tool).symlink_to("busybox")
+            shutil.copy2(tool, rootfs / "bin" / "busybox")
+            for applet in ("sh", "cp", "ls", "cat"):
+                (rootfs / "bin" / applet).symlink_to("busybox")
             _add(rootfs, files)
             _pack(Path(work), rootfs, tag, archive,
-                  [f"--config.env=PATH={path}", *config,
-                   *platform_flags(foreign.HOST)])
+                  [f"--config.env=PATH={path}", *config, *platform_flags(arch)])
     return archive

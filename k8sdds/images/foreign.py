@@ -6,7 +6,9 @@ dpkg-deb. No maintainer script runs; what an engine needs (its binaries and libr
 there, and the dynamic loader finds Debian's multiarch library directories without a cache.
 
 So a foreign build takes only Dockerfile steps that install packages; any other step would
-have to run the foreign code, and is refused by name (`packages` is pure)."""
+have to run the foreign code, and is refused by name (`packages` is pure). What maintainer
+scripts would have set up that an image needs is done here: the links `update-alternatives`
+would make (iptables -> iptables-nft, ...), read from the packages' own postinst scripts."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.images.dockerfile import DockerfileError, Recipe
@@ -62,6 +65,66 @@ def packages(recipe: Recipe, arch: str, path: str = "Dockerfile") -> tuple[str, 
     return tuple(dict.fromkeys(found))
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """One link `update-alternatives --install` makes (a master's or one of its slaves')."""
+
+    name: str  # the master's name: iptables
+    link: str  # /usr/sbin/iptables-save
+    path: str  # /usr/sbin/iptables-nft-save
+    priority: int  # the master's
+
+
+def alternatives(script: str) -> list[Alternative]:
+    """The links every `update-alternatives --install` of a maintainer script would make
+    (those naming shell variables left out: their values are the script's). Pure."""
+    found: list[Alternative] = []
+    for command in script.replace("\\\n", " ").splitlines():
+        try:
+            words = shlex.split(command, comments=True)
+        except ValueError:
+            continue
+        while "update-alternatives" in words:
+            words = words[words.index("update-alternatives") + 1:]
+            if "--install" not in words:
+                break
+            i = words.index("--install")
+            try:
+                link, name, path, priority = words[i + 1:i + 5]
+                master = Alternative(name, link, path, int(priority))
+            except ValueError:
+                break
+            rest, links = words[i + 5:], [master]
+            while len(rest) >= 4 and rest[0] == "--slave":
+                links.append(Alternative(name, rest[1], rest[3], master.priority))
+                rest = rest[4:]
+            found += [a for a in links if "$" not in a.link + a.path]
+            words = rest
+    return found
+
+
+def choose(found: list[Alternative]) -> dict[str, str]:
+    """link -> path, as update-alternatives' automatic mode chooses: per master name, the
+    group of the highest priority. Pure."""
+    best: dict[str, int] = {}
+    for a in found:
+        best[a.name] = max(best.get(a.name, a.priority), a.priority)
+    return {a.link: a.path for a in found if a.priority == best[a.name]}
+
+
+def link_alternatives(rootfs: Path, found: list[Alternative]) -> list[str]:
+    """Make the chosen links in `rootfs` whose targets it has; the links made."""
+    made = []
+    for link, path in sorted(choose(found).items()):
+        target, where = rootfs / path.lstrip("/"), rootfs / link.lstrip("/")
+        if (target.exists() or target.is_symlink()) and not (where.exists() or
+                                                               where.is_symlink()):
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.symlink_to(path)
+            made.append(link)
+    return made
+
+
 def apt_config(work: Path, arch: str, suite: str, mirror: str) -> Path:
     """A private apt configuration for `arch`: its own sources, state, cache and an empty
     package status (so every dependency is fetched); the path for APT_CONFIG."""
@@ -96,7 +159,13 @@ def unpack(rootfs: Path, wanted: tuple[str, ...], arch: str, suite: str, mirror:
     run(["apt-get", "-q", "-y", "install", "--download-only", *wanted],
         f"downloading the {arch} packages", env)
     debs = sorted((work / "cache" / "archives").glob("*.deb"))
+    found: list[Alternative] = []
     for deb in debs:
+        control = work / "control" / deb.stem
+        control.parent.mkdir(parents=True, exist_ok=True)
+        run(["dpkg-deb", "--control", str(deb), str(control)], f"reading {deb.name}", None)
+        if (control / "postinst").exists():
+            found += alternatives((control / "postinst").read_text(errors="replace"))
         data = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
                                 stdout=subprocess.PIPE)
         tar = subprocess.run(["tar", "-x", "--keep-directory-symlink", "-C", str(rootfs)],
@@ -105,7 +174,9 @@ def unpack(rootfs: Path, wanted: tuple[str, ...], arch: str, suite: str, mirror:
         if data.wait() != 0 or tar.returncode != 0:
             raise DockerfileError(f"unpacking {deb.name}: {tar.stderr.strip()[-300:]}")
     settle(rootfs)
-    say(f"unpacked {len(debs)} {arch} packages (no maintainer script run)")
+    links = link_alternatives(rootfs, found)
+    say(f"unpacked {len(debs)} {arch} packages (no maintainer script run"
+        + (f"; their alternatives linked: {' '.join(links)}" if links else "") + ")")
     return [d.name for d in debs]
 
 

@@ -7,6 +7,11 @@ manifests name them, so that both run as published.
 A builder is chosen by the image's repository (a registry, not a chain of ifs); the binary's
 version must be the tag's, or the image is not built (a cluster would run something other
 than what it names). An exception is said where it is (a record's `note`).
+
+Each image is built for one architecture (the inventory's names: amd64, arm64, arm): this
+machine's from the binaries cache itself, another's from its `linux-<arch>` directory there
+(`.ci/k8s-cross-binaries <arch>` cross-compiles them) and from Debian's packages of that
+architecture, unpacked, never run (k8sdds/images/foreign.py).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 from k8sdds import cni
 from k8sdds.cni.base import Image
 from k8sdds.errors import UserError
+from k8sdds.images import foreign
 from k8sdds.testbed.kube.cluster import binaries  # the one cache of Go-built binaries
 
 
@@ -47,9 +53,18 @@ def built_version(cache: Path, name: str) -> str:
     return target.removeprefix(f"{name}-") if target != name else "unknown"
 
 
-def version(name: str) -> str | None:
+HOST_ARCH = foreign.OCI.get(foreign.HOST, foreign.HOST)  # this machine's, as the inventory names it
+
+
+def arch_binaries(arch: str = HOST_ARCH) -> Path:
+    """Where the binaries of architecture `arch` (amd64, arm64, arm) are cached."""
+    return binaries() if arch == HOST_ARCH else binaries() / f"linux-{arch}"
+
+
+def version(name: str, arch: str = HOST_ARCH) -> str | None:
     """The version a cached binary was built at, or None when it is not built."""
-    return built_version(binaries(), name) if (binaries() / name).exists() else None
+    cache = arch_binaries(arch)
+    return built_version(cache, name) if (cache / name).exists() else None
 
 
 def apt_step(packages: tuple[str, ...]) -> str:
@@ -58,9 +73,9 @@ def apt_step(packages: tuple[str, ...]) -> str:
 
 
 def cni_image(image: Image, ref: str, cache: Path,
-              say: Callable[[str], None] = lambda _: None) -> Path:
+              say: Callable[[str], None] = lambda _: None, arch: str = HOST_ARCH) -> Path:
     """A CNI's image as its record says (Debian with its packages, else busybox), its files
-    taken from the binaries in `cache`, named `ref`."""
+    taken from the binaries in `cache`, named `ref`, for architecture `arch`."""
     from k8sdds.images.build import BuildOptions, assemble, busybox_image
     from k8sdds.images.dockerfile import Recipe
 
@@ -69,47 +84,48 @@ def cni_image(image: Image, ref: str, cache: Path,
     if image.apt:
         steps = (apt_step(image.apt), *image.run)
         return assemble(Recipe("bookworm", steps), f"{name} {' && '.join(steps)}",
-                        BuildOptions(Path("-"), None, tag=ref), say, files=files,
-                        entrypoint=list(image.entrypoint), name=name)
+                        BuildOptions(Path("-"), None, tag=ref, arch=foreign.DEBIAN[arch]), say,
+                        files=files, entrypoint=list(image.entrypoint), name=name)
     config = [f"--config.entrypoint={e}" for e in image.entrypoint]
-    return busybox_image(ref, files, config, name, path="/usr/local/bin:/bin")
+    return busybox_image(ref, files, config, name, path="/usr/local/bin:/bin",
+                         arch=foreign.DEBIAN[arch])
 
 
 @dataclass(frozen=True)
 class Builder:
-    binary: str  # in the binaries cache
+    binary: str | None  # in the binaries cache (None: it needs none)
     tag_of: Callable[[str], str]  # the binary's version -> the tag it may carry (None: any)
-    make: Callable[[str, Path], Path]  # (image name, binary) -> archive
+    make: Callable[[str, Path | None, str], Path]  # (image name, binary, arch) -> archive
     note: str = ""
 
 
-def _busybox(dest: str, entrypoint: bool = False) -> Callable[[str, Path], Path]:
-    def make(ref: str, binary: Path) -> Path:
+def _busybox(dest: str, entrypoint: bool = False) -> Callable[[str, Path, str], Path]:
+    def make(ref: str, binary: Path, arch: str) -> Path:
         from k8sdds.images.build import busybox_image
 
         config = [f"--config.entrypoint={dest}"] if entrypoint else []
         return busybox_image(ref, {dest: binary}, config, split(ref)[0].rsplit("/", 1)[-1],
-                             path="/usr/local/bin:/bin")
+                             path="/usr/local/bin:/bin", arch=foreign.DEBIAN[arch])
     return make
 
 
 KUBE_PROXY_APT = apt_step(("iptables", "conntrack", "ipset", "kmod"))
 
 
-def _kube_proxy(ref: str, binary: Path) -> Path:
+def _kube_proxy(ref: str, binary: Path, arch: str) -> Path:
     """Debian with iptables, conntrack and ipset, as upstream's distroless-iptables."""
     from k8sdds.images.build import BuildOptions, assemble
     from k8sdds.images.dockerfile import Recipe
 
     return assemble(Recipe("bookworm", (KUBE_PROXY_APT,)), f"kube-proxy {KUBE_PROXY_APT}",
-                    BuildOptions(Path("-"), None, tag=ref), files={
-                        "/usr/local/bin/kube-proxy": binary}, name="kube-proxy")
+                    BuildOptions(Path("-"), None, tag=ref, arch=foreign.DEBIAN[arch]),
+                    files={"/usr/local/bin/kube-proxy": binary}, name="kube-proxy")
 
 
-def _pause(ref: str, binary: Path) -> Path:
+def _pause(ref: str, binary: Path | None, arch: str) -> Path:
     from k8sdds.images.build import pause
 
-    return pause(ref)
+    return pause(ref, arch=foreign.DEBIAN[arch])
 
 
 def _k8s(v: str) -> str:
@@ -124,9 +140,10 @@ BUILDERS: dict[str, Builder] = {
                                     _busybox("/usr/local/bin/etcd")),
     "registry.k8s.io/coredns/coredns": Builder("coredns", lambda v: v,
                                                _busybox("/coredns", entrypoint=True)),
-    "registry.k8s.io/pause": Builder("kubelet", lambda v: "", _pause),
+    "registry.k8s.io/pause": Builder(None, lambda v: "", _pause),  # Debian's busybox
     **{image.repository: Builder(image.binary, image.tag_of,
-                                 lambda ref, binary, image=image: cni_image(image, ref, binaries()),
+                                 lambda ref, binary, arch, image=image: cni_image(
+                                     image, ref, arch_binaries(arch), arch=arch),
                                  note=image.note)
        for record in cni.CNIS.values() for image in record.images},
 }
@@ -136,21 +153,30 @@ def buildable(ref: str) -> bool:
     return split(ref)[0] in BUILDERS
 
 
-def build(ref: str, say: Callable[[str], None] = lambda _: None) -> Path:
-    """The archive of `ref`, built here from its binary (cached); a clear error when it
-    cannot be."""
+def build(ref: str, say: Callable[[str], None] = lambda _: None,
+          arch: str = HOST_ARCH) -> Path:
+    """The archive of `ref` for architecture `arch` (amd64, arm64, arm), built here from its
+    binary (cached); a clear error when it cannot be."""
     repo, tag = split(ref)
     builder = BUILDERS.get(repo)
     if builder is None:
         raise UserError(f"{ref} cannot be built here (k8sdds builds {', '.join(BUILDERS)}); "
                         "give a directory of image archives with --from")
-    have = version(builder.binary)
+    if arch not in foreign.DEBIAN:
+        raise UserError(f"{ref}: no image is built for the architecture {arch!r} (k8sdds "
+                        f"builds {', '.join(foreign.DEBIAN)})")
+    if builder.binary is None:
+        say(f"building {ref} ({arch})")
+        return builder.make(ref, None, arch)
+    have = version(builder.binary, arch)
     if have is None:
-        raise UserError(f"{ref}: {builder.binary} is not built in {binaries()} (run "
-                        ".ci/k8s-test-binaries, or give --from)")
+        script = (".ci/k8s-test-binaries" if arch == HOST_ARCH
+                  else f".ci/k8s-cross-binaries {arch}")
+        raise UserError(f"{ref}: {builder.binary} is not built for {arch} in "
+                        f"{arch_binaries(arch)} (run {script}, or give --from)")
     wanted = builder.tag_of(have)
     if wanted and wanted != tag:
         raise UserError(f"{ref}: the {builder.binary} here is {have}, which makes the tag "
                         f"{wanted}, not {tag}; build the hosts' version or give --from")
-    say(f"building {ref}" + (f" ({builder.note})" if builder.note else ""))
-    return builder.make(ref, binaries() / builder.binary)
+    say(f"building {ref} ({arch})" + (f": {builder.note}" if builder.note else ""))
+    return builder.make(ref, arch_binaries(arch) / builder.binary, arch)
