@@ -5,6 +5,13 @@ rtiperftest-<role>.log`, with the schedule.csv it holds (in the configuration fo
 folder above it). Tests take their parameters from the schedule rows, the datapath and the
 transport from the folder name; every log is kept and parsed, so `k8sdds report` works on old
 data exactly as on new.
+
+Perftest 3.x prints its own test in each log's header (data size, reliability, batching,
+execution time, multicast, transport, and on the publisher the subscribers it waits for): the
+header wins over a schedule, and with no schedule in or above the folder and none given the
+tests are made from the headers alone. A test whose logs say too little (one that failed
+before its header, or legacy logs that print less) is then listed as skipped in the manifest,
+with what a schedule would give it.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 from k8sdds import cni, perftest, records
 from k8sdds.errors import UserError
 from k8sdds.guarded import FileRefused, read_bytes
+from k8sdds.model import Test
 from k8sdds.parsers.perftest_header import header
 from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write
 from k8sdds.schedule import load
@@ -60,17 +68,33 @@ def configuration(folder: str) -> tuple[str, str, str]:
     return CNIS[cni], TRANSPORTS[parts[at]], ""
 
 
-def _schedule(folder: Path, root: Path, given: Path | None = None) -> Path:
-    """The folder's schedule.csv, else the nearest above it (up to `root`), else `given`."""
+def _schedule(folder: Path, root: Path, given: Path | None = None) -> Path | None:
+    """The folder's schedule.csv, else the nearest above it (up to `root`), else `given`,
+    else None (the logs' headers say the tests)."""
     for candidate in [folder, *folder.parents]:
         if (candidate / "schedule.csv").exists():
             return candidate / "schedule.csv"
         if candidate == root:
             break
-    if given is not None:
-        return Path(given)
-    raise UserError(f"{folder}: no schedule.csv in it or above it (up to {root}); give one "
-                    "with --schedule (K8sDDS's default is schedules/k8sdds.csv)")
+    return Path(given) if given is not None else None
+
+
+# what a test needs that only a header or a schedule can say (the rest has defaults)
+NEEDED = ("data_len", "num_subscribers")
+SCHEDULE_HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration"
+
+
+def from_header(said: dict[str, object], index: int) -> Test | None:
+    """The test a header says (`header()` of its logs, the publisher's first), or None when
+    it does not say enough. Pure."""
+    if any(name not in said for name in NEEDED):
+        return None
+    return Test(row=index, line=0, data_len=int(said["data_len"]),
+                multicast=bool(said.get("multicast", False)),
+                num_subscribers=int(said["num_subscribers"]),
+                best_effort=bool(said.get("best_effort", False)),
+                batch_size=int(said.get("batch_size", 0)),
+                duration=float(said.get("duration", 10.0)))
 
 
 def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = None,
@@ -101,13 +125,14 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
     datapath, transport, variant = configuration(folder.name)
     sch = _schedule(folder, root, schedule)
     engines = perftest.registry()
-    rows = load(sch, engines=engines)
+    rows = load(sch, engines=engines) if sch is not None else None
     tests_dirs = {int(m[1]): p for p in folder.iterdir() if (m := TEST_DIR.match(p.name))}
     if not tests_dirs:
         raise UserError(f"{folder}: no test-<i> folders")
     # K8sDDS numbers test-<i> from 0, like its schedule rows; only an index equal to the
     # number of rows (and no test-0) shows a tree numbered from 1
-    base = 1 if max(tests_dirs) == len(rows) and 0 not in tests_dirs else 0
+    count = len(rows) if rows is not None else max(tests_dirs)
+    base = 1 if max(tests_dirs) == count and 0 not in tests_dirs else 0
     final = Path(out) / f"k8sdds-{kind}-{folder.name}"
     if final.exists():
         raise UserError(f"{final} exists already (imported before: kept as it is, never "
@@ -127,22 +152,23 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
 
 
 def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder: Path,
-          sch: Path, rows: list, base: int, tests_dirs: dict, engines, datapath: str,
-          transport: str, variant: str) -> None:
+          sch: Path | None, rows: list | None, base: int, tests_dirs: dict, engines,
+          datapath: str, transport: str, variant: str) -> None:
     manifest = Manifest(
         run_id=run_id, backend="imported", tests=[], status="complete",
         command_line=["k8sdds", "import", "k8sdds-data", str(root)],
-        schedule=run.copy_schedule(sch), cluster={"source": str(folder)},
+        schedule={}, cluster={"source": str(folder)},
         datapaths=[datapath], tools={"rtiperftest": "from the logs"},
-        imported={"kind": kind, "folder": folder.name, "variant": variant})
+        imported={"kind": kind, "folder": folder.name, "variant": variant,
+                  "tests_from": "the schedule" if sch else "the logs' headers"})
     engine = engines["rtiperftest"]
-    all_rows, disagreements = [], []
+    all_rows, disagreements, unsaid, made = [], [], [], []
     columns = {c.strip().lower() for c in
                read_bytes(sch, "schedule").decode("utf-8", errors="replace")
                .lstrip("\ufeff").splitlines()[0].split(",")} if sch else set()
     for index, path in sorted(tests_dirs.items()):
         row = index - base
-        if not 0 <= row < len(rows):
+        if rows is not None and not 0 <= row < len(rows):
             raise UserError(f"{path}: no row {row} in {sch} ({len(rows)} rows)")
         logs, refused = {}, []
         for log in sorted(path.iterdir()):
@@ -153,7 +179,22 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
                     logs[role] = read_bytes(log, "log", follow=False)
                 except FileRefused as exc:
                     refused.append(str(exc))
-        scheduled = replace(rows[row], engine="rtiperftest", datapath=datapath,
+        if rows is None:
+            said = _said(logs)
+            described = from_header(said, row)
+            if described is None:
+                lacking = [n for n in NEEDED if n not in said]
+                first = next(iter(logs.values()), b"").decode("utf-8", errors="replace")
+                unsaid.append(f"test-{index}: its logs do not say {', '.join(lacking)} ("
+                              + (" / ".join(line.strip() for line in first.splitlines()[1:3]
+                                            if line.strip()) or "no log")
+                              + "); a schedule (--schedule) would keep it")
+                continue
+            made.append(described)
+            scheduled = described
+        else:
+            scheduled = rows[row]
+        scheduled = replace(scheduled, engine="rtiperftest", datapath=datapath,
                             transport=transport, latency_test=latency,
                             secure="secure" in variant, number=row + 1)
         test, differ = _with_header(scheduled, logs, str(sch), columns)
@@ -175,12 +216,20 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
             status="failed" if failures else "done", reason="; ".join(failures) or None,
             source=str(path))
         all_rows += records.rows(run_id, "imported", test, 1, {}, parsed)
+    if not manifest.tests:
+        raise UserError(f"{folder}: no test's logs say what it measured ({unsaid[0]}); give "
+                        "a schedule with --schedule (K8sDDS's is schedules/k8sdds.csv)")
+    manifest.schedule = (run.copy_schedule(sch) if sch else run.copy_schedule(
+        "the logs' headers", text="\n".join([SCHEDULE_HEAD, *(
+            f"{t.data_len},{str(t.multicast).lower()},{t.num_subscribers},"
+            f"{str(t.best_effort).lower()},{t.batch_size},{t.duration:g}" for t in made)]) + "\n"))
     if disagreements:  # the header won; what the schedule said is kept here
         manifest.imported = {**manifest.imported, "header_over_schedule": disagreements}
     stray = sorted(p.name for p in folder.iterdir() if p.is_file() and LOG.match(p.name))
-    if stray:  # logs outside any test-<i>: no row says what they measured
-        manifest.imported = {**manifest.imported, "skipped": [
-            f"{name}: outside any test-<i> folder, so no test to give it" for name in stray]}
+    skipped = unsaid + [f"{name}: outside any test-<i> folder, so no test to give it"
+                        for name in stray]
+    if skipped:  # logs no test can be given to
+        manifest.imported = {**manifest.imported, "skipped": skipped}
     run.write_results(all_rows)
     run.write_manifest(manifest)
 
@@ -188,18 +237,25 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
 # the header fields that name a test parameter -> the schedule column that may say it too
 # (None: the folder name says it); the rest of the header is informative
 HEADER_FIELDS = {"data_len": "datalen", "best_effort": "besteffort", "batch_size": "batchsize",
-                 "duration": "duration", "multicast": "multicast", "latency_test": None,
+                 "duration": "duration", "multicast": "multicast",
+                 "num_subscribers": "numsubscribers", "latency_test": None,
                  "transport": None, "secure": None}
+
+
+def _said(logs: dict[str, bytes]) -> dict[str, object]:
+    """What the logs' headers print, the publisher's first, then any other's."""
+    said: dict[str, object] = {}
+    for role in sorted(logs, key=lambda r: r != "pub"):
+        for name, value in header(logs[role].decode("utf-8", errors="replace")).items():
+            said.setdefault(name, value)
+    return said
 
 
 def _with_header(test, logs: dict[str, bytes], schedule: str, columns: set[str]):
     """`test` with what its logs' headers print (the publisher's first, then any other):
     the header wins over the schedule and the folder name; (test, disagreements: only where
     the schedule's columns or the folder name said otherwise, not k8sdds's defaults)."""
-    said: dict[str, object] = {}
-    for role in sorted(logs, key=lambda r: r != "pub"):
-        for name, value in header(logs[role].decode("utf-8", errors="replace")).items():
-            said.setdefault(name, value)
+    said = _said(logs)
     changes, differ = {}, []
     for name, column in HEADER_FIELDS.items():
         if name in said and said[name] != getattr(test, name):

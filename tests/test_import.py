@@ -104,7 +104,10 @@ def test_import_errors_are_clear(tmp_path):
         import_tree(tmp_path, tmp_path / "logs")
     tree = _tree(tmp_path / "t")
     (tree / "schedule.csv").unlink()
-    with pytest.raises(UserError, match="no schedule.csv"):
+    shutil.rmtree(tree / "latency-test" / "weave-tls" / "test-2")  # left: a refused test
+    with pytest.raises(UserError, match=r"weave-tls: no test's logs say what it measured "
+                       r"\(test-11: its logs do not say data_len, num_subscribers \(Batching "
+                       r"cannot be used in a Latency test\..*give a schedule with --schedule"):
         import_tree(tree, tmp_path / "logs")
     proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data",
                            str(tmp_path / "nowhere")], capture_output=True, text=True)
@@ -176,13 +179,39 @@ def test_the_published_log_names_and_a_schedule_given_for_folders_without_one(tm
     test0 = tree / "throughput-test" / "flannel-udp" / "test-0"
     (test0 / "rtiperftest-pub.log").rename(test0 / "rtiperftest-pub0.log")  # as published
     (tree / "schedule.csv").rename(tmp_path / "elsewhere.csv")
-    with pytest.raises(UserError, match="give one with --schedule"):
-        import_tree(tree, tmp_path / "none")
     runs = import_tree(tree, tmp_path / "logs", schedule=tmp_path / "elsewhere.csv")
     thr = next(r for r in runs if "throughput" in r.name)
     manifest = json.loads((thr / "manifest.json").read_text())
     assert manifest["repeats"]["test-1/rep-1"]["status"] == "done"
+    assert manifest["imported"]["tests_from"] == "the schedule"
     assert (thr / "test-1" / "rep-1" / "pub.log").exists()
+    lat = json.loads((next(r for r in runs if "latency" in r.name) / "manifest.json")
+                     .read_text())
+    assert lat["repeats"]["test-12/rep-1"]["status"] == "failed"  # test-11: row 11 says it
+
+
+def test_with_no_schedule_the_tests_come_from_the_logs_headers(tmp_path):
+    """Perftest 3.x prints its test in every log: no schedule is needed for what it printed;
+    a test whose logs print nothing of it (refused before its header) is listed, not lost."""
+    tree = _tree(tmp_path / "k8sdds-data")
+    (tree / "schedule.csv").unlink()
+    runs = {r.name: r for r in import_tree(tree, tmp_path / "logs")}
+    thr = runs["k8sdds-throughput-test-flannel-udp"]
+    manifest = json.loads((thr / "manifest.json").read_text())
+    assert manifest["imported"]["tests_from"] == "the logs' headers"
+    said = {t["number"]: (t["data_len"], t["num_subscribers"], t["best_effort"],
+                          t["duration"]) for t in manifest["tests"]}
+    assert said == {1: (64, 1, False, 120), 2: (64, 1, False, 120)}  # the headers' own
+    df = pd.read_csv(thr / "results.csv")
+    assert set(df[df.metric == "throughput_mbps"].test) == {1, 2}
+    kept = (thr / "schedule.csv").read_text().splitlines()
+    assert kept == ["dataLen,multicast,numSubscribers,bestEffort,batchSize,duration",
+                    "64,false,1,false,0,120", "64,false,1,false,0,120"]
+    lat = json.loads((runs["k8sdds-latency-test-weave-tls"] / "manifest.json").read_text())
+    assert [t["data_len"] for t in lat["tests"]] == [256] and lat["tests"][0]["latency_test"]
+    [skipped] = lat["imported"]["skipped"]
+    assert skipped.startswith("test-11: its logs do not say data_len, num_subscribers (")
+    assert "Batching cannot be used in a Latency test" in skipped
 
 
 def test_output_to_a_pipe_is_never_wrapped(tmp_path):

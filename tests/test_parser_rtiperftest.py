@@ -189,5 +189,10 @@ def test_the_perftest_header_names_its_test():
     assert said["data_len"] == 64 and said["latency_test"] is False
     assert said["best_effort"] is False and said["batch_size"] == 0
     assert said["transport"] == "udp" and "secure" not in said
+    assert said["num_subscribers"] == 1  # "Waiting to discover 1 subscribers"
     secure = header((FIXTURES / "rtiperftest" / "secure-throughput-sub.log").read_text())
     assert secure.get("secure") is True
+    assert "num_subscribers" not in secure  # a subscriber waits for publishers
+    eight = header("Perftest Configuration:\n\tData Size: 1024\n"
+                   "Waiting to discover 8 subscribers ...\n")
+    assert eight == {"data_len": 1024, "num_subscribers": 8}

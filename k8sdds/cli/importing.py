@@ -17,7 +17,9 @@ def import_k8sdds(
     out: Path = typer.Option(Path("logs"), "--out", help="Where run directories go."),
     schedule: Path | None = typer.Option(None, "--schedule", help="The schedule of the "
                                          "configurations with no schedule.csv in or above "
-                                         "their folder (K8sDDS's: schedules/k8sdds.csv)."),
+                                         "their folder (K8sDDS's: schedules/k8sdds.csv) "
+                                         "[none: each test from its logs' headers; a test "
+                                         "whose logs say too little is listed as skipped]."),
 ) -> None:
     """K8sDDS logs -> one run directory per configuration, ready for `k8sdds report`. A
     configuration that cannot be imported is skipped with its reason (exit 1); the rest is

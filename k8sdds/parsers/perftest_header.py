@@ -13,11 +13,14 @@ HEADER_END = ("Waiting to discover", "Waiting for", "Publishing data", "Receivin
 
 def header(text: str) -> dict[str, object]:
     """Test fields from the log's header: data_len, best_effort, batch_size, duration,
-    latency_test, multicast, transport, secure, and `version` (the Perftest release)."""
+    latency_test, multicast, transport, secure, num_subscribers (the publisher's "Waiting to
+    discover N subscribers"), and `version` (the Perftest release)."""
     out: dict[str, object] = {}
     section = ""
     for raw in text.splitlines()[:120]:
         line = raw.strip()
+        if m := re.match(r"Waiting to discover (\d+) subscribers", line):
+            out["num_subscribers"] = int(m[1])
         if line.startswith(HEADER_END):
             break
         if m := re.match(r"RTI Perftest (\d+\.\d+(?:\.\d+)?)", line):
