@@ -21,10 +21,13 @@ REPEAT = ["run_id", "test", "repeat"]
 
 @dataclass
 class Runs:
-    """Results of several runs, and their manifests by run id."""
+    """Results of several runs, and their manifests by run id. A failed repeat's rows are
+    left out (kept on disk for the record) unless loaded with include_failed; `excluded`
+    counts the rows left out."""
 
     results: pd.DataFrame
     manifests: dict[str, dict]
+    excluded: int = 0
 
     @property
     def summaries(self) -> pd.DataFrame:
@@ -37,19 +40,51 @@ class Runs:
                 for key, e in m.get("repeats", {}).items() if e.get("status") == "failed"]
 
 
-def load(run_dirs: Sequence[Path]) -> Runs:
-    frames, manifests = [], {}
+def failed_repeats(manifest: dict) -> set[tuple[int, int]]:
+    """(test, repeat) of every repeat the manifest says failed. Pure."""
+    out = set()
+    for key, entry in manifest.get("repeats", {}).items():
+        if entry.get("status") == "failed":
+            test, _, rep = key.partition("/")
+            try:
+                out.add((int(test.removeprefix("test-")), int(rep.removeprefix("rep-"))))
+            except ValueError:
+                continue
+    return out
+
+
+def without_failed(df: pd.DataFrame, failed: set[tuple[int, int]]) -> pd.DataFrame:
+    """`df` without the rows of the failed repeats: a half-measured repeat never enters a
+    summary, a figure or a comparison. Pure."""
+    if not failed or df.empty:
+        return df
+    test = pd.to_numeric(df["test"], errors="coerce")
+    repeat = pd.to_numeric(df["repeat"], errors="coerce")
+    keys = pd.Series(list(zip(test, repeat, strict=True)), index=df.index)
+    return df[~keys.isin(failed)]
+
+
+def load(run_dirs: Sequence[Path], include_failed: bool = False) -> Runs:
+    """The runs' results (without their failed repeats' rows unless `include_failed`) and
+    manifests."""
+    frames, manifests, excluded = [], {}, 0
     for run in map(Path, run_dirs):
         rundir = RunDir(run)
         manifest = rundir.read_manifest().to_dict()  # upgraded to this version
         manifests[manifest.get("run_id") or run.name] = manifest
         text = rundir.read_results_text()
         if text:
-            frames.append(_results(text, run / RESULTS))
-    if not frames:
+            df = _results(text, run / RESULTS)
+            if not include_failed:
+                kept = without_failed(df, failed_repeats(manifest))
+                excluded += len(df) - len(kept)
+                df = kept
+            frames.append(df)
+    if not frames or all(f.empty for f in frames):
         raise UserError("no results in " + ", ".join(map(str, run_dirs)) +
-                        " (every repeat failed, or try `k8sdds parse`)")
-    return Runs(typed(pd.concat(frames, ignore_index=True)), manifests)
+                        (" (every repeat failed; --include-failed shows what they parsed)"
+                         if excluded else " (every repeat failed, or try `k8sdds parse`)"))
+    return Runs(typed(pd.concat(frames, ignore_index=True)), manifests, excluded)
 
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -302,8 +302,9 @@ def history(hist: pd.DataFrame, out: Path) -> str | None:
     return _save(fig, out, "history")
 
 
-def run_throughput(run_dir: Path) -> str | None:
-    """throughput.png/.svg of one run directory, if it has throughput figures."""
+def run_throughput(run_dir: Path, include_failed: bool = False) -> str | None:
+    """throughput.png/.svg of one run directory, if it has throughput figures (a failed
+    repeat's rows left out unless `include_failed`)."""
     if not (Path(run_dir) / "results.csv").exists():
         return None
-    return throughput(load([run_dir]), Path(run_dir))
+    return throughput(load([run_dir], include_failed), Path(run_dir))

@@ -194,7 +194,12 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                    if not hist.empty else "",
         "warnings": "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings),
         "runs": _runs_html(runs),
-        "failures": _table(pd.DataFrame(failed, columns=["run", "repeat", "reason"]))
+        "failures": ("<p class='note'>" + html.escape(
+                        f"Their rows ({runs.excluded}) are left out of every figure and table "
+                        "above (--include-failed counts them)." if runs.excluded else
+                        "Nothing they parsed is in the figures and tables above.")
+                     + "</p>" + _table(pd.DataFrame(failed, columns=["run", "repeat",
+                                                                     "reason"])))
                     if failed else "",
     }
     # prose sections count when they say something; the others need a figure or a table

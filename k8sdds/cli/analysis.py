@@ -37,11 +37,17 @@ def parse(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
         err_console.print(f"not read: {line}", markup=False, highlight=False)
 
 
-def plot_cmd(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
+INCLUDE_FAILED = typer.Option(False, "--include-failed", help="Count the rows a failed "
+                              "repeat parsed (left out by default: a half-measured repeat "
+                              "never enters a summary, a figure or a comparison).")
+
+
+def plot_cmd(run_dir: Path = typer.Argument(..., help="A run directory."),
+             include_failed: bool = INCLUDE_FAILED) -> None:
     """Draw throughput.png/.svg of a run (throughput against payload, a line per datapath)."""
     from k8sdds.analysis.plots import run_throughput
 
-    if run_throughput(run_dir) is None:
+    if run_throughput(run_dir, include_failed) is None:
         raise UserError(f"{run_dir}: no throughput figures to plot")
     out_console.print(f"plot: {run_dir / 'throughput.png'}")
 
@@ -51,12 +57,15 @@ def report(
     out: Path | None = typer.Option(
         None, "--out", help="Where the plots and report.html go [the run directory, or "
         "./report when several runs are given]."),
+    include_failed: bool = INCLUDE_FAILED,
 ) -> None:
-    """Plots (PNG, SVG) and one self-contained report.html over one or more runs."""
+    """Plots (PNG, SVG) and one self-contained report.html over one or more runs. Failed
+    repeats are listed with their reasons; their rows are left out unless --include-failed."""
+    from k8sdds.analysis.load import load
     from k8sdds.analysis.report import build
 
     target = out or (run_dirs[0] if len(run_dirs) == 1 else Path("report"))
-    path = build(run_dirs, target)
+    path = build(run_dirs, target, load(run_dirs, include_failed))
     out_console.print(f"report: {path}")
 
 
@@ -76,6 +85,7 @@ def compare(
     force: bool = typer.Option(False, "--force", help="Compare runs whose machine, kernel, "
                                "engine versions, backend or profiles differ (the differences "
                                "are printed as a warning)."),
+    include_failed: bool = INCLUDE_FAILED,
 ) -> None:
     """Per test and metric: baseline, contender, ratio and whether the change is significant.
     Runs made on different machines, kernels, engine versions, backends or profiles are
@@ -86,7 +96,8 @@ def compare(
     method = choice(test, ["welch", "mannwhitney"], "--test")
     bounds = [cmp.parse_bound(b) for b in fail_if]
     metrics = list(dict.fromkeys(list(metric) + [b.metric for b in bounds]))
-    runs = load([baseline]), load([contender])  # each read once, manifests and results
+    # each read once, manifests and results
+    runs = load([baseline], include_failed), load([contender], include_failed)
     differ = cmp.differences(*(next(iter(r.manifests.values())) for r in runs))
     if differ and not force:
         raise UserError(f"{baseline} and {contender} were not made alike: "
@@ -125,12 +136,14 @@ def results_cmd(
     fmt: str = typer.Option("csv", "--format", help="csv, json or parquet."),
     out: Path | None = typer.Option(None, "--out", help="Output file [stdout; parquet needs "
                                     "--out]."),
+    include_failed: bool = INCLUDE_FAILED,
 ) -> None:
-    """Export the tidy results table of a run."""
+    """Export the tidy results table of a run (without its failed repeats' rows unless
+    --include-failed)."""
     from k8sdds.analysis import load
 
     fmt = choice(fmt, ["csv", "json", "parquet"], "--format")
-    df = load.load([run_dir]).results
+    df = load.load([run_dir], include_failed).results
     if fmt == "parquet":
         if out is None:
             raise UserError("--format parquet writes a binary file: give --out FILE")

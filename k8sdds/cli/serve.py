@@ -37,6 +37,10 @@ def serve(
                                            "Bearer TOKEN) [none: loopback only]."),
     import_runs: bool = typer.Option(False, "--import", help="Add every run directory in "
                                      "--out to the database (each once), then exit."),
+    include_failed: bool = typer.Option(False, "--include-failed", help="With --import: "
+                                        "add the rows a failed repeat parsed too (left out "
+                                        "by default; the run's manifest keeps the repeat "
+                                        "and its reason)."),
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="A cluster whose nodes "
                                            "the nodes page shows [none]."),
     context: str | None = typer.Option(None, "--context", help="That kubeconfig's context."),
@@ -63,7 +67,7 @@ def serve(
     out.mkdir(parents=True, exist_ok=True)
     engine = store.open_db(db or store.default_url(out))
     if import_runs:
-        done = store.import_tree(engine, out)
+        done = store.import_tree(engine, out, include_failed)
         for _path, why in done.refused:
             err_console.print(f"not added: {why}", markup=False, highlight=False)
         out_console.print(f"added {len(done.added)} runs, {len(done.present)} already there, "

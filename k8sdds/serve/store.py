@@ -97,8 +97,11 @@ def _rows(run_id: str, text: str) -> Iterator[dict]:
         yield out
 
 
-def import_run(engine: Engine, path: Path) -> bool:
-    """Add one run directory; False when its run is already there (never twice)."""
+def import_run(engine: Engine, path: Path, include_failed: bool = False) -> bool:
+    """Add one run directory; False when its run is already there (never twice). A failed
+    repeat's rows are left out unless `include_failed` (its manifest entry, with the reason,
+    is kept with the run's)."""
+    from k8sdds.analysis.load import failed_repeats
     from k8sdds.results.rundir import RunDir
 
     rundir = RunDir(Path(path))
@@ -107,7 +110,8 @@ def import_run(engine: Engine, path: Path) -> bool:
     if not RUN_ID.match(run_id):
         raise RunDirError(f"{path}: run id {run_id!r} is not one k8sdds makes")
     text = rundir.read_results_text() or ""
-    rows = list(_rows(run_id, text))
+    failed = set() if include_failed else failed_repeats(manifest)
+    rows = [r for r in _rows(run_id, text) if (r["test"], r["repeat"]) not in failed]
     started = _time(manifest.get("created"))
     record = {
         "run_id": run_id, "started": started, "backend": str(manifest.get("backend", "")),
@@ -141,12 +145,12 @@ def _time(text) -> dt.datetime | None:
         return None
 
 
-def import_tree(engine: Engine, out: Path) -> Imported:
+def import_tree(engine: Engine, out: Path, include_failed: bool = False) -> Imported:
     """Every run directory under `out` (one level, as `k8sdds run --out` makes them)."""
     added, present, refused = [], [], []
     for path in sorted(p for p in Path(out).iterdir() if (p / "manifest.json").is_file()):
         try:
-            (added if import_run(engine, path) else present).append(path.name)
+            (added if import_run(engine, path, include_failed) else present).append(path.name)
         except (RunDirError, UserError) as exc:
             refused.append((str(path), str(exc)))
     return Imported(tuple(added), tuple(present), tuple(refused))
