@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from k8sdds.cli.common import err_console, out_console
+from k8sdds.serve.limits import DEFAULT_MAX_SECONDS
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -46,6 +47,13 @@ def serve(
     context: str | None = typer.Option(None, "--context", help="That kubeconfig's context."),
     inventory: Path | None = typer.Option(None, "--inventory", help="Bare hosts whose sshd "
                                           "the nodes page asks [none]."),
+    max_task_seconds: float = typer.Option(DEFAULT_MAX_SECONDS, "--max-task-seconds",
+                                           min=0, help="A submitted schedule that would "
+                                           "measure longer (its tests' durations times "
+                                           "their repeats) is refused with the reason "
+                                           "[a week]."),
+    max_connections: int = typer.Option(64, "--max-connections", min=1, help="Requests "
+                                        "served at once; more are answered 503 at once."),
 ) -> None:
     """The runs' database (migrated to the newest schema at start) and its HTTP API
     (OpenAPI at /openapi.json): runs listed with filters, one run's results as JSON or CSV,
@@ -80,7 +88,7 @@ def serve(
     from k8sdds.serve.api import create_app
     from k8sdds.serve.tasks import Worker
 
-    worker = Worker(engine, out)
+    worker = Worker(engine, out, max_seconds=max_task_seconds)
     worker.start()
     err_console.print(f"k8sdds serve: http://{listen} (runs in {out})")
     try:
@@ -88,7 +96,8 @@ def serve(
 
         app = create_app(engine, out, token, worker,
                          lambda: online(kubeconfig, context, inventory))
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning",
+                    limit_concurrency=max_connections)
     finally:
         worker.stop()
 

@@ -27,6 +27,7 @@ from k8sdds.errors import UserError
 from k8sdds.order import ORDERS
 from k8sdds.request import OptionError, RunRequest, prepare
 from k8sdds.serve import store
+from k8sdds.serve.limits import DEFAULT_MAX_SECONDS, baseline_seconds, planned_seconds
 from k8sdds.serve.schema import tasks
 
 STATES = ("queued", "running", "done", "stopped", "failed", "cancelled")
@@ -137,8 +138,10 @@ def _die_with_parent() -> None:
 class Worker:
     """Runs the queue in a thread of the service."""
 
-    def __init__(self, engine: Engine, out: Path, poll: float = 0.5):
+    def __init__(self, engine: Engine, out: Path, poll: float = 0.5,
+                 max_seconds: float = DEFAULT_MAX_SECONDS):
         self.engine, self.out, self.poll = engine, Path(out), poll
+        self.max_seconds = max_seconds  # a schedule that would measure longer is refused
         self.children: dict[int, subprocess.Popen] = {}
         self.cancelled: set[int] = set()
         self.readers: dict[int, threading.Thread] = {}  # a running task's events reader
@@ -154,9 +157,18 @@ class Worker:
         options.argv(kind)  # a baseline's option on a schedule: refused now, not later
         if kind == "schedule":
             try:
-                prepare(options.request(schedule))
+                prepared = prepare(options.request(schedule))
             except OptionError as exc:
                 raise UserError(f"{exc.option.lstrip('-')}: {exc}") from None
+            seconds = planned_seconds(prepared.tests)
+            what = f"the schedule would measure for {seconds:g} s ({len(prepared.tests)} tests"
+        else:
+            seconds = baseline_seconds(options)
+            what = f"the baseline may measure for up to {seconds:g} s (its matrix"
+        if seconds > self.max_seconds:
+            raise UserError(f"{what}, their durations times their repeats), over this "
+                            f"service's ceiling of {self.max_seconds:g} s (k8sdds serve "
+                            "--max-task-seconds)")
         with self.engine.begin() as conn:
             task_id = conn.execute(insert(tasks).values(
                 kind=kind, status="queued", target=options.target(), schedule=schedule,
