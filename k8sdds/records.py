@@ -58,14 +58,25 @@ def datapath_usage(text: str) -> Parsed:
     return Parsed(values=tuple(values))
 
 
+def node_arches(cluster: Mapping[str, Any]) -> dict[str, str]:
+    """Each node's architecture, from a manifest's cluster description (its `nodes`)."""
+    return {str(n.get("name", "")): str(n.get("arch") or "")
+            for n in cluster.get("nodes", []) if isinstance(n, Mapping)}
+
+
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],
-         parsed: Mapping[str, Parsed]) -> list[dict[str, Any]]:
-    """One row per measured value, the columns of results/schema.py."""
+         parsed: Mapping[str, Parsed], arches: Mapping[str, str] | None = None
+         ) -> list[dict[str, Any]]:
+    """One row per measured value, the columns of results/schema.py; `nodes` maps a role to
+    its node, `arches` a node to its architecture (a hybrid cluster's rows say which)."""
+    arches = arches or {}
     base = {"run_id": run_id, "test": test.number, "repeat": repeat, "backend": backend,
             **test_values(test)}
     out = []
     for role, result in parsed.items():
         for v in result.all_values():
-            out.append({**base, "role": role, "node": nodes.get(role, ""), "kind": v.kind,
-                        "t": v.t, "metric": v.metric, "value": v.value, "unit": v.unit})
+            node = nodes.get(role, "")
+            out.append({**base, "role": role, "node": node, "kind": v.kind,
+                        "t": v.t, "metric": v.metric, "value": v.value, "unit": v.unit,
+                        "arch": arches.get(node, "")})
     return out

@@ -24,6 +24,7 @@ def reparse(run_dir: Path, unread: list[str] | None = None) -> int:
             unread += [f"{key} {role}: {p.failure}" for role, p in parsed.items()
                        if p.failure]
         rows += records.rows(manifest.run_id or run.run_id, manifest.backend, test,
-                             key.repeat, manifest.repeats[key].placement, parsed)
+                             key.repeat, manifest.repeats[key].placement, parsed,
+                             records.node_arches(manifest.cluster))
     run.write_results(rows)
     return len(rows)

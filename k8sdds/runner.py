@@ -114,6 +114,7 @@ class Runner:
         self.options = options
         self.progress = progress or NoProgress()
         self.run_dir: Path | None = None  # known once the run directory exists
+        self._arches: dict[str, str] = {}  # each node's architecture, for the rows
 
     def run(self, tests: Sequence[Test]) -> Outcome:
         """Run `tests` into a new run directory under `options.out`."""
@@ -162,6 +163,7 @@ class Runner:
             manifest.order = self.options.order
         run.write_manifest(manifest)
         self.run_dir = run.path
+        self._arches = records.node_arches(manifest.cluster)
         outcome = Outcome(run.path, not_applied=manifest.cluster.get("not_applied", []),
                           budget_notes=manifest.cluster.get("budget_notes", []))
         sequence = ORDERS[manifest.order](list(manifest.pending()))
@@ -300,7 +302,7 @@ class Runner:
         entry.wall_s = round(time.monotonic() - t0, 3)
         parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
         rows = records.rows(run.run_id, self.backend.name, test, key.repeat, entry.placement,
-                            parsed)
+                            parsed, self._arches)
         if rows:
             run.append_results(rows)
         if entry.reason is None:

@@ -92,7 +92,8 @@ class FakeBackend:
         self.downs += 1
 
     def describe(self) -> dict:
-        return {"nodes": ["node1", "node2"], "not_applied": []}
+        return {"nodes": [{"name": "node1", "arch": "amd64"}, {"name": "node2", "arch": "arm64"}],
+                "not_applied": []}  # a hybrid cluster
 
     def usage(self) -> dict[str, float]:
         return {"softirq_s": 0.0}

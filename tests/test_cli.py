@@ -113,7 +113,7 @@ def test_a_swallowed_stop_is_not_lost():
     there is swallowed; the flag the handler also sets stops the run at the next step."""
     from k8sdds import stopping
 
-    stopping.requested.clear()
+    stopping.reset()
     try:
         stopping.check()  # nothing asked: nothing happens
         try:
@@ -123,7 +123,33 @@ def test_a_swallowed_stop_is_not_lost():
         with pytest.raises(KeyboardInterrupt):
             stopping.check()
     finally:
-        stopping.requested.clear()
+        stopping.reset()
+
+
+def test_after_a_stop_the_clean_up_waits_are_cut_to_what_is_left():
+    """A wait of the clean-up (the kubernetes backend's 30 s for deleted pods) is its own
+    before a stop and at most CLEANUP_S after one, shrinking as time passes."""
+    import time
+
+    from k8sdds import stopping
+
+    stopping.reset()
+    try:
+        assert stopping.bound(30.0) == 30.0
+        try:
+            stopping._handler(2, None)
+        except KeyboardInterrupt:
+            pass
+        first = stopping.bound(30.0)
+        assert 0.5 <= first <= stopping.CLEANUP_S
+        assert stopping.bound(1.0) == 1.0  # a shorter wait stays as it is
+        time.sleep(0.2)
+        assert stopping.bound(30.0) < first
+        stopping._asked_at[:] = [time.monotonic() - 60]  # long past: one last short ask
+        assert stopping.bound(30.0) == 0.5
+    finally:
+        stopping.reset()
+    assert stopping.bound(30.0) == 30.0
 
 
 def _bare_venv(where: Path) -> Path:

@@ -16,6 +16,7 @@ import yaml
 from k8sdds.cluster import inventory as inv
 
 from . import ssh_support as ss
+from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
 HOSTS_REASON = ss.missing()
 
@@ -456,11 +457,12 @@ def test_ssh_backend_interrupted_stops_the_remote_processes(bare, tmp_path):
         while not (_ddsperf_in(bare, 2) and _ddsperf_in(bare, 3)):
             assert time.monotonic() < deadline, "ddsperf did not start on the hosts"
             time.sleep(0.1)  # processes in other namespaces: nothing to wait on but /proc
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        with busy_machine():
+            took, err = stop_timed(proc, signal.SIGINT)
     finally:
         proc.kill()
     assert proc.returncode == 130, err
+    assert took < STOP_BOUND_S, f"the run took {took:.1f} s to end after SIGINT"
     assert _ddsperf_in(bare, 2) == [] and _ddsperf_in(bare, 3) == []
 
 

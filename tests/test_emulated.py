@@ -22,6 +22,7 @@ from k8sdds.testbed.wiring import WIRING, wg_interface
 
 from .conftest import user_python
 from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
+from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
 
@@ -305,12 +306,14 @@ def test_testbed_down_after_the_runner_was_killed(tmp_path, env):
 
 
 def test_ctrl_c_stops_cleanly(tmp_path, env):
+    """Within STOP_BOUND_S of SIGINT on a machine loaded on purpose, nothing left."""
     name = "kdi" + str(os.getpid() % 1000)
     proc, pods = _start_long_run(tmp_path, env, name)
     left = [pid for p in pods for pid in netns.pids(p)]
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    with busy_machine():
+        took, err = stop_timed(proc, signal.SIGINT)
     assert proc.returncode == 130, err
+    assert took < STOP_BOUND_S, f"the run took {took:.1f} s to end after SIGINT"
     assert "interrupted" in err
     assert namespaces(name) == []
     assert not any(alive(pid) for pid in left)

@@ -18,6 +18,7 @@ import pytest
 from k8sdds.testbed.kube import cluster as kube
 
 from .emulated_support import cli, host_mounts, missing, namespaces, root_links
+from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 from .testbed_cluster_support import ROOT, cluster_env, up_cluster
 from .testbed_cluster_support import run as _run
 
@@ -216,11 +217,12 @@ def test_sigint_mid_run_leaves_no_pod(cluster, tmp_path):
     proc = _start(cluster, tmp_path, head + "1024,false,1,false,0,60\n")
     try:
         _wait_running(cluster["kubeconfig"], 2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
+        with busy_machine():  # real kubelets deleting real pods, on a loaded machine
+            took, err = stop_timed(proc, signal.SIGINT)
     finally:
         proc.kill()
     assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
+    assert took < STOP_BOUND_S, f"the run took {took:.1f} s to end after SIGINT"
     assert _managed_pods(cluster["kubeconfig"]) == []
 
 

@@ -23,6 +23,7 @@ from k8sdds.perftest.base import Command
 from k8sdds.runner import NoProgress, Runner, RunOptions
 
 from . import kube_support as ks
+from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
 REASON = ks.missing()
 # skipped with the reason where they cannot run (in CI a skip fails: tests/skip_rule.py)
@@ -83,15 +84,21 @@ def _start(cp, sch: Path, out: Path, *args: str, **env: str) -> subprocess.Popen
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _interrupt(cp, proc: subprocess.Popen, signum: int = signal.SIGINT) -> None:
-    """Stop a background run with `signum`: it ends as interrupted, leaving no object."""
+def _interrupt(cp, proc: subprocess.Popen, signum: int = signal.SIGINT,
+               loaded: bool = False) -> None:
+    """Stop a background run with `signum`: it ends as interrupted within STOP_BOUND_S (on
+    a machine loaded on purpose when `loaded`), leaving no object."""
     try:
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
+        if loaded:
+            with busy_machine():
+                took, err = stop_timed(proc, signum)
+        else:
+            took, err = stop_timed(proc, signum)
     finally:
         proc.kill()
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    assert took < STOP_BOUND_S, f"the run took {took:.1f} s to end after signal {signum}"
     assert _managed(cp) == {}
 
 
@@ -337,7 +344,7 @@ def test_a_signal_mid_run_leaves_no_object_behind(cp, tmp_path, signum):
         _wait_pods_running(cp, 3)
         assert _managed(cp)["pods"]
     finally:
-        _interrupt(cp, proc, signum)
+        _interrupt(cp, proc, signum, loaded=True)
 
 
 def test_cleanup_removes_what_a_killed_run_left(cp, tmp_path):

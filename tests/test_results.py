@@ -115,17 +115,18 @@ def test_reparse_of_a_directory_without_manifest_is_a_clear_error(tmp_path):
 def test_appending_to_results_of_an_older_version_keeps_columns_aligned(tmp_path):
     from k8sdds.results import COLUMNS, EXTRA_COLUMNS, RunDir
     run = RunDir(tmp_path)
-    old_header = COLUMNS + EXTRA_COLUMNS[:-1]  # before the `streams` column
+    newest = EXTRA_COLUMNS[-1]
+    old_header = COLUMNS + EXTRA_COLUMNS[:-1]  # before the newest column
     old_row = dict.fromkeys(old_header, "x") | {"metric": "lost", "value": "0"}
     run.results_path.write_text(",".join(old_header) + "\n" +
                                 ",".join(old_row[c] for c in old_header) + "\n")
     run.append_results([{**old_row, "metric": "throughput_mbps", "value": 5.0,
-                         "streams": 1}])
+                         newest: "y"}])
     import pandas as pd
     df = pd.read_csv(run.results_path)
     assert list(df.columns) == COLUMNS + EXTRA_COLUMNS
     assert df.metric.tolist() == ["lost", "throughput_mbps"]
-    assert df["value"].tolist() == [0, 5.0] and df.streams.isna().tolist() == [True, False]
+    assert df["value"].tolist() == [0, 5.0] and df[newest].isna().tolist() == [True, False]
 
 
 def test_datapath_usage_in_percent_of_a_core():

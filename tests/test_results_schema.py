@@ -35,7 +35,7 @@ def test_a_field_added_to_test_without_a_column_fails_here():
 
 def test_the_csv_columns_keep_their_published_order():
     assert COLUMNS[:4] == ["run_id", "test", "repeat", "backend"] and COLUMNS[-1] == "unit"
-    assert EXTRA_COLUMNS[0] == "row" and EXTRA_COLUMNS[-1] == "streams"
+    assert EXTRA_COLUMNS[0] == "row" and EXTRA_COLUMNS[-1] == "arch"
     assert HEADER.split(",") == schema.NAMES
 
 

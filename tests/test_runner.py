@@ -54,7 +54,7 @@ def _stopped(runner: Runner, tests) -> RunDir:
         with pytest.raises(KeyboardInterrupt):
             runner.run(tests)
     finally:
-        stopping.requested.clear()
+        stopping.reset()
     return RunDir(runner.run_dir)
 
 
@@ -72,6 +72,8 @@ def test_a_run_records_every_repeat_and_its_rows(setup):
     df = _rows(outcome.run_dir)
     assert set(zip(df.test, df.repeat, strict=True)) == {(1, 1), (1, 2), (2, 1)}
     assert (df[df.metric == "throughput_mbps"].value > 0).all()
+    # each row says its node's architecture, as the cluster described it (hybrid here)
+    assert set(zip(df.node, df.arch, strict=True)) == {("node1", "amd64"), ("node2", "arm64")}
     assert backend.ups == backend.downs == 1
     assert backend.started[:2] == ["sub0", "pub"]  # subscribers first, the publisher last
 

@@ -52,6 +52,7 @@ SPEC: tuple[Column, ...] = (
     Column("send_queue_size", int, "test", old=0),
     Column("secure", bool, "test", param=True, old=False),
     Column("streams", int, "test", param=True, old=1),
+    Column("arch", str, "value", old=""),
 )
 BY_NAME = {c.name: c for c in SPEC}
 NAMES = [c.name for c in SPEC]

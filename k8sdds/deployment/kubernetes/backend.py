@@ -15,7 +15,7 @@ import secrets as random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from k8sdds import model
+from k8sdds import model, stopping
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.kubernetes import manifests as m
 from k8sdds.deployment.kubernetes import pods, watch
@@ -256,7 +256,8 @@ class KubernetesBackend:
         self._handles, self._nodes_of = [], {}
         core = self.api.core()
         for label in sorted(self._repeat_labels):
-            delete_repeat(self.api, f"{m.REPEAT_LABEL}={label}", GONE_TIMEOUT)
+            delete_repeat(self.api, f"{m.REPEAT_LABEL}={label}",
+                          stopping.bound(GONE_TIMEOUT))
         self._repeat_labels.clear()
         for name in self._services:
             self.api.delete(core.delete_namespaced_service, "Service", name)
