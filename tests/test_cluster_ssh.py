@@ -3,10 +3,12 @@ a real known_hosts; the inventory's validation without any host."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -513,6 +515,58 @@ def test_load_image_puts_it_into_each_hosts_containerd_over_ssh(hosts, tmp_path)
         assert "$ sha256sum /tmp/k8sdds-image." in log and "images import" in log
         assert "$ rm -f /tmp/k8sdds-image." in log  # the copy is removed
         assert not list(Path("/tmp").glob("k8sdds-image.*"))  # (the hosts share this /tmp)
+    finally:
+        for proc, _ in daemons:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.ssh
+@requires_hosts
+@pytest.mark.skipif(shutil.which("containerd") is None, reason="needs containerd (make test)")
+def test_load_image_gives_each_host_its_platform_of_a_multi_arch_archive(hosts, tmp_path):
+    """One archive, one tag (an OCI image index of amd64 and arm): h1 (amd64) and h2 (arm)
+    both get it, each importing its own platform's image."""
+    from k8sdds.images.build import busybox_image
+    from k8sdds.images.index import combine
+
+    tag = f"localhost/k8sdds/hybrid:{os.getpid()}"
+    parts = [busybox_image(tag, {}, [], "hybrid", cache=tmp_path, arch=arch)
+             for arch in ("amd64", "armhf")]
+    archive = combine(parts, tmp_path / "hybrid.tar")
+    with tarfile.open(archive) as tf:
+        [entry] = json.load(tf.extractfile("index.json"))["manifests"]
+        index = json.load(tf.extractfile("blobs/sha256/" + entry["digest"][7:]))
+    digest = {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]}
+    daemons = [_containerd(hosts, i) for i in (1, 2)]
+    try:
+        # the hosts share a file system: each host's containerd is given in an inventory of
+        # its own (the same file, the same tag, for h1 amd64 and h2 arm)
+        known = hosts.known_hosts((1, 2))
+        for i, arch, platform in ((1, "amd64", "linux/amd64"), (2, "arm", "linux/arm/v7")):
+            invf = tmp_path / f"h{i}.yaml"
+            invf.write_text(yaml.safe_dump({
+                "known_hosts": str(known),
+                "defaults": {"user": "root", "key": str(hosts.directory / "id_ed25519")},
+                "hosts": [{"name": f"h{i}", "address": hosts.address(i),
+                           "role": "control-plane", "arch": arch}]}))
+            sock = str(daemons[i - 1][1])
+            done = _cli("cluster", "load-image", "--inventory", str(invf), "--archive",
+                        str(archive), "--containerd-address", sock, "--log-dir",
+                        str(tmp_path / "logs"))
+            text = " ".join(done.stdout.split() + done.stderr.split())
+            assert done.returncode == 0, text
+            assert "(amd64, arm)" in text and "load-image: 1/1 hosts" in text
+            log = (tmp_path / "logs" / f"h{i}.log").read_text()
+            assert f"images import --platform {platform} /tmp/k8sdds-image." in log, log
+            ctr = ["ctr", "--address", sock, "-n", "k8s.io"]
+            assert tag in subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True,
+                                         text=True, check=True).stdout.split()
+            content = subprocess.run([*ctr, "content", "ls", "-q"], capture_output=True,
+                                     text=True, check=True).stdout.split()
+            other = "arm" if arch == "amd64" else "amd64"
+            # its own platform's image, not the other's
+            assert digest[arch] in content and digest[other] not in content
     finally:
         for proc, _ in daemons:
             proc.terminate()

@@ -297,7 +297,9 @@ def cluster_load_image(
     inventory: Path = INVENTORY,
     archives: list[Path] = typer.Option(None, "--archive", help="An image archive "
                                         "(docker-archive); give one per architecture of a "
-                                        "hybrid cluster [the engine image for each "
+                                        "hybrid cluster, or one multi-architecture archive "
+                                        "(`k8sdds image build --arch amd64,arm64`) [the "
+                                        "engine image for each "
                                         "architecture the inventory names, built by `k8sdds "
                                         "image build --arch`, cached]."),
     address: str = CONTAINERD,
@@ -307,7 +309,8 @@ def cluster_load_image(
     """Put an image into every host's containerd over SSH (`ctr -n k8s.io images import`),
     for clusters with no registry: copied by SFTP, checked by SHA-256, imported, removed.
     Pods then find it with imagePullPolicy IfNotPresent. Each host gets the archive of its
-    own architecture (the inventory's `arch`); a host no archive fits is refused by name."""
+    own architecture (the inventory's `arch`; from a multi-architecture archive, its own
+    platform's image); a host no archive fits is refused by name."""
     from k8sdds.cluster import images
     from k8sdds.cluster.remote import HostError
     from k8sdds.results.files import sha256
@@ -320,23 +323,31 @@ def cluster_load_image(
         archives = [engine_image(say=lambda line: err_console.print(
             line, markup=False, highlight=False), arch=DEBIAN[arch])
             for arch in dict.fromkeys(h.arch for h in loaded.hosts)]
-    by_arch: dict[str, tuple[Path, str]] = {}
+        if len(archives) > 1:  # a hybrid cluster: one archive, one tag, an image index
+            from k8sdds.images.build import cache_dir
+            from k8sdds.images.index import combine
+
+            name = "engines-" + "-".join(sorted({h.arch for h in loaded.hosts})) + ".tar"
+            archives = [combine(archives, cache_dir() / name)]
+    by_arch: dict[str, tuple[Path, str, bool]] = {}
     for archive in archives:
         if not Path(archive).is_file():
             raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
-        tags, arch = images.describe(archive)
-        if arch in by_arch:
-            raise typer.BadParameter(f"{archive} and {by_arch[arch][0]} are both {arch}",
-                                     param_hint="--archive")
-        by_arch[arch] = (Path(archive), sha256(archive))
-        out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})")
+        tags, arches = images.describe(archive)
+        digest = sha256(archive)
+        for arch in arches:
+            if arch in by_arch:
+                raise typer.BadParameter(f"{archive} and {by_arch[arch][0]} are both {arch}",
+                                         param_hint="--archive")
+            by_arch[arch] = (Path(archive), digest, len(arches) > 1)
+        out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({', '.join(arches)})")
 
     def one(remote):
         if remote.host.arch not in by_arch:
             raise HostError(f"{remote.host.name} is {remote.host.arch}; the image is "
                             f"{' and '.join(by_arch)} (give its --archive too)")
-        archive, digest = by_arch[remote.host.arch]
-        return images.load(remote, archive, digest, address)
+        archive, digest, several = by_arch[remote.host.arch]
+        return images.load(remote, archive, digest, address, several=several)
 
     results, folder = _per_host(loaded, known, dry_run, log_dir, one)
     if dry_run:

@@ -19,31 +19,67 @@ def image_build(
                                     "WORKDIR, ENV)."),
     out: Path = typer.Option(Path("engines.tar"), "--out", help="The image archive to write "
                              "(docker-archive: `ctr -n k8s.io images import` and `docker "
-                             "load` read it)."),
+                             "load` read it; for several architectures an OCI archive with "
+                             "an image index, which ctr reads)."),
     tag: str | None = typer.Option(None, "--tag", help="The image's name [the kubernetes "
                                    "backend's default --image, ghcr.io/k8sdds/engines:0.1]."),
     mirror: str | None = typer.Option(None, "--mirror", help="Debian mirror for the base "
                                       "and the packages [http://deb.debian.org/debian]."),
     arch: str | None = typer.Option(None, "--arch", help="The image's architecture: amd64, "
                                     "arm64 (Raspberry Pi OS 64-bit) or arm (32-bit, ARMv7) "
-                                    "[this machine's]. Another architecture's image is "
-                                    "unpacked from Debian's packages, never run: its "
-                                    "Dockerfile may only install packages."),
+                                    "[this machine's]; several, comma-separated, make one "
+                                    "multi-architecture archive (one tag, an OCI image "
+                                    "index) for a hybrid cluster. Another architecture's "
+                                    "image is unpacked from Debian's packages, never run: "
+                                    "its Dockerfile may only install packages."),
 ) -> None:
     """Build the engine image: a Debian base (debootstrap), the Dockerfile's steps in a
     chroot (for another architecture: its packages unpacked), packed by umoci and skopeo;
     cached by the Dockerfile's content under /var/cache/k8sdds/images ($K8SDDS_CACHE)."""
     from k8sdds.images.build import BuildOptions, build
     from k8sdds.images.foreign import DEBIAN
+    from k8sdds.images.index import combine
 
-    if arch is not None and arch not in DEBIAN:
-        raise typer.BadParameter(f"{arch!r}: use one of {', '.join(DEBIAN)}",
-                                 param_hint="--arch")
-    given = {k: v for k, v in (("tag", tag), ("mirror", mirror),
-                               ("arch", DEBIAN.get(arch or ""))) if v is not None}
-    path = build(BuildOptions(dockerfile, out, **given),
-                 say=lambda line: err_console.print(line, markup=False, highlight=False))
-    out_console.print(f"image: {path}")
+    arches = [a.strip() for a in (arch or "").split(",") if a.strip()] or [None]
+    for one in arches:
+        if one is not None and one not in DEBIAN:
+            raise typer.BadParameter(f"{one!r}: use one of {', '.join(DEBIAN)} (several "
+                                     "comma-separated)", param_hint="--arch")
+    if len(set(arches)) != len(arches):
+        raise typer.BadParameter(f"{arch!r} names an architecture twice", param_hint="--arch")
+    say = lambda line: err_console.print(line, markup=False, highlight=False)  # noqa: E731
+    built = []
+    for one in arches:
+        given = {k: v for k, v in (("tag", tag), ("mirror", mirror),
+                                   ("arch", DEBIAN.get(one or ""))) if v is not None}
+        built.append(build(BuildOptions(dockerfile, out if len(arches) == 1 else None,
+                                        **given), say=say))
+    if len(built) > 1:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        built = [combine(built, out)]
+        say(f"one tag for {', '.join(arches)}: an OCI image index")
+    out_console.print(f"image: {built[0]}")
+
+
+def image_index(
+    archives: list[Path] = typer.Argument(..., help="Image archives of one name, one per "
+                                          "architecture (docker-archive)."),
+    out: Path = typer.Option(..., "--out", help="The OCI archive to write."),
+    tag: str | None = typer.Option(None, "--tag", help="The name it carries [the name the "
+                                   "archives share]."),
+) -> None:
+    """Combine per-architecture image archives into one multi-architecture archive: one tag,
+    an OCI image index choosing by platform, so one name serves a hybrid cluster (`ctr
+    images import --platform`, `k8sdds cluster load-image`)."""
+    from k8sdds.images.index import combine, describe
+
+    for archive in archives:
+        if not Path(archive).is_file():
+            raise typer.BadParameter(f"{archive}: no such file", param_hint="ARCHIVES")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = combine(archives, out, tag)
+    tags, arches = describe(path)
+    out_console.print(f"image: {path} ({', '.join(tags)}: {', '.join(arches)})")
 
 
 def image_load(
@@ -70,8 +106,8 @@ def image_load(
     for archive in archives:
         if not Path(archive).is_file():
             raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
-        tags, arch = describe(archive)
-        err_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({arch})",
+        tags, arches = describe(archive)
+        err_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({', '.join(arches)})",
                           markup=False, highlight=False)
     lock = TestbedLock(name)
     lock.acquire()
@@ -85,4 +121,5 @@ def image_load(
 def register(app: typer.Typer) -> None:
     image_app.command("build")(image_build)
     image_app.command("load")(image_load)
+    image_app.command("index")(image_index)
     app.add_typer(image_app, name="image")

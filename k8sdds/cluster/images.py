@@ -6,38 +6,24 @@ missing)."""
 
 from __future__ import annotations
 
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.errors import UserError
+from k8sdds.images.index import Platform, describe
+
+__all__ = ["describe", "load", "load_all", "from_directory", "needed", "survey", "HostImages"]
 
 DEFAULT_ADDRESS = "/run/containerd/containerd.sock"
 
 
-def describe(archive: Path) -> tuple[list[str], str]:
-    """The image names a docker-archive carries and its architecture; a clear error when the
-    file is not one."""
-    import json
-
-    try:
-        with tarfile.open(archive) as tf:
-            manifest = json.loads(tf.extractfile("manifest.json").read())
-            config = json.loads(tf.extractfile(manifest[0]["Config"]).read())
-    except (OSError, tarfile.TarError, KeyError, IndexError, TypeError, AttributeError,
-            ValueError) as exc:
-        raise UserError(f"{archive}: not an image archive (a docker-archive, as `k8sdds image "
-                        f"build` and `docker save` write): {exc}") from None
-    tags = [tag for entry in manifest for tag in (entry.get("RepoTags") or [])]
-    arch = str(config.get("architecture", "unknown"))
-    return tags, {"armhf": "arm"}.get(arch, arch)  # the inventory's (and OCI's) names
-
-
-def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDRESS
-         ) -> list[str]:
-    """Copy, check and import `archive` on the host; what was done, in a few words."""
+def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDRESS,
+         several: bool = False) -> list[str]:
+    """Copy, check and import `archive` on the host; what was done, in a few words. An
+    archive of `several` architectures (an image index) gives the host its own platform's
+    image (the inventory's arch), whatever its containerd would take by default."""
     made = remote.run(["mktemp", "/tmp/k8sdds-image.XXXXXX"])
     target = made.out.strip() or "/tmp/k8sdds-image.XXXXXX"
     if made.code != 0:
@@ -49,8 +35,9 @@ def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDR
             if got != [digest]:
                 raise HostError(f"{remote.host.name}: the copy of {archive.name} differs "
                                 f"from the original (sha256 {got[0] if got else 'unread'})")
+        platform = (["--platform", Platform(remote.host.arch).name()] if several else [])
         imported = remote.run(["ctr", "--address", address, "-n", "k8s.io", "images",
-                               "import", target], root=True, timeout=600)
+                               "import", *platform, target], root=True, timeout=600)
         if imported.code != 0:
             raise HostError(f"{remote.host.name}: ctr images import failed: "
                             f"{(imported.err or imported.out).strip()[-300:]}")
@@ -118,9 +105,10 @@ def from_directory(folder: Path) -> dict[tuple[str, str], Path]:
     found: dict[tuple[str, str], Path] = {}
     for archive in sorted(folder.iterdir()):
         if archive.is_file() and archive.name.endswith(".tar"):
-            tags, arch = describe(archive)
+            tags, arches = describe(archive)
             for tag in tags:
-                found.setdefault((normalize(tag), arch), archive)
+                for arch in arches:
+                    found.setdefault((normalize(tag), arch), archive)
     return found
 
 
@@ -151,8 +139,9 @@ def load_all(loaded, known: str, dry_run: bool, folder: Path, cni_images: list[s
     for ref, arch in wanted:
         archive = build(ref, say, arch) if found is None else found[(normalize(ref), arch)]
         got = describe(archive)[1]
-        if got != arch:  # a builder's or a folder's mistake, caught before any host
-            raise UserError(f"{archive}: {ref} is {got}, not {arch}; no host was changed")
+        if arch not in got:  # a builder's or a folder's mistake, caught before any host
+            raise UserError(f"{archive}: {ref} is {' and '.join(got)}, not {arch}; no host was "
+                            "changed")
         archives[(ref, arch)] = (archive, sha256(archive))
 
     def one(remote: Remote) -> list[str]:
@@ -163,7 +152,7 @@ def load_all(loaded, known: str, dry_run: bool, folder: Path, cni_images: list[s
         for ref in host.missing:
             archive, digest = archives[(ref, remote.host.arch)]
             if archive not in done:
-                load(remote, archive, digest, address)
+                load(remote, archive, digest, address, several=len(describe(archive)[1]) > 1)
                 done.append(archive)
         kept = len(host.needed) - len(host.missing)
         return [f"kubeadm {host.version} ({remote.host.arch}): {len(host.missing)} loaded"
