@@ -313,34 +313,16 @@ def cluster_load_image(
     platform's image); a host no archive fits is refused by name."""
     from k8sdds.cluster import images
     from k8sdds.cluster.remote import HostError
-    from k8sdds.results.files import sha256
 
     loaded, known = _hosts(inventory, known_hosts)
     if not archives:
-        from k8sdds.images.build import engine_image
-        from k8sdds.images.foreign import DEBIAN
-
-        archives = [engine_image(say=lambda line: err_console.print(
-            line, markup=False, highlight=False), arch=DEBIAN[arch])
-            for arch in dict.fromkeys(h.arch for h in loaded.hosts)]
-        if len(archives) > 1:  # a hybrid cluster: one archive, one tag, an image index
-            from k8sdds.images.build import cache_dir
-            from k8sdds.images.index import combine
-
-            name = "engines-" + "-".join(sorted({h.arch for h in loaded.hosts})) + ".tar"
-            archives = [combine(archives, cache_dir() / name)]
-    by_arch: dict[str, tuple[Path, str, bool]] = {}
+        archives = [images.engine_archive([h.arch for h in loaded.hosts], lambda line:
+                                          err_console.print(line, markup=False,
+                                                            highlight=False))]
     for archive in archives:
         if not Path(archive).is_file():
             raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
-        tags, arches = images.describe(archive)
-        digest = sha256(archive)
-        for arch in arches:
-            if arch in by_arch:
-                raise typer.BadParameter(f"{archive} and {by_arch[arch][0]} are both {arch}",
-                                         param_hint="--archive")
-            by_arch[arch] = (Path(archive), digest, len(arches) > 1)
-        out_console.print(f"{archive}: {', '.join(tags) or 'no tag'} ({', '.join(arches)})")
+    by_arch = images.by_architecture(archives, lambda line: out_console.print(line))
 
     def one(remote):
         if remote.host.arch not in by_arch:

@@ -46,6 +46,38 @@ def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDR
     return [f"imported {archive.name} into containerd ({address})"]
 
 
+def engine_archive(arches: list[str], say: Callable[[str], None]) -> Path:
+    """The engine image for the architectures `arches` (the inventory's names), built or
+    cached; one multi-architecture archive (an image index) when there are several."""
+    from k8sdds.images.build import cache_dir, engine_image
+    from k8sdds.images.foreign import DEBIAN
+    from k8sdds.images.index import combine
+
+    wanted = sorted(set(arches))
+    built = [engine_image(say=say, arch=DEBIAN[arch]) for arch in wanted]
+    if len(built) == 1:
+        return built[0]
+    return combine(built, cache_dir() / ("engines-" + "-".join(wanted) + ".tar"))
+
+
+def by_architecture(archives: list[Path], say: Callable[[str], None]
+                    ) -> dict[str, tuple[Path, str, bool]]:
+    """Each architecture -> the archive that carries it, its SHA-256, and whether it carries
+    several (an image index); an architecture two archives carry is an error."""
+    from k8sdds.results.files import sha256
+
+    found: dict[str, tuple[Path, str, bool]] = {}
+    for archive in archives:
+        tags, arches = describe(archive)
+        digest = sha256(archive)
+        for arch in arches:
+            if arch in found:
+                raise UserError(f"--archive: {archive} and {found[arch][0]} are both {arch}")
+            found[arch] = (Path(archive), digest, len(arches) > 1)
+        say(f"{archive}: {', '.join(tags) or 'no tag'} ({', '.join(arches)})")
+    return found
+
+
 # ---- what kubeadm and a CNI need on each host (`cluster images`, `cluster check --cni`) ----
 WORKER_IMAGES = ("registry.k8s.io/kube-proxy", "registry.k8s.io/pause",
                  "registry.k8s.io/coredns/coredns")  # what a worker runs of kubeadm's
