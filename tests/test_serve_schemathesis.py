@@ -67,6 +67,10 @@ def test_schemathesis_finds_nothing(service, tmp_path):
          "--no-color"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
         env={**os.environ, "K8SDDS_RUN_ID": run_id})
     out = done.stdout + done.stderr
+    lines = out.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("API Operations:")), 0)
+    summary = [line for line in lines[start:] if line.strip()]
+    print("\n".join(summary), file=sys.stderr)  # its summary (seen with -s)
     assert done.returncode == 0, out[-6000:]
     assert "Stateful" in out and " passed" in out and "failures" not in out.lower(), out
     status, body = _get(f"{base}/api/tasks")
