@@ -58,10 +58,19 @@ def root_links(own: str = "") -> set[str]:
 def host_mounts(own: str = "") -> set[str]:
     """This mount namespace's mount points, without the network namespaces held by other
     tests (`make test` runs two test processes at once; `ip netns add` mounts each one under
-    /run/netns); those whose name starts with `own` are kept."""
+    /run/netns; those whose name starts with `own` are kept) and without what the other test
+    process mounts in its own directories (a small disk of the storage tests)."""
     points = {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
     return {p for p in points
-            if not (p.startswith("/run/netns/") and not (own and p[11:].startswith(own)))}
+            if not (p.startswith("/run/netns/") and not (own and p[11:].startswith(own)))
+            and not _other_workers(p)}
+
+
+def _other_workers(point: str) -> bool:
+    """Whether `point` lies in the directories of another pytest-xdist process."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return (worker is not None and "/pytest-of-" in point and "/popen-gw" in point
+            and f"/popen-{worker}/" not in point + "/")
 
 
 def cli(*args: str, env: dict, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
