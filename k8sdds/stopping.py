@@ -3,9 +3,10 @@
 The signal handler raises KeyboardInterrupt where the program happens to be, and also sets a
 flag. Some libraries swallow every exception in their clean-up code (websocket-client closes
 a socket under a bare `except: pass`); the runner checks the flag between its steps, so a
-stop that was swallowed there still stops the run. Once a stop is asked for, every wait of
-the clean-up is cut to what is left of `CLEANUP_S` (`bound`), so a run ends within about
-that many seconds of the signal, on a busy machine too, with what it made removed.
+stop that was swallowed there still stops the run. Once a stop is asked for, a clean-up wait
+that may be long (the kubernetes backend's for deleted pods: 30 s) asks `bound` for what is
+left of `CLEANUP_S`, then forces; the other waits of a clean-up are a second or two already.
+So a run ends within seconds of the signal, on a busy machine too, with what it made removed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 requested = threading.Event()
 CLEANUP_S = 5.0  # seconds the clean-up's waits may take after a stop before they force
-_asked_at: list[float] = []  # monotonic time of the first stop asked for
+_asked_at = 0.0  # monotonic time of the stop asked for (while `requested` is set)
 
 
 def _handler(signum, frame) -> None:
@@ -26,8 +27,9 @@ def _handler(signum, frame) -> None:
 
 def ask() -> None:
     """Record a stop (the signal handler's own step)."""
+    global _asked_at
     if not requested.is_set():
-        _asked_at[:] = [time.monotonic()]
+        _asked_at = time.monotonic()
         requested.set()
 
 
@@ -40,7 +42,6 @@ def install() -> None:
 def reset() -> None:
     """Forget a stop (for a process that goes on after one: the tests)."""
     requested.clear()
-    _asked_at.clear()
 
 
 def check() -> None:
@@ -54,7 +55,4 @@ def bound(seconds: float) -> float:
     (at least 0.5 s, for a wait that must still ask once)."""
     if not requested.is_set():
         return seconds
-    if not _asked_at:  # set without ask(): from now on
-        _asked_at[:] = [time.monotonic()]
-    left = _asked_at[0] + CLEANUP_S - time.monotonic()
-    return max(0.5, min(seconds, left))
+    return max(0.5, min(seconds, _asked_at + CLEANUP_S - time.monotonic()))

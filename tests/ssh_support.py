@@ -115,14 +115,17 @@ class Hosts:
     def fingerprint(self, i: int) -> str:
         return _run("ssh-keygen", "-lf", str(self.directory / f"host{i}_ed25519.pub")).split()[1]
 
-    def inventory(self, hosts: tuple[int, ...], known: Path) -> Path:
-        path = self.directory / ("inventory-" + "-".join(map(str, hosts)) + ".yaml")
+    def inventory(self, hosts: tuple[int, ...], known: Path, arch: str | None = None) -> Path:
+        """The first host the control plane, amd64; the others workers, arm (a hybrid
+        cluster); every host `arch` when given."""
+        path = self.directory / ("inventory-" + "-".join(map(str, hosts))
+                                 + (f"-{arch}" if arch else "") + ".yaml")
         path.write_text(yaml.safe_dump({
             "known_hosts": str(known),
             "defaults": {"user": "root", "key": str(self.directory / "id_ed25519")},
             "hosts": [{"name": f"h{i}", "address": self.address(i),
                        "role": "control-plane" if n == 0 else "worker",
-                       "arch": "amd64" if n == 0 else "arm"}
+                       "arch": arch or ("amd64" if n == 0 else "arm")}
                       for n, i in enumerate(hosts)]}))
         return path
 

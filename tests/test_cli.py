@@ -145,7 +145,7 @@ def test_after_a_stop_the_clean_up_waits_are_cut_to_what_is_left():
         assert stopping.bound(1.0) == 1.0  # a shorter wait stays as it is
         time.sleep(0.2)
         assert stopping.bound(30.0) < first
-        stopping._asked_at[:] = [time.monotonic() - 60]  # long past: one last short ask
+        stopping._asked_at = time.monotonic() - 60  # long past: one last short ask
         assert stopping.bound(30.0) == 0.5
     finally:
         stopping.reset()

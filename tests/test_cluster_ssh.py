@@ -544,12 +544,7 @@ def test_load_image_gives_each_host_its_platform_of_a_multi_arch_archive(hosts, 
         # its own (the same file, the same tag, for h1 amd64 and h2 arm)
         known = hosts.known_hosts((1, 2))
         for i, arch, platform in ((1, "amd64", "linux/amd64"), (2, "arm", "linux/arm/v7")):
-            invf = tmp_path / f"h{i}.yaml"
-            invf.write_text(yaml.safe_dump({
-                "known_hosts": str(known),
-                "defaults": {"user": "root", "key": str(hosts.directory / "id_ed25519")},
-                "hosts": [{"name": f"h{i}", "address": hosts.address(i),
-                           "role": "control-plane", "arch": arch}]}))
+            invf = hosts.inventory((i,), known, arch)
             sock = str(daemons[i - 1][1])
             done = _cli("cluster", "load-image", "--inventory", str(invf), "--archive",
                         str(archive), "--containerd-address", sock, "--log-dir",

@@ -3,6 +3,7 @@ of a hybrid edge cluster: an amd64 control plane and arm workers (tests/kube_sup
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -89,10 +90,7 @@ def _interrupt(cp, proc: subprocess.Popen, signum: int = signal.SIGINT,
     """Stop a background run with `signum`: it ends as interrupted within STOP_BOUND_S (on
     a machine loaded on purpose when `loaded`), leaving no object."""
     try:
-        if loaded:
-            with busy_machine():
-                took, err = stop_timed(proc, signum)
-        else:
+        with busy_machine() if loaded else contextlib.nullcontext():
             took, err = stop_timed(proc, signum)
     finally:
         proc.kill()

@@ -44,7 +44,7 @@ def _stop_at(n: int) -> Callable[[int], None]:
     handler does; the runner checks between steps)."""
     def hook(deployed: int) -> None:
         if deployed == n:
-            stopping.requested.set()
+            stopping.ask()
     return hook
 
 

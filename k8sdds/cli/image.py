@@ -47,7 +47,9 @@ def image_build(
                                      "comma-separated)", param_hint="--arch")
     if len(set(arches)) != len(arches):
         raise typer.BadParameter(f"{arch!r} names an architecture twice", param_hint="--arch")
-    say = lambda line: err_console.print(line, markup=False, highlight=False)  # noqa: E731
+    def say(line: str) -> None:
+        err_console.print(line, markup=False, highlight=False)
+
     built = []
     for one in arches:
         given = {k: v for k, v in (("tag", tag), ("mirror", mirror),
@@ -90,7 +92,7 @@ def image_load(
 ) -> None:
     """Put images into every node of a testbed cluster (`testbed up --kubernetes`): each
     worker's containerd imports them; pods find them with imagePullPolicy IfNotPresent."""
-    from k8sdds.cluster.images import describe
+    from k8sdds.images.index import describe
     from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.lock import TestbedLock
     from k8sdds.testbed.testbed import Testbed

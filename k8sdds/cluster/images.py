@@ -14,8 +14,6 @@ from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.errors import UserError
 from k8sdds.images.index import Platform, describe
 
-__all__ = ["describe", "load", "load_all", "from_directory", "needed", "survey", "HostImages"]
-
 DEFAULT_ADDRESS = "/run/containerd/containerd.sock"
 
 
@@ -49,15 +47,19 @@ def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDR
 def engine_archive(arches: list[str], say: Callable[[str], None]) -> Path:
     """The engine image for the architectures `arches` (the inventory's names), built or
     cached; one multi-architecture archive (an image index) when there are several."""
-    from k8sdds.images.build import cache_dir, engine_image
+    from k8sdds.images.build import engine_image, one_builder
     from k8sdds.images.foreign import DEBIAN
     from k8sdds.images.index import combine
 
-    wanted = sorted(set(arches))
-    built = [engine_image(say=say, arch=DEBIAN[arch]) for arch in wanted]
+    built = [engine_image(say=say, arch=DEBIAN[arch]) for arch in sorted(set(arches))]
     if len(built) == 1:
         return built[0]
-    return combine(built, cache_dir() / ("engines-" + "-".join(wanted) + ".tar"))
+    # named by its parts, which are named by their content: made once, then taken as it is
+    combined = built[0].with_name("-".join(p.stem for p in built) + ".index.tar")
+    with one_builder(combined):
+        if not combined.exists():
+            combine(built, combined)
+    return combined
 
 
 def by_architecture(archives: list[Path], say: Callable[[str], None]
@@ -167,14 +169,15 @@ def load_all(loaded, known: str, dry_run: bool, folder: Path, cni_images: list[s
         if absent:
             raise UserError(f"the archives given have no {', '.join(absent)} (the hosts need "
                             "them; no host was changed)")
-    archives: dict[tuple[str, str], tuple[Path, str]] = {}  # (ref, arch) -> (archive, sha256)
+    # (ref, arch) -> (archive, its sha256, whether it carries several architectures)
+    archives: dict[tuple[str, str], tuple[Path, str, bool]] = {}
     for ref, arch in wanted:
         archive = build(ref, say, arch) if found is None else found[(normalize(ref), arch)]
         got = describe(archive)[1]
         if arch not in got:  # a builder's or a folder's mistake, caught before any host
             raise UserError(f"{archive}: {ref} is {' and '.join(got)}, not {arch}; no host was "
                             "changed")
-        archives[(ref, arch)] = (archive, sha256(archive))
+        archives[(ref, arch)] = (archive, sha256(archive), len(got) > 1)
 
     def one(remote: Remote) -> list[str]:
         host = surveys[remote.host.name]
@@ -182,9 +185,9 @@ def load_all(loaded, known: str, dry_run: bool, folder: Path, cni_images: list[s
             raise host
         done: list[Path] = []
         for ref in host.missing:
-            archive, digest = archives[(ref, remote.host.arch)]
+            archive, digest, several = archives[(ref, remote.host.arch)]
             if archive not in done:
-                load(remote, archive, digest, address, several=len(describe(archive)[1]) > 1)
+                load(remote, archive, digest, address, several=several)
                 done.append(archive)
         kept = len(host.needed) - len(host.missing)
         return [f"kubeadm {host.version} ({remote.host.arch}): {len(host.missing)} loaded"

@@ -37,7 +37,7 @@ def cache_dir() -> Path:
 
 
 @contextlib.contextmanager
-def _one_builder(archive: Path):
+def one_builder(archive: Path):
     """Hold the archive's lock while it is built: a second build of the same archive (another
     command, another user) waits, then finds it in the cache instead of writing the same
     files at the same time."""
@@ -127,7 +127,7 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
                for dest, src in sorted(files.items())]
     seed = "\n".join([text, *digests, *entrypoint])
     archive = cache / f"{name}-{key(recipe, seed, options)}.tar"
-    with _one_builder(archive):
+    with one_builder(archive):
         if archive.exists():
             say(f"cached: {archive}")
             return archive
@@ -137,7 +137,7 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
     return archive
 
 
-def _run(argv: Sequence[str], what: str, env: dict | None = None) -> None:
+def run_tool(argv: Sequence[str], what: str, env: dict | None = None) -> None:
     proc = subprocess.run(list(argv), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -148,7 +148,7 @@ def _run(argv: Sequence[str], what: str, env: dict | None = None) -> None:
 def _base(suite: str, options: BuildOptions, cache: Path, say) -> Path:
     """A minimal Debian root file system as a tar, made once per suite and architecture."""
     tar = cache / f"debian-{suite}-minbase-{options.arch}.tar"
-    with _one_builder(tar):
+    with one_builder(tar):
         if not tar.exists():
             _debootstrap(suite, options, cache, tar, say)
     return tar
@@ -161,11 +161,11 @@ def _debootstrap(suite: str, options: BuildOptions, cache: Path, tar: Path, say)
         f"{options.mirror} (about a minute, once)")
     with tempfile.TemporaryDirectory(prefix="base-", dir=cache) as work:
         rootfs = Path(work) / "rootfs"
-        _run(["debootstrap", "--variant=minbase", *stage, f"--arch={options.arch}", suite,
+        run_tool(["debootstrap", "--variant=minbase", *stage, f"--arch={options.arch}", suite,
               str(rootfs), options.mirror], f"debootstrap {suite}")
         shutil.rmtree(rootfs / "debootstrap", ignore_errors=True)  # the second stage's kit
         partial = tar.with_suffix(".tar.part")
-        _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
+        run_tool(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
              "packing the base")
         os.replace(partial, tar)
 
@@ -185,11 +185,11 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
     env = {**STEP_ENV, **dict(recipe.env)}
     if foreign.foreign(options.arch):  # its packages unpacked, not run
         foreign.unpack(rootfs, foreign.packages(recipe, options.arch), options.arch,
-                       recipe.suite, options.mirror, work / "apt", _run, say)
+                       recipe.suite, options.mirror, work / "apt", run_tool, say)
     else:
         for i, command in enumerate(recipe.runs, start=1):
             say(f"RUN {i}/{len(recipe.runs)}: {command[:70]}")
-            _run(step_argv(rootfs, command), f"RUN step {i}", env=env)
+            run_tool(step_argv(rootfs, command), f"RUN step {i}", env=env)
     policy.unlink()
     resolv.write_text("")
     for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
@@ -223,16 +223,16 @@ def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[st
     """`rootfs` as a one-layer OCI image (umoci) with `config`, written as a docker-archive
     named `tag` (skopeo) to `archive`, atomically."""
     layout, bundle = f"{work / 'oci'}:k8sdds", work / "bundle"
-    _run(["umoci", "init", "--layout", str(work / "oci")], "umoci init")
-    _run(["umoci", "new", "--image", layout], "umoci new")
-    _run(["umoci", "unpack", "--image", layout, str(bundle)], "umoci unpack")
+    run_tool(["umoci", "init", "--layout", str(work / "oci")], "umoci init")
+    run_tool(["umoci", "new", "--image", layout], "umoci new")
+    run_tool(["umoci", "unpack", "--image", layout, str(bundle)], "umoci unpack")
     shutil.rmtree(bundle / "rootfs")
     os.replace(rootfs, bundle / "rootfs")
-    _run(["umoci", "repack", "--image", layout, str(bundle)], "umoci repack")
-    _run(["umoci", "config", "--image", layout, "--os=linux", *config], "umoci config")
+    run_tool(["umoci", "repack", "--image", layout, str(bundle)], "umoci repack")
+    run_tool(["umoci", "config", "--image", layout, "--os=linux", *config], "umoci config")
     partial = archive.with_suffix(".tar.part")
     partial.unlink(missing_ok=True)
-    _run(["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker-archive:{partial}:{tag}"],
+    run_tool(["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker-archive:{partial}:{tag}"],
          "skopeo copy")
     os.replace(partial, archive)
 
@@ -258,13 +258,13 @@ def busybox(arch: str, cache: Path | None = None) -> Path:
     cache = Path(cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
     kept = cache / f"busybox-static-{arch}"
-    with _one_builder(kept):
+    with one_builder(kept):
         if not kept.exists():
             with tempfile.TemporaryDirectory(prefix="busybox-", dir=cache) as work:
                 rootfs = Path(work) / "rootfs"
                 rootfs.mkdir()
                 foreign.unpack(rootfs, ("busybox-static",), arch, "bookworm", DEFAULT_MIRROR,
-                               Path(work) / "apt", _run, lambda _: None)
+                               Path(work) / "apt", run_tool, lambda _: None)
                 partial = kept.with_name(kept.name + ".part")
                 shutil.copy2(rootfs / "bin/busybox", partial)
                 os.replace(partial, kept)
@@ -284,7 +284,7 @@ def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], na
     for dest, src in sorted(files.items()):
         h.update(dest.encode() + sha256(src).encode())
     archive = cache / f"{name}-{h.hexdigest()[:16]}.tar"
-    with _one_builder(archive):
+    with one_builder(archive):
         if archive.exists():
             return archive
         with tempfile.TemporaryDirectory(prefix=f"{name}-", dir=cache) as work:

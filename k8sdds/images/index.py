@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.errors import UserError
+from k8sdds.images.build import run_tool
 
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -48,12 +48,17 @@ class Platform:
         return "/".join(p for p in (self.os, self.architecture, self.variant) if p)
 
 
+def one_per_architecture(arches: Sequence[str], what: str = "") -> None:
+    """Refuse two images of one architecture (`what` names where they came from). Pure."""
+    twice = sorted({a for a in arches if arches.count(a) > 1})
+    if twice:
+        raise UserError(f"two images of architecture {', '.join(twice)}{what}: one per "
+                        "architecture")
+
+
 def index_document(manifests: Sequence[tuple[dict, Platform]]) -> dict:
     """The OCI image index for per-platform manifest descriptors; one per platform. Pure."""
-    seen = [p.architecture for _, p in manifests]
-    twice = sorted({a for a in seen if seen.count(a) > 1})
-    if twice:
-        raise UserError(f"two images of architecture {', '.join(twice)}: one per architecture")
+    one_per_architecture([p.architecture for _, p in manifests])
     return {"schemaVersion": 2, "mediaType": INDEX_TYPE,
             "manifests": [{"mediaType": d.get("mediaType", MANIFEST_TYPE), "digest": d["digest"],
                            "size": d["size"], "platform": p.spec()} for d, p in manifests]}
@@ -75,17 +80,17 @@ def combine(archives: Sequence[Path], out: Path, tag: str | None = None) -> Path
     tag (`tag`, or the name they share), an image index choosing among them by platform."""
     if len(archives) < 2:
         raise UserError("an image index combines two archives or more, one per architecture")
+    if shutil.which("skopeo") is None:
+        raise UserError("an image index needs skopeo (apt-get install skopeo)")
     names: set[str] = set()
-    seen: dict[str, Path] = {}
-    for archive in archives:
-        tags, arches = describe(archive)
-        if len(arches) != 1:
-            raise UserError(f"{archive}: already several architectures ({', '.join(arches)})")
-        if arches[0] in seen:
-            raise UserError(f"two images of architecture {arches[0]} ({seen[arches[0]]} and "
-                            f"{archive}): one per architecture")
-        seen[arches[0]] = archive
+    arches: list[str] = []
+    for archive in archives:  # all checked before any work
+        tags, its = describe(archive)
+        if len(its) != 1:
+            raise UserError(f"{archive}: already several architectures ({', '.join(its)})")
+        arches += its
         names.update(tags)
+    one_per_architecture(arches, " (" + ", ".join(map(str, archives)) + ")")
     if tag is None:
         if len(names) != 1:
             raise UserError("the archives' names differ (" + ", ".join(sorted(names))
@@ -95,8 +100,8 @@ def combine(archives: Sequence[Path], out: Path, tag: str | None = None) -> Path
         layout = Path(work) / "oci"
         manifests = []
         for n, archive in enumerate(archives):
-            _run(["skopeo", "copy", "--quiet", f"docker-archive:{archive}",
-                  f"oci:{layout}:image{n}"])
+            run_tool(["skopeo", "copy", "--quiet", f"docker-archive:{archive}",
+                      f"oci:{layout}:image{n}"], "skopeo copy")
             manifests.append(_descriptor(layout, f"image{n}"))
         blob = _canonical(index_document(manifests))
         _put_blob(layout, blob)
@@ -186,10 +191,3 @@ def _ref(tag: str) -> str:
     last = tag.rsplit("/", 1)[-1]
     return last.rsplit(":", 1)[1] if ":" in last else "latest"
 
-
-def _run(argv: Sequence[str]) -> None:
-    if shutil.which(argv[0]) is None:
-        raise UserError(f"an image index needs {argv[0]} (apt-get install {argv[0]})")
-    done = subprocess.run(list(argv), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UserError(f"{argv[0]} failed: {(done.stderr or done.stdout).strip()[-300:]}")
