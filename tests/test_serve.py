@@ -147,7 +147,8 @@ def _get(url: str, token: str | None = None, data: bytes | None = None):
         **({"Authorization": f"Bearer {token}"} if token else {}),
         **({"Content-Type": "application/json"} if data else {})})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        # generous: on a loaded machine the first import loads pandas in the server
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
