@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,8 +194,10 @@ class Nodes(ss.Hosts):
                       ["mount", "-o", "remount,bind,ro", f"/proc/sys/{key}"]]
         for argv in steps:
             subprocess.run([*mnt, *argv], check=True, capture_output=True)
-        # the machine's own files: the node's resolver, kubelet extra flags, CNI plugins
+        # the machine's own files: the node's resolver, its machine id (Weave Net names its
+        # peer from it: hosts sharing one collide), kubelet extra flags, CNI plugins
         files = {"/etc/resolv.conf": f"nameserver 10.{self.net}.0.1\n",
+                 "/etc/machine-id": uuid.uuid4().hex + "\n",
                  "/etc/default/kubelet":
                  f"KUBELET_EXTRA_ARGS=--cgroup-root={self.cgroup_root(i)}\n"}
         for inside, text in files.items():

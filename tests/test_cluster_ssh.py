@@ -304,10 +304,14 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
                for o in d.get("items", [d])]
     (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
     containers = daemonset["spec"]["template"]["spec"]["containers"]
-    assert {c["image"] for c in containers} == {"weaveworks/weave-kube:2.8.1",
-                                                "weaveworks/weave-npc:2.8.1"}
+    # 2.8.1's manifest for the 2.6.5 images built here: the router installs the CNI itself
+    assert {c["image"] for c in containers} == {"weaveworks/weave-kube:2.6.5",
+                                                "weaveworks/weave-npc:2.6.5"}
     assert all(c["imagePullPolicy"] == "IfNotPresent" for c in containers)
+    assert "initContainers" not in daemonset["spec"]["template"]["spec"]
     weave = next(c for c in containers if c["name"] == "weave")
+    assert {m["mountPath"] for m in weave["volumeMounts"]} >= {
+        "/host/opt", "/host/home", "/host/etc"}
     assert {"name": "WEAVE_PASSWORD", "valueFrom": {"secretKeyRef": {
         "name": "weave-passwd", "key": "weave-passwd"}}} in weave["env"]
     for copy in (argvs[1][3], apply["argv"][-1]):  # removed (the hosts share this /tmp)

@@ -77,6 +77,13 @@ def test_the_built_image_holds_the_engines_and_they_run(tmp_path):
     for engine in ENGINES:
         assert (rootfs / "usr/bin" / engine).exists(), engine
     assert not list((rootfs / "var/lib/apt/lists").glob("*_Packages"))  # no apt lists kept
+    # nor apt's caches, translations or manuals; each package's copyright stays
+    assert not list((rootfs / "var/cache/apt").glob("*.bin"))
+    assert not [p for p in (rootfs / "usr/share/locale").iterdir() if p.is_dir()]
+    assert not list((rootfs / "usr/share/man").iterdir())
+    assert (rootfs / "usr/share/doc/iperf3/copyright").exists()
+    assert not [p for p in (rootfs / "usr/share/doc").rglob("*")
+                if p.is_file() and p.name != "copyright"]
     # the engines run in it: iperf3 and ddsperf, as the pod's user
     for argv, says in ((["iperf3", "--version"], "iperf 3."),
                        (["ddsperf", "-h"], "ddsperf [OPTIONS] MODE")):
@@ -116,3 +123,25 @@ def test_two_builds_of_one_archive_at_once_build_it_once(tmp_path, monkeypatch):
         got = list(pool.map(lambda _: build.pause("k8sdds/pause:test", tmp_path), range(2)))
     assert got[0] == got[1] and got[0].read_bytes() == b"archive"
     assert most[0] == 1 and len(packs) == 1
+
+
+def test_slim_leaves_out_caches_translations_and_manuals_and_keeps_copyrights(tmp_path):
+    from k8sdds.images.build import slim
+
+    files = ["var/cache/apt/pkgcache.bin", "var/lib/apt/lists/x_Packages",
+             "usr/share/locale/de/LC_MESSAGES/apt.mo", "usr/share/locale/locale.alias",
+             "usr/share/man/man1/ls.1.gz", "usr/share/doc/apt/changelog.gz",
+             "usr/share/doc/apt/copyright", "usr/share/doc/gone/README", "usr/bin/ddsperf"]
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text(f)
+    (tmp_path / "usr/share/doc/libapt").symlink_to("apt")  # Debian links some docs
+    slim(tmp_path)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert left == ["usr/bin/ddsperf", "usr/share/doc/apt/copyright",
+                    "usr/share/locale/locale.alias"]
+    for kept in ("var/lib/apt/lists/partial", "var/cache/apt/archives/partial",
+                 "usr/share/man"):
+        assert (tmp_path / kept).is_dir()  # apt and man find their directories
+    assert not (tmp_path / "usr/share/doc/gone").exists()
+    assert not (tmp_path / "usr/share/doc/libapt").is_symlink()

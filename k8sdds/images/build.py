@@ -71,9 +71,14 @@ def step_argv(rootfs: Path, command: str) -> list[str]:
             f"--mount-proc={rootfs / 'proc'}", "chroot", str(rootfs), "/bin/sh", "-ec", command]
 
 
+# what every image leaves out (see slim); a new value rebuilds the cached archives
+SLIM = "slim-2"
+
+
 def key(recipe: Recipe, text: str, options: BuildOptions) -> str:
-    """What makes an archive: the Dockerfile, the base, the tag and the architecture."""
-    seed = "\n".join([text, recipe.suite, options.arch, options.mirror, options.tag])
+    """What makes an archive: the Dockerfile, the base, the tag, the architecture and what
+    the build leaves out."""
+    seed = "\n".join([text, recipe.suite, options.arch, options.mirror, options.tag, SLIM])
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
@@ -192,9 +197,7 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
             run_tool(step_argv(rootfs, command), f"RUN step {i}", env=env)
     policy.unlink()
     resolv.write_text("")
-    for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
-        shutil.rmtree(rootfs / leftover, ignore_errors=True)
-        (rootfs / leftover / "partial").mkdir(parents=True, exist_ok=True)
+    slim(rootfs)
     _add(rootfs, files)
     say("packing the image (umoci, skopeo)")
     env = [("PATH", STEP_ENV["PATH"]), ("LANG", STEP_ENV["LANG"]), *recipe.env]
@@ -202,6 +205,29 @@ def _image(work: Path, base: Path, recipe: Recipe, options: BuildOptions, say,
           [*(f"--config.entrypoint={part}" for part in entrypoint),
            f"--config.user={recipe.user}", f"--config.workingdir={recipe.workdir}",
            *platform_flags(options.arch), *(f"--config.env={k}={v}" for k, v in env)])
+
+
+def slim(rootfs: Path) -> None:
+    """Leave out what no container reads: apt's package lists, caches and downloads (apt
+    remakes them), translations, manuals and documentation (each package's copyright file
+    stays). About 120 MiB of every Debian-based image: half of what `cluster images` copies
+    to each host."""
+    for emptied in ("var/lib/apt/lists", "var/cache/apt", "usr/share/man", "usr/share/info"):
+        shutil.rmtree(rootfs / emptied, ignore_errors=True)
+        (rootfs / emptied).mkdir(parents=True, exist_ok=True)
+    for kept in ("var/lib/apt/lists/partial", "var/cache/apt/archives/partial"):
+        (rootfs / kept).mkdir(parents=True, exist_ok=True)
+    locale = rootfs / "usr/share/locale"
+    for entry in locale.iterdir() if locale.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():  # a language's messages; not
+            shutil.rmtree(entry)                      # locale.alias
+    doc = rootfs / "usr/share/doc"
+    for path in sorted(doc.rglob("*"), reverse=True) if doc.is_dir() else ():
+        if path.is_symlink() or path.is_file():
+            if path.name != "copyright":
+                path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def platform_flags(arch: str) -> list[str]:
