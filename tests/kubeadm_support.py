@@ -175,6 +175,11 @@ class Nodes(ss.Hosts):
             stdin=subprocess.DEVNULL, start_new_session=True)
         procs.wait_own_mounts(holder)
         self.holders[i] = holder
+        # what Kubernetes asks of every node's network (kubeadm's preflight checks it): IPv4
+        # forwarding, which Weave Net, unlike flannel and kube-router, leaves to the host; in
+        # the node's own network namespace, so this machine's setting is untouched
+        subprocess.run(["nsenter", f"--net=/run/netns/{self.ns(i)}", "sysctl", "-qw",
+                        "net.ipv4.ip_forward=1"], check=True)
         mnt = ["nsenter", "-t", str(holder.pid), "-m", "-u", "--"]
         steps = [["hostname", f"h{i}"]]
         for tree in OVERLAID:

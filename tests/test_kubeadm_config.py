@@ -122,6 +122,15 @@ def test_reset_keeps_every_rule_but_the_clusters():
 -A KUBE-SERVICES -d 10.96.0.1/32 -j KUBE-SVC-NPX46M4PTMTKRN6Y
 -A FLANNEL-POSTRTG -j RETURN
 COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+-A INPUT -m comment --comment "Block non-local access to Weave Net control port" -j DROP
+-A INPUT -i eth0 -p tcp --dport 22 -j ACCEPT
+-A FORWARD -o weave -j DROP
+-A FORWARD -i weave ! -o weave -j ACCEPT
+-A FORWARD -o weaver -j ACCEPT
+COMMIT
 """
     kept = kubeadm.without_cluster_rules(saved)
     assert kept.splitlines() == [
@@ -129,7 +138,11 @@ COMMIT
         ":POSTROUTING ACCEPT [0:0]", ":MINE - [0:0]",
         "-A POSTROUTING -s 192.168.1.0/24 -j MASQUERADE",
         "-A POSTROUTING -m set --match-set my-own-set src -j ACCEPT",  # not a CNI's set
-        "-A POSTROUTING -j MINE", "COMMIT"]
+        "-A POSTROUTING -j MINE", "COMMIT",
+        "*filter", ":INPUT ACCEPT [0:0]", ":FORWARD ACCEPT [0:0]",
+        "-A INPUT -i eth0 -p tcp --dport 22 -j ACCEPT",  # not a CNI's link
+        "-A FORWARD -o weaver -j ACCEPT",  # a link of another name
+        "COMMIT"]
     assert kubeadm.without_cluster_rules(kept) == kept
 
 

@@ -7,6 +7,7 @@ untouched throughout."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import subprocess
@@ -168,7 +169,7 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     done = _cli("cluster", "init", "--inventory", str(inventory), "--cni", cni,
                 "--kubeadm-config", str(extra), "--ignore-preflight-errors", "all", *logs)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "kubeadm init v1.34.3 (pod network 10.244.0.0/16)" in done.stdout
+    assert f"kubeadm init v1.34.3 (pod network {plan.install.pod_cidr})" in done.stdout
     assert f"{plan.manifest.file} applied (shipped, pinned)" in " ".join(done.stdout.split())
     h1_log = (tmp_path / "logs" / "h1.log").read_text()
     assert "kubectl --kubeconfig /etc/kubernetes/admin.conf apply -f /tmp/k8sdds-" in h1_log
@@ -240,4 +241,6 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reset: 3/3 hosts" in done.stdout
     for i in (1, 2, 3):
-        assert _snapshot(nodes, i) == before[i], f"h{i} differs after reset"
+        after = _snapshot(nodes, i)
+        assert after == before[i], f"h{i} differs after reset:\n" + "\n".join(
+            difflib.unified_diff(before[i].splitlines(), after.splitlines(), lineterm="", n=0))

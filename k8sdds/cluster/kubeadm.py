@@ -217,9 +217,9 @@ def cluster_sets(listing: str) -> list[str]:
 
 def without_cluster_rules(saved: str) -> str:
     """iptables-save output without the chains (and jumps to them) a cluster made, the rules
-    that match a CNI's ipsets (kube-router's masquerade in POSTROUTING) and those a CNI's
-    comment marks (kube-router's ACCEPTs in FORWARD): what `iptables-restore` puts back after
-    a reset. Pure."""
+    that match a CNI's ipsets (kube-router's masquerade in POSTROUTING), those a CNI's
+    comment marks (kube-router's ACCEPTs in FORWARD) and those on a CNI's links (Weave Net's
+    FORWARD rules on its bridge): what `iptables-restore` puts back after a reset. Pure."""
     out = []
     for line in saved.splitlines():
         words = line.split()
@@ -231,7 +231,9 @@ def without_cluster_rules(saved: str) -> str:
                        and words[i + 1].startswith(CHAINS) for i, w in enumerate(words))
                 or any(w == "--match-set" and i + 1 < len(words)
                        and words[i + 1].startswith(IPSETS) for i, w in enumerate(words))
-                or any(f'--comment "{c}' in line for c in COMMENTS)):
+                or any(f'--comment "{c}' in line for c in COMMENTS)
+                or any(w in ("-i", "-o") and i + 1 < len(words) and words[i + 1] in LINKS
+                       for i, w in enumerate(words))):
             continue
         out.append(line)
     return "\n".join(out) + "\n"

@@ -199,14 +199,16 @@ CNI = Cni(
                      "weave-npc-ulogd"),
                     ("kube-system", "weave-net"), HOST_PATHS, testbed_adapt,
                     machine_id="weave-machine-id"),
-    # its database, the plugin setup-cni installs (named by the router's version: upstream's
-    # or the one built here) and its links: the bridge, the pair into it (sleeve mode: pcap's
-    # end; fast datapath: Open vSwitch's), the datapath and its VXLAN device
+    # its database, the plugin setup-cni installs (named by the weave script's version:
+    # upstream's release stamps it; the script built here, from the module, says "latest")
+    # and its links: the bridge, the pair into it (sleeve mode: pcap's end; fast datapath:
+    # Open vSwitch's), the datapath and its VXLAN device
     reset=Reset(files=("/var/lib/weave", "/opt/cni/bin/weave-net", "/opt/cni/bin/weave-ipam",
                        f"/opt/cni/bin/weave-plugin-{VERSION}",
-                       f"/opt/cni/bin/weave-plugin-{BUILT}"),
+                       f"/opt/cni/bin/weave-plugin-{BUILT}", "/opt/cni/bin/weave-plugin-latest"),
                 links=("weave", "vethwe-bridge", "vethwe-datapath", "datapath", "vxlan-6784"),
                 chains=("WEAVE",),
+                comments=("Block non-local access to Weave Net control port",),
                 ipsets=("weave-",)),
     aliases={"weave": "weave", "weavenet": "weave", "weave-encrypted": "weave-encrypted",
              "weavenc": "weave-encrypted",
