@@ -215,6 +215,11 @@ def cluster_sets(listing: str) -> list[str]:
     return [name for name in listing.split() if name.startswith(IPSETS)]
 
 
+def _after(words: list[str], flags: tuple[str, ...]) -> list[str]:
+    """The words that follow any of `flags` in an iptables rule. Pure."""
+    return [words[i + 1] for i, w in enumerate(words[:-1]) if w in flags]
+
+
 def without_cluster_rules(saved: str) -> str:
     """iptables-save output without the chains (and jumps to them) a cluster made, the rules
     that match a CNI's ipsets (kube-router's masquerade in POSTROUTING), those a CNI's
@@ -227,13 +232,10 @@ def without_cluster_rules(saved: str) -> str:
             continue
         if line.startswith("-A ") and (
                 words[1].startswith(CHAINS)
-                or any(w in ("-j", "-g") and i + 1 < len(words)
-                       and words[i + 1].startswith(CHAINS) for i, w in enumerate(words))
-                or any(w == "--match-set" and i + 1 < len(words)
-                       and words[i + 1].startswith(IPSETS) for i, w in enumerate(words))
+                or any(w.startswith(CHAINS) for w in _after(words, ("-j", "-g")))
+                or any(w.startswith(IPSETS) for w in _after(words, ("--match-set",)))
                 or any(f'--comment "{c}' in line for c in COMMENTS)
-                or any(w in ("-i", "-o") and i + 1 < len(words) and words[i + 1] in LINKS
-                       for i, w in enumerate(words))):
+                or any(w in LINKS for w in _after(words, ("-i", "-o")))):
             continue
         out.append(line)
     return "\n".join(out) + "\n"

@@ -167,11 +167,11 @@ def _debootstrap(suite: str, options: BuildOptions, cache: Path, tar: Path, say)
     with tempfile.TemporaryDirectory(prefix="base-", dir=cache) as work:
         rootfs = Path(work) / "rootfs"
         run_tool(["debootstrap", "--variant=minbase", *stage, f"--arch={options.arch}", suite,
-              str(rootfs), options.mirror], f"debootstrap {suite}")
+                  str(rootfs), options.mirror], f"debootstrap {suite}")
         shutil.rmtree(rootfs / "debootstrap", ignore_errors=True)  # the second stage's kit
         partial = tar.with_suffix(".tar.part")
         run_tool(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
-             "packing the base")
+                 "packing the base")
         os.replace(partial, tar)
 
 
@@ -259,7 +259,7 @@ def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[st
     partial = archive.with_suffix(".tar.part")
     partial.unlink(missing_ok=True)
     run_tool(["skopeo", "copy", "--quiet", f"oci:{layout}", f"docker-archive:{partial}:{tag}"],
-         "skopeo copy")
+             "skopeo copy")
     os.replace(partial, archive)
 
 
