@@ -18,6 +18,7 @@ import yaml
 from k8sdds.cluster import inventory as inv
 
 from . import ssh_support as ss
+from .containerd_support import collect_garbage
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
 HOSTS_REASON = ss.missing()
@@ -561,6 +562,7 @@ def test_load_image_gives_each_host_its_platform_of_a_multi_arch_archive(hosts, 
             ctr = ["ctr", "--address", sock, "-n", "k8s.io"]
             assert tag in subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True,
                                          text=True, check=True).stdout.split()
+            collect_garbage(ctr, tag)  # what no image refers to is gone
             content = subprocess.run([*ctr, "content", "ls", "-q"], capture_output=True,
                                      text=True, check=True).stdout.split()
             other = "arm" if arch == "amd64" else "amd64"
