@@ -130,8 +130,8 @@ def missing() -> str | None:
     reason = ss.missing()
     if reason:
         return reason
-    lacking = [b for b in ("kubeadm", "kubelet", "kubectl", "kube-apiserver", "etcd",
-                           "coredns", "flanneld") if not (BIN / b).exists()]
+    lacking = [b for b in ("kubeadm", "kubelet", "kubectl", "crictl", "kube-apiserver",
+                           "etcd", "coredns", "flanneld") if not (BIN / b).exists()]
     if lacking:
         return f"{', '.join(lacking)} not built in {BIN} (make test-deps)"
     for tool in ("containerd", "runc", "nsenter", "unshare"):
@@ -287,11 +287,11 @@ state = "{d / 'containerd-state'}"
 
 
 def make(directory: Path, prefix: str, net: int) -> Nodes:
-    """Three nodes (h1 the control plane) with kubeadm, kubelet, kubectl and the init system
-    stand-in on the sessions' PATH."""
+    """Three nodes (h1 the control plane) with kubeadm, kubelet, kubectl, crictl (as
+    kubeadm's packages install them) and the init system stand-in on the sessions' PATH."""
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("kubeadm", "kubelet", "kubectl"):
+    for name in ("kubeadm", "kubelet", "kubectl", "crictl"):
         (bin_dir / name).symlink_to(BIN / name)
     (bin_dir / "systemctl").write_text(SYSTEMCTL.format(python=sys.executable, state=SERVICE))
     (bin_dir / "systemctl").chmod(0o755)

@@ -339,9 +339,20 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
 
     done = _cli("cluster", "reset", *args)
     assert done.returncode == 0, done.stderr
+    # (these hosts have no crictl: kubeadm reset alone removes the pods)
+    assert ("h1: 2 nodes drained; no crictl: the pods left to kubeadm reset; kubeadm reset;"
+            in " ".join(done.stdout.split()))
     calls = _calls(calls_file)
+    # first every node cordoned, then drained, from the control plane: the pods leave
+    # through the CNI while it runs
+    kubectl = ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]
+    assert [c["argv"] for c in calls[:3]] == [
+        [*kubectl, "get", "nodes", "-o", "name"], [*kubectl, "cordon", "h1", "h2"],
+        [*kubectl, "drain", "h1", "h2", "--ignore-daemonsets", "--delete-emptydir-data",
+         "--force", "--timeout=180s"]]
+    assert {c["host"] for c in calls[:3]} == {cp}
     for addr in (cp, hosts.address(2)):
-        mine = [c["argv"] for c in calls if c["host"] == addr]
+        mine = [c["argv"] for c in calls[3:] if c["host"] == addr]
         assert mine[0] == ["kubeadm", "reset", "-f"]
         assert mine[1] == ["find", "/etc/cni/net.d", "-mindepth", "1", "-delete"]
         assert mine[2][:4] == ["rm", "-rf", "/var/lib/cni", "/run/flannel"]

@@ -146,6 +146,20 @@ COMMIT
     assert kubeadm.without_cluster_rules(kept) == kept
 
 
+def test_reset_tells_a_pod_on_the_hosts_network_from_one_on_its_own():
+    """crictl inspectp's JSON: NODE is the host's network (the CNI's daemon: left running
+    until kubeadm reset); protobuf leaves POD, the default, out."""
+    import json
+
+    host = {"status": {"id": "a", "linux": {"namespaces": {"options": {
+        "network": "NODE", "pid": "CONTAINER"}}}}}
+    own = {"status": {"id": "b", "linux": {"namespaces": {"options": {"pid": "CONTAINER"}}}}}
+    assert kubeadm.network_mode(json.dumps(host)) == "NODE"
+    assert kubeadm.network_mode(json.dumps(own)) == "POD"
+    assert kubeadm.network_mode("not json") == "unknown"
+    assert kubeadm.network_mode("[]") == "unknown"
+
+
 def test_each_host_needs_kubeadms_images_for_its_role_and_the_cnis():
     listed = ["registry.k8s.io/kube-apiserver:v1.34.3", "registry.k8s.io/kube-proxy:v1.34.3",
               "registry.k8s.io/coredns/coredns:v1.12.1", "registry.k8s.io/pause:3.10.1",

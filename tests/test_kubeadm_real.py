@@ -1,7 +1,7 @@
 """`k8sdds cluster images|check|init|join|reset` against real kubeadm: three SSH test hosts
 that are real nodes (tests/kubeadm_support.py: sshd, containerd and the kubelet in each
-host's namespaces), images built here and loaded over SSH, the pinned flannel (vxlan) and
-kube-router manifests applied from the control plane's copy, then a run of the
+host's namespaces), images built here and loaded over SSH, the pinned flannel (vxlan),
+kube-router and Weave Net manifests applied from the control plane's copy, then a run of the
 kubernetes backend on that cluster, then reset: each host as it was, and this machine
 untouched throughout."""
 
@@ -44,7 +44,8 @@ NODE_CONFIG = [
 # make test runs two at once)
 SNAPSHOT = r"""
 for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
-         /opt/cni/bin /var/lib/kube-router; do [ -e $p ] && find $p ! -type d; done | sort
+         /opt/cni/bin /var/lib/kube-router /var/lib/weave; do
+  [ -e $p ] && find $p ! -type d; done | sort
 ipset list -n | sort
 ip -o link 2>/dev/null | awk '{print $2}' | sed 's/@.*//'
 ip -4 route
@@ -54,6 +55,9 @@ ctr -n k8s.io containers ls -q
 awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' \
   | grep -v -E '^/run/netns/[a-z]{2,6}[0-9]{1,3}-' | sort
 """
+# the Weave Net router's status, from its HTTP port on the node's loopback
+WEAVE_STATUS = ("import urllib.request; print(urllib.request.urlopen("
+                "'http://127.0.0.1:6784/status', timeout=5).read().decode())")
 PREFIX = f"kka{os.getpid() % 1000}"  # the test hosts' namespaces and links
 SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",
            "net/ipv4/ip_forward", "net/netfilter/nf_conntrack_max")
@@ -143,7 +147,7 @@ def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes,
 # flannel-hostgw is flannel-vxlan's daemon and images with another backend in its ConfigMap
 # (tests/test_kubeadm_config.py checks that adaptation); its real host-gw routes are verified
 # on the testbed cluster (test_kube_testbed's second cluster), which saves two minutes here
-@pytest.mark.parametrize("cni", ["flannel-vxlan", "kube-router"])
+@pytest.mark.parametrize("cni", ["flannel-vxlan", "kube-router", "weave"])
 def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     from kubernetes import client, config
 
@@ -201,6 +205,17 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     routes = nodes.in_node(2, "ip", "-4", "route").stdout
     if cni == "flannel-vxlan":
         assert "flannel.1" in links
+    elif cni == "weave":  # its bridge and the router's peers: the two other nodes
+        assert ": weave:" in links and "vethwe-bridge" in links
+        status = ""
+        deadline = time.monotonic() + 90
+        while "2 established" not in status and time.monotonic() < deadline:
+            time.sleep(1)  # the routers connecting: no event to wait on
+            status = nodes.in_node(2, sys.executable, "-c", WEAVE_STATUS, check=False).stdout
+        assert "2 established" in status and f"Range: {plan.install.pod_cidr}" in status, status
+        assert any(s.startswith("weave-") for s in
+                   nodes.in_node(2, "ipset", "list", "-n").stdout.split())  # weave-npc's
+        assert "10-weave.conflist" in nodes.in_node(2, "ls", "/etc/cni/net.d").stdout
     else:  # kube-router: the same, learnt over BGP (its protocol number), its bridge
         learnt = f"via {nodes.address(3)} dev eth0 proto 17"
         deadline = time.monotonic() + 90

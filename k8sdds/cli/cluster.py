@@ -279,14 +279,16 @@ def cluster_join(inventory: Path = INVENTORY,
 
 def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
                   dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
-    """kubeadm reset -f on every host, and what it leaves: the CNIs' files (/etc/cni/net.d,
-    /var/lib/cni, /run/flannel, their plugins in /opt/cni/bin), links, flannel's routes and
-    the cluster's iptables chains (KUBE-, CNI-, FLANNEL-, WEAVE, cali-, CILIUM_). Loaded
-    images stay."""
+    """Every node drained from the control plane (its pods leave through the CNI while it
+    runs), then kubeadm reset -f on every host, and what it leaves: the CNIs' files
+    (/etc/cni/net.d, /var/lib/cni, /run/flannel, /var/lib/weave, their plugins in
+    /opt/cni/bin), links, routes, ipsets and the cluster's iptables rules (KUBE-, CNI-,
+    FLANNEL-, WEAVE, cali-, CILIUM_, KUBE-ROUTER). Loaded images stay."""
     from k8sdds.cluster import kubeadm
 
     loaded, known = _hosts(inventory, known_hosts)
-    results, folder = _per_host(loaded, known, dry_run, log_dir, kubeadm.reset)
+    folder = _logs(log_dir, loaded.hosts)
+    results = kubeadm.reset_all(loaded, known, dry_run, folder.folder)
     if dry_run:
         _dry_run_listing(folder, loaded.hosts)
         return

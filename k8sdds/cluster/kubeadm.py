@@ -9,6 +9,7 @@ from there; `--manifest-url` applies the published one by URL instead.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shlex
@@ -22,11 +23,13 @@ from k8sdds.cni.base import Plan
 from k8sdds.cni.manifests import adapt, shipped, url_steps
 from k8sdds.errors import UserError
 
-__all__ = ["Plan", "init", "join_all", "reset", "kubeadm_config", "without_cluster_rules"]
+__all__ = ["Plan", "init", "join_all", "drain", "reset", "reset_all", "kubeadm_config",
+           "without_cluster_rules"]
 
 ADMIN = "/etc/kubernetes/admin.conf"
 KUBECTL = ("kubectl", "--kubeconfig", ADMIN)
 READY_TIMEOUT_S = 600.0  # Raspberry Pis pull images slowly
+DRAIN_TIMEOUT_S = 180  # pods leaving every node (their grace periods)
 KINDS = {"InitConfiguration": "kubeadm.k8s.io", "ClusterConfiguration": "kubeadm.k8s.io",
          "KubeletConfiguration": "kubelet.config.k8s.io",
          "KubeProxyConfiguration": "kubeproxy.config.k8s.io"}
@@ -241,9 +244,93 @@ def without_cluster_rules(saved: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def drain(remote: Remote, names: list[str]) -> list[str]:
+    """On the control plane: cordon the nodes among `names`, then drain them, as Kubernetes
+    asks before `kubeadm reset`. The pods leave through their CNI while its daemons still
+    run: a CNI's delete may need its daemon (Weave Net's releases the pod's address through
+    the router), and a pod kubeadm reset removes after the daemon's own fails to stop, its
+    network namespace left on the host. DaemonSet pods stay (the CNI's and kube-proxy's, on
+    the host's network). No cluster to ask (no admin.conf, no API server): nothing drained,
+    and why."""
+    listed = remote.run((*KUBECTL, "get", "nodes", "-o", "name"), root=True)
+    if listed.code != 0:
+        why = (listed.err.strip() or listed.out.strip()).splitlines()[-1:] or ["no answer"]
+        return [f"nothing drained ({why[0][:120]})"]
+    known = {n.removeprefix("node/") for n in listed.out.split()}
+    nodes = names if remote.dry_run else [n for n in names if n in known]
+    if not nodes:
+        return ["no node to drain"]
+    _ok(remote, (*KUBECTL, "cordon", *nodes), root=True)  # evicted pods land nowhere
+    _ok(remote, (*KUBECTL, "drain", *nodes, "--ignore-daemonsets", "--delete-emptydir-data",
+                 "--force", f"--timeout={DRAIN_TIMEOUT_S}s"), root=True,
+        timeout=DRAIN_TIMEOUT_S + 60)
+    return [f"{len(nodes)} nodes drained"]
+
+
+def reset_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
+              ) -> dict[str, list[str] | HostError]:
+    """The reset sequence: every node drained from the control plane, then every host reset
+    at once. A drain that fails (a control plane already broken) is said and the reset goes
+    on: a reset must work on what is left of a cluster."""
+    control = inventory.control_plane()
+    try:
+        with Remote(control, known_hosts, folder / f"{control.name}.log",
+                    dry_run=dry_run) as r:
+            drained = drain(r, [h.name for h in inventory.hosts])
+    except HostError as exc:
+        drained = [f"drain failed ({exc}); reset anyway"]
+    results = on_hosts(inventory.hosts, known_hosts, dry_run, folder, reset)
+    if not isinstance(results.get(control.name), HostError):
+        results[control.name] = [*drained, *results[control.name]]
+    return results
+
+
+def network_mode(inspected: str) -> str:
+    """The network namespace mode of `crictl inspectp -o json`'s pod sandbox: NODE for the
+    host's network, POD (protobuf leaves the default out) for its own. Pure."""
+    try:
+        status = json.loads(inspected)["status"]
+        return status.get("linux", {}).get("namespaces", {}).get("options", {}).get(
+            "network", "POD")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "unknown"
+
+
+def remove_pods(remote: Remote) -> list[str]:
+    """Before kubeadm reset: the kubelet stopped (it would start them again), then every
+    pod sandbox on a network of its own stopped and removed through the container runtime,
+    while the CNI's daemon (on the host's network) still runs. kubeadm reset removes pods in
+    the runtime's order, and a pod whose CNI delete needs the daemon (Weave Net's releases
+    its address through the router) cannot stop once the daemon's pod is gone: its sandbox
+    and network namespace stay on the host. Drained pods are gone already; this catches
+    the rest (a DaemonSet's, a stopped sandbox the kubelet has not collected yet). With no
+    crictl on the host, kubeadm reset alone removes them."""
+    if remote.run(("crictl", "--version"), root=True).code != 0:
+        return ["no crictl: the pods left to kubeadm reset"]
+    remote.run(("systemctl", "stop", "kubelet"), root=True)  # not running: fine
+    listed = remote.run(("crictl", "pods", "-q"), root=True)
+    if listed.code != 0:
+        return ["crictl pods failed: the pods left to kubeadm reset"]
+    removed, failed = 0, []
+    for sandbox in listed.out.split():
+        inspected = remote.run(("crictl", "inspectp", "-o", "json", sandbox), root=True)
+        if inspected.code != 0 or network_mode(inspected.out) in ("NODE", "unknown"):
+            continue
+        for verb in ("stopp", "rmp"):
+            done = remote.run(("crictl", verb, sandbox), root=True, timeout=120)
+            if done.code != 0:
+                failed.append(sandbox[:12])
+                break
+        else:
+            removed += 1
+    return [f"{removed} pods removed" + (f" ({len(failed)} not: {', '.join(failed)})"
+                                         if failed else "")]
+
+
 def reset(remote: Remote) -> list[str]:
     """kubeadm reset and what it leaves behind: the CNIs' files, links, routes, the
     cluster's iptables rules and the CNIs' ipsets (what may not exist is fine)."""
+    removed = remove_pods(remote)
     _ok(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
     remote.run(RESET_CONFIG, root=True)  # no such directory: nothing to remove
     _ok(remote, RESET_FILES, root=True)
@@ -251,7 +338,7 @@ def reset(remote: Remote) -> list[str]:
         remote.run(("ip", "link", "delete", link), root=True)  # absent on this host: fine
     for route in ROUTES:
         remote.run(route, root=True)
-    done = ["kubeadm reset", "CNI state removed"]
+    done = [*removed, "kubeadm reset", "CNI state removed"]
     for save, restore in (("iptables-save", "iptables-restore"),
                           ("ip6tables-save", "ip6tables-restore")):
         saved = remote.run((save,), root=True)
