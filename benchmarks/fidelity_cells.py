@@ -1,0 +1,94 @@
+"""The cells of the fidelity table: throughput of each transport, datapath and payload as a
+ratio to UDP over the host's network at the same payload, from k8sdds results tables (the
+published K8sDDS tree imported with `k8sdds import k8sdds-data`, or emulated runs). Pure:
+frames in, frames out; benchmarks/fidelity.py does the I/O."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# (label, results' transport, results' secure)
+TRANSPORTS = (("UDP", "udp", False), ("TCP", "tcp", False), ("TLS", "tls", False),
+              ("DDS Security/UDP", "udp", True), ("DDS Security/TCP", "tcp", True))
+DATAPATHS = ("host", "flannel-hostgw", "kube-router", "flannel-vxlan", "weave",
+             "weave-encrypted")
+PAYLOADS = (64, 256, 1024, 4096, 16384)
+OTHER_PAYLOADS = (1024, 16384)  # the transports other than UDP, compared at these
+WITHIN = 0.10  # a cell matches when the ratios differ by at most this
+KEY = ["transport", "datapath", "data_len"]
+
+
+def wanted(transport: str, data_len: int) -> bool:
+    """Whether the table has this cell: UDP at every payload, the others at two."""
+    return data_len in (PAYLOADS if transport == "UDP" else OTHER_PAYLOADS)
+
+
+def throughput(results: pd.DataFrame) -> pd.DataFrame:
+    """Subscriber Mb/s per cell (median of the rows that match: a test may appear in
+    several of a tree's sweeps) of the throughput tests the table compares: one subscriber,
+    reliable, unicast, no batching. Columns transport, datapath, data_len, mbps."""
+    df = results[(results.kind == "summary") & (results.metric == "throughput_mbps")
+                 & results.role.astype(str).str.startswith("sub")]
+    df = df[(df.num_subscribers == 1) & ~_bool(df.best_effort) & ~_bool(df.multicast)
+            & (df.batch_size == 0) & ~_bool(df.latency_test)]
+    label = {(t, s): name for name, t, s in TRANSPORTS}
+    df = df.assign(transport=[label.get((t, bool(s))) for t, s in
+                              zip(df.transport, _bool(df.secure), strict=True)])
+    df = df[df.transport.notna() & df.datapath.isin(DATAPATHS)]
+    df = df[[wanted(t, int(n)) for t, n in zip(df.transport, df.data_len, strict=True)]]
+    return (df.groupby(KEY).value.median().rename("mbps").reset_index())
+
+
+def _bool(column: pd.Series) -> pd.Series:
+    return column.astype(str).str.lower().isin(("true", "1"))
+
+
+def ratios(cells: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's Mb/s over UDP host's at its payload (the cells without one dropped).
+    Adds the column ratio."""
+    host = cells[(cells.transport == "UDP") & (cells.datapath == "host")].set_index(
+        "data_len").mbps
+    out = cells[cells.data_len.isin(host.index)].copy()
+    out["ratio"] = out.mbps / out.data_len.map(host)
+    return out
+
+
+def over_rounds(rounds: list[pd.DataFrame]) -> pd.DataFrame:
+    """Each cell's ratio over the rounds (each a `ratios` frame): median, low, high and the
+    number of rounds that had it."""
+    both = pd.concat([r.assign(round=i) for i, r in enumerate(rounds)])
+    g = both.groupby(KEY).ratio
+    return pd.DataFrame({"median": g.median(), "low": g.min(), "high": g.max(),
+                         "rounds": g.size()}).reset_index()
+
+
+def compare(tree: pd.DataFrame, emulated: pd.DataFrame) -> pd.DataFrame:
+    """Every cell the tree has, beside the emulated ratio (`over_rounds`): the difference,
+    whether it is within WITHIN, and half the emulated range. Ordered by transport,
+    datapath and payload as the study lays them out."""
+    table = tree[KEY + ["ratio"]].rename(columns={"ratio": "tree"}).merge(
+        emulated, on=KEY, how="left")
+    table["difference"] = table["median"] - table["tree"]
+    table["within"] = table.difference.abs() <= WITHIN
+    table["half_range"] = (table.high - table.low) / 2
+    order = {name: i for i, (name, _, _) in enumerate(TRANSPORTS)}
+    table["_t"] = table.transport.map(order)
+    table["_d"] = table.datapath.map({d: i for i, d in enumerate(DATAPATHS)})
+    table = table[~((table.transport == "UDP") & (table.datapath == "host"))]  # 1 by rule
+    return table.sort_values(["_t", "_d", "data_len"]).drop(columns=["_t", "_d"]).reset_index(
+        drop=True)
+
+
+def count_line(table: pd.DataFrame) -> str:
+    """The table's last line: cells within WITHIN, UDP (with and without kube-router, whose
+    cells an earlier emulation could not tell from flannel-hostgw's) and the others at 1 KiB."""
+    measured = table[table["median"].notna()]
+    udp = measured[measured.transport == "UDP"]
+    udp_no_kr = udp[udp.datapath != "kube-router"]
+    kib = measured[(measured.transport != "UDP") & (measured.data_len == 1024)]
+    steady = (measured.half_range <= 0.05).sum()
+    return (f"within ±{WITHIN:.2f}: {int(measured.within.sum())} of {len(measured)} cells; "
+            f"UDP {int(udp.within.sum())} of {len(udp)} ({int(udp_no_kr.within.sum())} of "
+            f"{len(udp_no_kr)} without kube-router); other transports at 1 KiB "
+            f"{int(kib.within.sum())} of {len(kib)}; range over rounds within ±0.05: "
+            f"{int(steady)} of {len(measured)}")

@@ -1,0 +1,79 @@
+"""benchmarks/fidelity_cells.py: the fidelity table's cells, ratios, rounds and count."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+BENCH = Path(__file__).parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import fidelity_cells as fc  # noqa: E402
+
+
+def _row(datapath, data_len, value, transport="udp", secure=False, role="sub0", **over):
+    row = {"kind": "summary", "metric": "throughput_mbps", "role": role,
+           "num_subscribers": 1, "best_effort": False, "multicast": False, "batch_size": 0,
+           "latency_test": False, "transport": transport, "secure": secure,
+           "datapath": datapath, "data_len": data_len, "value": value}
+    return {**row, **over}
+
+
+def test_cells_keep_one_reliable_unicast_subscriber_and_divide_by_udp_host():
+    rows = [_row("host", 1024, 80.0), _row("host", 1024, 90.0),  # two sweeps: median 85
+            _row("flannel-vxlan", 1024, 42.5),
+            _row("flannel-vxlan", 1024, 10.0, best_effort=True),  # not compared
+            _row("flannel-vxlan", 1024, 10.0, num_subscribers=2),
+            _row("flannel-vxlan", 1024, 10.0, role="pub"),
+            _row("flannel-vxlan", 1024, 10.0, metric="latency_us_p50"),
+            _row("host", 1024, 68.0, transport="tcp"),
+            _row("weave", 1024, 17.0, transport="tcp", secure="true"),  # text, as a CSV reads
+            _row("weave", 4096, 17.0, transport="tls"),  # TLS only at 1 KiB and 16 KiB
+            _row("weave", 1024, 9.0, transport="dtls")]  # not a transport of the table
+    cells = fc.ratios(fc.throughput(pd.DataFrame(rows)))
+    got = {(r.transport, r.datapath, r.data_len): round(r.ratio, 3)
+           for r in cells.itertuples()}
+    assert got == {("UDP", "host", 1024): 1.0, ("UDP", "flannel-vxlan", 1024): 0.5,
+                   ("TCP", "host", 1024): 0.8, ("DDS Security/TCP", "weave", 1024): 0.2}
+
+
+def test_rounds_give_median_and_range_and_the_count_says_what_is_within():
+    tree = pd.DataFrame([
+        {"transport": "UDP", "datapath": "host", "data_len": 1024, "ratio": 1.0},
+        {"transport": "UDP", "datapath": "flannel-vxlan", "data_len": 1024, "ratio": 0.77},
+        {"transport": "UDP", "datapath": "kube-router", "data_len": 1024, "ratio": 0.78},
+        {"transport": "TCP", "datapath": "host", "data_len": 1024, "ratio": 0.78}])
+    rounds = [pd.DataFrame([
+        {"transport": "UDP", "datapath": "flannel-vxlan", "data_len": 1024, "ratio": v},
+        {"transport": "UDP", "datapath": "kube-router", "data_len": 1024, "ratio": k},
+        {"transport": "UDP", "datapath": "host", "data_len": 1024, "ratio": 1.0}])
+        for v, k in ((0.60, 0.95), (0.70, 0.96), (0.74, 0.97))]
+    table = fc.compare(tree, fc.over_rounds(rounds))
+    assert list(table.datapath) == ["kube-router", "flannel-vxlan", "host"]  # no UDP host
+    vx = table[table.datapath == "flannel-vxlan"].iloc[0]
+    assert (vx["median"], vx.low, vx.high, vx.rounds) == (0.70, 0.60, 0.74, 3)
+    assert vx.difference == pytest.approx(-0.07) and bool(vx.within)
+    assert vx.half_range == pytest.approx(0.07)
+    kr = table[table.datapath == "kube-router"].iloc[0]
+    assert not kr.within  # 0.96 against 0.78
+    tcp = table[table.transport == "TCP"].iloc[0]
+    assert pd.isna(tcp["median"])  # the tree has it; no round measured it
+    assert fc.count_line(table) == (
+        "within ±0.10: 1 of 2 cells; UDP 1 of 2 (1 of 1 without kube-router); other "
+        "transports at 1 KiB 0 of 0; range over rounds within ±0.05: 1 of 2")
+
+
+def test_the_shipped_tree_figures_are_the_tables_cells():
+    """fidelity-tree.csv, written by `fidelity.py --tree Data --write-tree`: every cell is
+    one the table compares, UDP host is 1 at each payload, and the study's headline holds
+    (encryption costs most at 1 KiB)."""
+    tree = pd.read_csv(BENCH / "fidelity-tree.csv")
+    assert all(fc.wanted(t, n) for t, n in zip(tree.transport, tree.data_len, strict=True))
+    host = tree[(tree.transport == "UDP") & (tree.datapath == "host")]
+    assert sorted(host.data_len) == list(fc.PAYLOADS) and set(host.ratio) == {1.0}
+    udp = tree[(tree.transport == "UDP")]
+    assert len(udp) == 30 and len(tree) == 66
+    kib = udp[udp.data_len == 1024].set_index("datapath").ratio
+    assert kib.idxmin() == "weave-encrypted" and kib.drop("host").idxmax() == "flannel-hostgw"
