@@ -1,10 +1,11 @@
 """Real kubeadm bring-up on this machine, air-gapped: seconds for `k8sdds cluster images`
 (cold: every image built; warm: built images cached, loaded over SSH), `cluster init`,
-`cluster join` of two workers (until every node is Ready), and `cluster reset`, on three
-SSH test hosts that are real nodes (tests/kubeadm_support.py), for each flannel backend.
+`cluster join` of two workers (until every node is Ready), and `cluster reset` (every node
+drained, then reset), on three SSH test hosts that are real nodes (tests/kubeadm_support.py),
+for each CNI given.
 
 Usage (root, after `make test-deps` built the binaries):
-    .venv/bin/python benchmarks/kubeadm.py [--cni flannel-vxlan,flannel-hostgw] [--cold]
+    .venv/bin/python benchmarks/kubeadm.py [--cni flannel-vxlan,kube-router,weave] [--cold]
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def k8sdds(*args: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cni", default="flannel-vxlan,flannel-hostgw")
+    parser.add_argument("--cni", default="flannel-vxlan,kube-router,weave")
     parser.add_argument("--cold", action="store_true",
                         help="build every image first (a private image cache)")
     args = parser.parse_args()
