@@ -255,6 +255,8 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     done = _cli("cluster", "reset", "--inventory", str(inventory), *logs)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reset: 3/3 hosts" in done.stdout
+    said = " ".join(done.stdout.split())
+    assert "h1: 3 nodes drained;" in said and "pods removed; kubeadm reset" in said
     for i in (1, 2, 3):
         after = _snapshot(nodes, i)
         assert after == before[i], f"h{i} differs after reset:\n" + "\n".join(

@@ -248,10 +248,10 @@ def drain(remote: Remote, names: list[str]) -> list[str]:
     """On the control plane: cordon the nodes among `names`, then drain them, as Kubernetes
     asks before `kubeadm reset`. The pods leave through their CNI while its daemons still
     run: a CNI's delete may need its daemon (Weave Net's releases the pod's address through
-    the router), and a pod kubeadm reset removes after the daemon's own fails to stop, its
-    network namespace left on the host. DaemonSet pods stay (the CNI's and kube-proxy's, on
-    the host's network). No cluster to ask (no admin.conf, no API server): nothing drained,
-    and why."""
+    the router), and kubeadm reset removes pods in the runtime's order, so a pod it reaches
+    after the daemon's own cannot stop, its network namespace left on the host. DaemonSet
+    pods stay (the CNI's and kube-proxy's, on the host's network). No cluster to ask (no
+    admin.conf, no API server): nothing drained, and why."""
     listed = remote.run((*KUBECTL, "get", "nodes", "-o", "name"), root=True)
     if listed.code != 0:
         why = (listed.err.strip() or listed.out.strip()).splitlines()[-1:] or ["no answer"]
