@@ -18,7 +18,7 @@ from pathlib import Path
 
 from k8sdds import cni as cnis
 from k8sdds.cluster.inventory import Inventory
-from k8sdds.cluster.remote import HostError, Remote, on_hosts, remote_file
+from k8sdds.cluster.remote import HostError, Remote, Result, on_hosts, remote_file
 from k8sdds.cni.base import Plan
 from k8sdds.cni.manifests import adapt, shipped, url_steps
 from k8sdds.errors import UserError
@@ -254,8 +254,7 @@ def drain(remote: Remote, names: list[str]) -> list[str]:
     admin.conf, no API server): nothing drained, and why."""
     listed = remote.run((*KUBECTL, "get", "nodes", "-o", "name"), root=True)
     if listed.code != 0:
-        why = (listed.err.strip() or listed.out.strip()).splitlines()[-1:] or ["no answer"]
-        return [f"nothing drained ({why[0][:120]})"]
+        return [f"nothing drained ({_last_line(listed)[:120]})"]
     known = {n.removeprefix("node/") for n in listed.out.split()}
     nodes = names if remote.dry_run else [n for n in names if n in known]
     if not nodes:
@@ -361,6 +360,12 @@ def _ok(remote: Remote, argv, root: bool = False, stdin: str | None = None,
         timeout: float = 600):
     r = remote.run(argv, root=root, stdin=stdin, timeout=timeout)
     if r.code != 0 and not remote.dry_run:
-        tail = (r.err.strip() or r.out.strip()).splitlines()[-1:] or [f"exit {r.code}"]
-        raise HostError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''}: {tail[0][:200]}")
+        raise HostError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''}: "
+                        f"{_last_line(r)[:200]}")
     return r
+
+
+def _last_line(r: Result) -> str:
+    """What a failed command said last (its stderr first), or its exit status. Pure."""
+    lines = (r.err.strip() or r.out.strip()).splitlines()
+    return lines[-1] if lines else f"exit {r.code}"
