@@ -6,13 +6,13 @@ BIN    := $(VENV)/bin
 # nodes' masquerade), userspace WireGuard for the encrypted datapaths where the kernel has
 # none, and the network baseline engines (ping, iperf3, qperf, ab with nginx)
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go \
-                wireguard-tools nftables ethtool iperf3 qperf apache2-utils nginx-light
+                wireguard-tools nftables iptables ipset ethtool iperf3 qperf apache2-utils nginx-light
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
 # bare-host commands
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
-                     containerd runc containernetworking-plugins busybox-static iptables ipset \
+                     containerd runc containernetworking-plugins busybox-static \
                      postgresql qemu-user-static gcc libc6-dev libpcap-dev
 
 .PHONY: demo test check docs install system-deps test-deps k8s-test-binaries lint clean

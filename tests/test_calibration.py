@@ -248,3 +248,16 @@ def test_fit_draws_a_line_through_the_cpu_bound_steps_only():
                                         / (0.03 ** 2 + 0.06 ** 2 + 0.065 ** 2)))
     assert calibration.fit([(0.1, 96.0)], 83.6, ceiling=96.3) is None
     assert calibration.fit([(0.02, 10.0), (0.03, 15.0)], 83.6, ceiling=96.3) == 0.03
+
+
+def test_pi_profiles_keep_openssl_off_this_machines_aes_instructions():
+    from k8sdds.testbed.profiles import PROFILES, engine_env, not_emulated
+
+    for name in ("rpi3b", "rpi4", "rpi3b-wifi"):  # neither Pi's SoC has the crypto extensions
+        assert PROFILES[name].aes is False
+        assert engine_env(PROFILES[name], "x86_64") == {"OPENSSL_ia32cap": "~0x200000200000000"}
+        assert engine_env(PROFILES[name], "aarch64") == {"OPENSSL_armcap": "0x1"}
+        assert not_emulated(PROFILES[name], "x86_64") is None
+        assert "no OpenSSL mask for riscv64" in not_emulated(PROFILES[name], "riscv64")
+    assert engine_env(PROFILES["cloud"], "x86_64") == {}
+    assert not_emulated(PROFILES["cloud"], "riscv64") is None

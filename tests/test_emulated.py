@@ -17,6 +17,7 @@ from k8sdds import model
 from k8sdds.cni.weave import MTU as WEAVE_MTU
 from k8sdds.results import SCHEMA_VERSION
 from k8sdds.testbed import capabilities, netns, spec
+from k8sdds.testbed.netfilter import pod_chain
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import WIRING, wg_interface
 
@@ -177,6 +178,45 @@ def test_weave_is_wired_as_weave_net_wires_a_node(wired):
     finally:
         wired.remove_pods()
         wired.use_datapath("host")
+
+
+def _in(ns: str, *argv: str) -> str:
+    return subprocess.run(netns.exec_argv(ns, list(argv)), capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_kube_router_puts_its_firewall_and_connection_tracking_on_the_pod_path(wired):
+    """kube-router's node: a firewall chain per local pod that every packet of the pod
+    passes, tracked connections, its pod egress ipsets; all gone when rewired."""
+    n0, n1 = wired.nodes[:2]
+    wired.use_datapath("kube-router")
+    try:
+        a = wired.add_pod(n0, "a", 1500)
+        b = wired.add_pod(n1, "b", 1500)
+        chain_a, chain_b = pod_chain("default", "a"), pod_chain("default", "b")
+        rules = _in(n0.ns, "iptables", "-S")
+        assert f"-N {chain_a}" in rules and chain_b not in rules  # local pods only
+        assert "-A FORWARD -m comment --comment \"kube-router netpol\" -j KUBE-ROUTER-FORWARD" \
+            in rules
+        assert _ping(a.ns, b.address)
+        # a's packets passed its chain on its node, the replies were accepted as established
+        counted = _in(n0.ns, "iptables", "-L", chain_a, "-v", "-n", "-x").splitlines()
+        stateful = next(line for line in counted if "ESTABLISHED" in line)
+        assert int(stateful.split()[0]) >= 1
+        assert int(next(line for line in counted if "0x20000" in line).split()[0]) >= 1
+        tracked = _in(n0.ns, "cat", "/proc/net/nf_conntrack")
+        assert f"src={a.address} dst={b.address}" in tracked
+        assert "kube-router-pod-subnets" in _in(n0.ns, "ipset", "list", "-n")
+        wired.remove_pods()
+        assert chain_a not in _in(n0.ns, "iptables", "-S")  # its chain went with the pod
+    finally:
+        wired.remove_pods()
+        wired.use_datapath("flannel-hostgw")
+    rules = _in(n0.ns, "iptables", "-S") + _in(n0.ns, "iptables", "-t", "nat", "-S")
+    assert "KUBE-" not in rules and "kube-router" not in rules
+    assert _in(n0.ns, "ipset", "list", "-n").strip() == ""
+    raw = _in(n0.ns, "nft", "list", "chain", "ip", "k8sdds", "raw_prerouting")
+    assert raw.count("notrack") == 2  # pod traffic untracked again, as flannel's wiring has it
 
 
 def test_rewiring_removes_the_previous_datapath(wired):

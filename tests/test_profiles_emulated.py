@@ -16,6 +16,7 @@ from k8sdds.deployment.emulated import EmulatedBackend
 from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.perftest.base import Command
 from k8sdds.testbed import capabilities, netns
+from k8sdds.testbed.profiles import PROFILES, engine_env
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
@@ -130,6 +131,28 @@ def test_cpu_quota_holds_every_process_of_the_node(rpi3b, tmp_path):
         assert used >= budget * 0.5  # and it did run
     finally:
         rpi3b.stop([handle])
+
+
+def _aes_gcm_per_s(env: dict) -> float:
+    """Bytes/s of AES-128-GCM on 16 KiB blocks, from `openssl speed`'s last line."""
+    out = subprocess.run(["openssl", "speed", "-seconds", "1", "-bytes", "16384", "-evp",
+                          "aes-128-gcm"], capture_output=True, text=True, check=True,
+                         env={**os.environ, **env}).stdout
+    return float(out.strip().splitlines()[-1].split()[-1].rstrip("k")) * 1000
+
+
+@pytest.mark.skipif("aes" not in open("/proc/cpuinfo").read().split(),
+                    reason="this CPU has no AES instructions to keep OpenSSL off")
+def test_engines_on_a_pi_node_run_without_aes_instructions(rpi3b, tmp_path):
+    """The Pi 3B has no AES instructions: its engines get OpenSSL's mask, and the mask
+    really makes this machine's AES as slow as software AES."""
+    node = rpi3b.testbed.node("node1")
+    placement = Placement("pub", node.name, node.address, "eth0", node.ns, node.name)
+    log = tmp_path / "env.log"
+    rpi3b.wait(rpi3b.start(placement, Command(("env",)), log), timeout=10)
+    mask = engine_env(PROFILES["rpi3b"])
+    assert mask and all(f"{k}={v}" in log.read_text().splitlines() for k, v in mask.items())
+    assert _aes_gcm_per_s({}) > 4 * _aes_gcm_per_s(mask)
 
 
 def test_netem_parts_are_applied_or_reported(tmp_path):

@@ -16,7 +16,10 @@ Argv = tuple[str, ...]
 # ---- how the emulated testbed wires a datapath (testbed/wiring.py interprets these) ----
 @dataclass(frozen=True)
 class Routed:
-    """A route to each node's pod CIDR via the node's address (host-gw, BGP-learnt routes)."""
+    """A route to each node's pod CIDR via the node's address (host-gw, BGP-learnt routes);
+    `firewall`: the CNI's own network policy rules are on every pod packet's path too."""
+
+    firewall: bool = False
 
 
 @dataclass(frozen=True)

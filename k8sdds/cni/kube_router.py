@@ -52,7 +52,7 @@ CNI = Cni(
     "kube-router",
     (Datapath("kube-router", "kube-router: pod CIDRs routed via node addresses (learnt "
               "by BGP), its network policy chains on the forward path", "none (routed)",
-              1500, False, wiring=Routed()),),
+              1500, False, wiring=Routed(firewall=True)),),
     manifest=Manifest(
         "kubeadm-kuberouter.yaml",
         "847b9b7a47c31d8e10149f5b4d94c78ea214d1c1d70df1640744ae21b0b9121a",

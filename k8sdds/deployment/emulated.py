@@ -19,7 +19,7 @@ from k8sdds.perftest.base import Command
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.kube.cluster import KubeCluster
 from k8sdds.testbed.lock import TestbedLock
-from k8sdds.testbed.profiles import resolve
+from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
 from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed
 from k8sdds.testbed.wiring import TUNNEL_PROCESSES, WIRING
 
@@ -120,13 +120,18 @@ class EmulatedBackend:
                                                     placement.hostname),
                                     stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **command.env},
+                                    env={**os.environ, **self._engine_env(placement.node),
+                                         **command.env},
                                     start_new_session=True,
                                     # the node's CPU quota holds every process of the node
                                     preexec_fn=(lambda: cgroups.join(group)) if group else None)
         handle = Handle(placement.role, proc, log)
         self._handles.append(handle)
         return handle
+
+    def _engine_env(self, node: str) -> dict[str, str]:
+        """What the node's board changes in its engines' environment (no AES instructions)."""
+        return engine_env(PROFILES[self.testbed.node(node).profile])
 
     def ready(self, handles: Sequence[Handle]) -> None:
         """A process runs as soon as it is started."""

@@ -58,6 +58,11 @@ def datapath_unavailable(dp: Datapath) -> str | None:
             return reason
     if dp.encryption.startswith("WireGuard"):
         return wireguard()[1]
+    if getattr(dp.wiring, "firewall", False):
+        missing = [tool for tool in ("iptables-restore", "ipset") if shutil.which(tool) is None]
+        if missing:
+            return (f"its firewall rules need {' and '.join(missing)} (apt-get install "
+                    "--no-install-recommends iptables ipset)")
     return None
 
 

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from k8sdds.errors import TestbedError
 
-PACKAGES = {"nft": "nftables"}  # commands not in iproute2, and their Debian package
+# commands not in iproute2, and their Debian package
+PACKAGES = {"nft": "nftables", "iptables-restore": "iptables", "ipset": "ipset"}
 
 
 def run(argv: Sequence[str], check: bool = True, stdin: str | None = None

@@ -15,6 +15,12 @@ Where each number comes from (`k8sdds testbed profiles` shows it):
   Pi 3B's CPU budget.
 * `cloud`: no limits (the machine as it is).
 
+A profile also says whether the board's CPU has AES instructions (`aes`). Neither Pi does:
+the BCM2837 (3B) and BCM2711 (4B) ship their Cortex-A53 and -A72 without the ARMv8
+cryptography extensions, so their OpenSSL runs AES in software. The emulated backend gives
+the engines of such a node an environment that keeps OpenSSL off this machine's AES
+instructions (`engine_env`), so TLS and DDS Security cost what they cost on the board.
+
 The burst of each tbf is at least the rate divided by 100 (10 ms of traffic at line rate),
 so the rate holds with a 100 Hz timer; on a node with a CPU budget, at least
 `BURST_PERIODS` of its cgroup's enforcement periods at line rate (see `link_burst_kb`).
@@ -23,6 +29,7 @@ so the rate holds with a 100 Hz timer; on a node with a CPU budget, at least
 from __future__ import annotations
 
 import math
+import platform
 from dataclasses import dataclass, replace
 
 from k8sdds.testbed.cgroups import period_us
@@ -45,6 +52,7 @@ class Profile:
     cpu_from: str = ""  # where `cpu` comes from (filled by resolve())
     cpu_when: str = ""  # when that calibration was made (ISO 8601; filled by resolve())
     cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... RELEASE below (resolve())
+    aes: bool = True  # the board's CPU has AES instructions (else engine_env masks them)
 
 
 # What a profile's CPU budget rests on (Profile.cpu_origin), for what the emulator says it
@@ -57,11 +65,11 @@ PROFILES: dict[str, Profile] = {
     for p in (
         Profile("cloud", about="no limits"),
         Profile("rpi3b", rate_mbit=100, burst_kb=128, cpu=0.5, board="rpi3b",
-                about="Raspberry Pi 3B: 100 Mbit/s Ethernet, calibrated CPU"),
+                aes=False, about="Raspberry Pi 3B: 100 Mbit/s Ethernet, calibrated CPU"),
         Profile("rpi4", rate_mbit=1000, burst_kb=1280, cpu=1.0, board="rpi3b", cpu_scale=2.0,
-                about="Raspberry Pi 4B: 1 Gbit/s Ethernet, twice the Pi 3B's CPU"),
+                aes=False, about="Raspberry Pi 4B: 1 Gbit/s Ethernet, twice the Pi 3B's CPU"),
         Profile("rpi3b-wifi", rate_mbit=40, burst_kb=64, cpu=0.5, delay_ms=2, loss_pct=0.1,
-                board="rpi3b",
+                board="rpi3b", aes=False,
                 about="Raspberry Pi 3B on 2.4 GHz Wi-Fi: 40 Mbit/s, 2 ms, 0.1 % loss"),
     )
 }
@@ -105,3 +113,29 @@ def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> 
         return burst_kb
     window_s = BURST_PERIODS * period_us(cpu) / 1e6
     return max(burst_kb, math.ceil(rate_mbit * 1e6 / 8 * window_s / 1024))
+
+
+# OpenSSL's capability masks that hide the AES instructions, by this machine's architecture:
+# x86: AES-NI (CPUID.1:ECX bit 25) and PCLMULQDQ (bit 1), which AES-GCM's fast path needs,
+# in the ECX half of OPENSSL_ia32cap; arm64: NEON only, without the ARMv8 AES, SHA and PMULL.
+NO_AES_ENV: dict[str, dict[str, str]] = {
+    "x86_64": {"OPENSSL_ia32cap": "~0x200000200000000"},
+    "aarch64": {"OPENSSL_armcap": "0x1"},
+}
+
+
+def engine_env(profile: Profile, machine: str | None = None) -> dict[str, str]:
+    """The environment an engine on a node of `profile` runs with: on a board without AES
+    instructions, OpenSSL kept off this machine's (where k8sdds knows the mask for it)."""
+    if profile.aes:
+        return {}
+    return dict(NO_AES_ENV.get(machine or platform.machine(), {}))
+
+
+def not_emulated(profile: Profile, machine: str | None = None) -> str | None:
+    """What of `profile` this machine cannot emulate in the engines (None: all of it)."""
+    machine = machine or platform.machine()
+    if not profile.aes and machine not in NO_AES_ENV:
+        return (f"software AES: k8sdds has no OpenSSL mask for {machine}, so encrypted "
+                "transports use this machine's AES instructions")
+    return None

@@ -23,8 +23,9 @@ from pathlib import Path
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
 from k8sdds.testbed import capabilities, cgroups, link, napi, netns, wiring
+from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
-from k8sdds.testbed.profiles import PROFILES, link_burst_kb, resolve
+from k8sdds.testbed.profiles import PROFILES, link_burst_kb, not_emulated, resolve
 from k8sdds.testbed.spec import TestbedSpec
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
@@ -72,29 +73,6 @@ class _State:
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
     profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
-
-
-POD_NETWORK = "10.244.0.0/16"
-TUNNEL_PORTS = "4789, 6784, 8472, 51820"  # VXLAN (calico, weave, flannel), WireGuard
-# Masquerade needs connection tracking, but only for what leaves the pod network: pod to pod
-# traffic and the tunnels' own packets stay untracked, as they were before the rule.
-MASQUERADE = f"""table ip k8sdds {{
-  chain raw_prerouting {{
-    type filter hook prerouting priority raw; policy accept;
-    ip saddr {POD_NETWORK} ip daddr {POD_NETWORK} notrack
-    udp dport {{ {TUNNEL_PORTS} }} notrack
-  }}
-  chain raw_output {{
-    type filter hook output priority raw; policy accept;
-    ip saddr {POD_NETWORK} ip daddr {POD_NETWORK} notrack
-    udp dport {{ {TUNNEL_PORTS} }} notrack
-  }}
-  chain postrouting {{
-    type nat hook postrouting priority srcnat; policy accept;
-    ip saddr {POD_NETWORK} ip daddr != {POD_NETWORK} oifname "eth0" masquerade
-  }}
-}}
-"""
 
 
 class Testbed:
@@ -208,6 +186,8 @@ class Testbed:
                 state.not_applied.append(
                     f"{node.name} ({profile.name}): delay {profile.delay_ms} ms and loss "
                     f"{profile.loss_pct} % not applied: {capabilities.qdisc('netem')}")
+            if crypto := not_emulated(profile):
+                state.not_applied.append(f"{node.name} ({profile.name}): {crypto}")
             for ns, dev in ends:
                 if netem:
                     link.add_netem(ns, dev, profile)
@@ -312,7 +292,19 @@ class Testbed:
         ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
         ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
         ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
+        self._pods_changed(state, [node])
         return pod
+
+    def pods_of(self, node: Node) -> list[tuple[str, str]]:
+        """The pods on `node`, as (name, address)."""
+        return [(p["name"], p["address"]) for p in self._load().pods.values()
+                if p["node"] == node.name]
+
+    def _pods_changed(self, state: _State, nodes: list[Node]) -> None:
+        """Tell the wiring (kube-router's firewall keeps a chain per local pod)."""
+        hook = wiring.WIRING[state.datapath].pods if state.datapath and state.wired else None
+        for node in nodes if hook else ():
+            hook(node, self.pods_of(node))
 
     def remove_pods(self) -> None:
         """Delete every pod (and kill its processes)."""
@@ -327,6 +319,7 @@ class Testbed:
             if ns in state.namespaces:
                 state.namespaces.remove(ns)
         self._save(state)
+        self._pods_changed(state, self.nodes)
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)

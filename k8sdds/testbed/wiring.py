@@ -1,7 +1,8 @@
 """How each datapath is wired on the emulated cluster (a registry: name -> setup/teardown).
 
 The wiring follows what the real CNI installs in the node's kernel, so packets take the same
-path: plain routes for flannel host-gw and kube-router, a VXLAN device with static neighbour
+path: plain routes for flannel host-gw, and for kube-router with its firewall rules
+(k8sdds.testbed.netfilter) and connection tracking, a VXLAN device with static neighbour
 and FDB entries for flannel vxlan and calico vxlan, an IP-in-IP device for calico ipip, one
 L2 segment for weave (as Weave Net wires a node: cni0, a veth pair to the datapath, which
 is Open vSwitch's kernel datapath there and a second bridge here, and the VXLAN on it, with
@@ -17,7 +18,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from k8sdds import model
 from k8sdds.cni.base import Ipip, L2Segment, Routed, Vxlan, WireGuard
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import capabilities, netns
+from k8sdds.testbed import capabilities, netfilter, netns
 from k8sdds.testbed.netns import ip, run
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 class Wiring:
     setup: Callable[[Testbed], None]
     teardown: Callable[[Testbed], None]
+    # called when a node's pods change, with its pods as (name, address)
+    pods: Callable[[Node, Sequence[tuple[str, str]]], None] | None = None
 
 
 def _nothing(tb: Testbed) -> None:
@@ -56,6 +59,24 @@ def _routed_setup(tb: Testbed) -> None:
 def _routed_teardown(tb: Testbed) -> None:
     for node, remote in _remote_pairs(tb):
         ip("route", "del", remote.pod_cidr, ns=node.ns, check=False)
+
+
+def _firewall_setup(tb: Testbed) -> None:
+    _routed_setup(tb)
+    for node in tb.nodes:
+        netfilter.apply_kube_router(node.ns, [n.pod_cidr for n in tb.nodes],
+                                    [n.address for n in tb.nodes])
+        netfilter.sync_pods(node.ns, tb.pods_of(node))
+
+
+def _firewall_teardown(tb: Testbed) -> None:
+    for node in tb.nodes:
+        netfilter.remove_kube_router(node.ns)
+    _routed_teardown(tb)
+
+
+def _firewall_pods(node: Node, pods: Sequence[tuple[str, str]]) -> None:
+    netfilter.sync_pods(node.ns, pods)
 
 
 # ---- routed VXLAN: flannel vxlan, calico vxlan ------------------------------------------
@@ -233,6 +254,8 @@ def _segment_teardown(seg: L2Segment, tb: Testbed) -> None:
 
 def _wiring(kind: object) -> Wiring:
     """The setup and teardown a CNI record's wiring asks for (a registry by its kind)."""
+    if isinstance(kind, Routed) and kind.firewall:
+        return Wiring(_firewall_setup, _firewall_teardown, _firewall_pods)
     if isinstance(kind, Routed):
         return Wiring(_routed_setup, _routed_teardown)
     if isinstance(kind, Vxlan):

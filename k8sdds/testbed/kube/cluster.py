@@ -22,15 +22,13 @@ from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
 from k8sdds.testbed.kube import metrics_server, pki, procs
 from k8sdds.testbed.kube import node as agent
+from k8sdds.testbed.netfilter import UNTRACKED_OFF
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
 
 if TYPE_CHECKING:
     from k8sdds.testbed.kube.cni import Cni
 
 API_PORT = 6443
-# the testbed leaves pod-to-pod traffic untracked (testbed.MASQUERADE); a Service's reply
-# must be un-NATed by conntrack, so on a cluster every packet is tracked, as on real nodes
-UNTRACKED_OFF = "flush chain ip k8sdds raw_prerouting\nflush chain ip k8sdds raw_output\n"
 SERVICE_RANGE = "10.96.0.0/16"
 
 

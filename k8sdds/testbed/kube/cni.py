@@ -121,7 +121,7 @@ class Real(Cni):
         of `workers`)."""
         from k8sdds.cni import manifests
         from k8sdds.images.kubernetes import split
-        from k8sdds.testbed.testbed import POD_NETWORK
+        from k8sdds.testbed.netfilter import POD_NETWORK
 
         docs = manifests.documents(manifests.shipped(self.record))
         images = {c["image"]: self.built.get(split(c["image"])[0], c["image"])
