@@ -6,7 +6,8 @@ BIN    := $(VENV)/bin
 # nodes' masquerade), userspace WireGuard for the encrypted datapaths where the kernel has
 # none, and the network baseline engines (ping, iperf3, qperf, ab with nginx)
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go \
-                wireguard-tools nftables iptables ipset ethtool iperf3 qperf apache2-utils nginx-light
+                wireguard-tools nftables iptables ipset ethtool iperf3 qperf apache2-utils nginx-light \
+                mosquitto
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
@@ -15,7 +16,7 @@ TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server
                      containerd runc containernetworking-plugins busybox-static \
                      postgresql qemu-user-static gcc libc6-dev libpcap-dev
 
-.PHONY: demo test check docs install system-deps test-deps k8s-test-binaries lint clean
+.PHONY: demo test check docs install engines system-deps test-deps k8s-test-binaries lint clean
 
 # the tests that need no root, no namespaces, no sshd and no kube-apiserver
 FAST := not emulated and not kube and not ssh and not image and not kubelet
@@ -41,8 +42,13 @@ check: $(BIN)/k8sdds
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -m "$(FAST)" -n 2
 
-## install: Debian packages (as root) and the Python package in .venv
-install: system-deps $(BIN)/k8sdds
+## install: Debian packages (as root), the Python package in .venv, and the engines k8sdds builds
+install: system-deps $(BIN)/k8sdds engines
+
+## engines: k8sdds-mqtt (Go, cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin); without Go, the mqtt engine says it is not built
+engines:
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then engines/build; \
+	else echo "no Go toolchain: the mqtt engine is not built (\`k8sdds engines\` says so)"; fi
 
 ## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for
 ## flannel's and weave's cgo parts), then the Go-built Kubernetes parts

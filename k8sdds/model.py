@@ -7,7 +7,7 @@ without a cycle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -94,6 +94,8 @@ class Limits:
     max_subscribers: int = 64
     engines: Sequence[str] = field(default_factory=lambda: ("ddsperf",))
     paths: Sequence[str] = tuple(p for p in PATHS if p not in SERVICE_PATHS)
+    # engines this backend cannot run, and why
+    missing_engines: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---- datapaths: how pod traffic crosses the network, whatever backend provides it ----

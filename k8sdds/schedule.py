@@ -277,6 +277,8 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         extra = f" (did you mean '{hint[0]}'?)" if hint else ""
         return ("engine", test.engine,
                 "unknown engine; allowed: " + ", ".join(engines) + extra)
+    if test.engine in limits.missing_engines:
+        return ("engine", test.engine, limits.missing_engines[test.engine])
     if test.num_subscribers > limits.max_subscribers:
         return ("num_subscribers", test.num_subscribers,
                 f"more subscribers than this cluster can place (at most "

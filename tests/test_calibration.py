@@ -140,6 +140,9 @@ def test_profiles_command_says_where_each_budget_comes_from(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0.0612" in proc.stdout and "calibrated on this machine" in proc.stdout
     assert "2 x the rpi3b budget" in proc.stdout
+    assert "rpi3b: Raspberry Pi 3B" in proc.stdout and "No AES instructions: the engines' " \
+        "OpenSSL does AES in software" in " ".join(proc.stdout.split())
+    assert "cloud: no limits\n" in proc.stdout  # the cloud machine keeps its AES
 
 
 def test_the_emulator_says_what_it_cannot_show():

@@ -33,3 +33,19 @@ def test_sides_of_every_path():
         "pod-pod-cross-node": ("pod", "pod"), "node-pod": ("node", "pod"),
         "pod-node": ("pod", "node"), "pod-service": ("pod", "pod"),
         "external-nodeport": ("node", "pod")}
+
+
+def test_a_broker_takes_a_node_of_its_own():
+    roles = ["pub", "broker", "sub0"]
+    # a worker the others left free
+    assert place(roles, NODES, "cross-node") == {"pub": "node0", "broker": "node2",
+                                                  "sub0": "node1"}
+    # none free: the spare node (the control plane), not a worker
+    assert place(roles, ["node1", "node2"], "cross-node", spare=["node0"])["broker"] == "node0"
+    assert place(["pub", "broker", "sub0", "sub1"], ["node1", "node2"], "same-node",
+                 spare=["node0"]) == {"pub": "node1", "broker": "node2", "sub0": "node1",
+                                      "sub1": "node1"}
+    # no node at all to spare: beside the publisher
+    assert place(roles, ["node1", "node2"], "cross-node")["broker"] == "node1"
+    # roles come back in their own order
+    assert list(place(roles, NODES, "cross-node")) == roles

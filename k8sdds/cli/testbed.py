@@ -127,11 +127,11 @@ def testbed_profiles(wide: bool = WIDE) -> None:
     """List the edge node profiles (link rate, CPU budget, MTU, delay, loss) and where each
     CPU budget comes from."""
     from k8sdds.testbed.capabilities import qdisc
-    from k8sdds.testbed.profiles import PROFILES, resolve
+    from k8sdds.testbed.profiles import PROFILES, not_emulated, resolve
 
     netem = qdisc("netem")
     table = Table(title="edge node profiles")
-    for col in ("profile", "Mbit/s", "burst KB", "CPUs", "MTU", "delay ms", "loss %",
+    for col in ("profile", "Mbit/s", "burst KB", "CPUs", "MTU", "delay ms", "loss %", "AES",
                 *(("about", "CPUs from") if wide else ())):
         table.add_column(col, overflow="fold")
     notes = []
@@ -140,10 +140,13 @@ def testbed_profiles(wide: bool = WIDE) -> None:
         cut = " *" if netem and (p.delay_ms or p.loss_pct) else ""
         table.add_row(p.name, _or_dash(p.rate_mbit), _or_dash(p.burst_kb or None),
                       _or_dash(p.cpu), _or_dash(p.mtu), _or_dash(p.delay_ms) + cut,
-                      _or_dash(p.loss_pct) + cut, *((p.about, p.cpu_from) if wide else ()))
+                      _or_dash(p.loss_pct) + cut, "yes" if p.aes else "software",
+                      *((p.about, p.cpu_from) if wide else ()))
         notes.append(f"{p.name}: {p.about}" + (" (* not applied here: the kernel has no "
                                                "netem)" if cut else "")
-                     + (f". CPUs: {p.cpu_from}" if p.cpu is not None else ""))
+                     + (f". CPUs: {p.cpu_from}" if p.cpu is not None else "")
+                     + ("" if p.aes else ". No AES instructions: the engines' OpenSSL does AES "
+                        "in software" + (f" ({why})" if (why := not_emulated(p)) else "")))
     out_console.print(table)
     if not wide:
         for line in notes:

@@ -15,7 +15,7 @@ from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
-from k8sdds.perftest.base import Command
+from k8sdds.perftest.base import Command, engine_bin
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.kube.cluster import KubeCluster
 from k8sdds.testbed.lock import TestbedLock
@@ -94,7 +94,9 @@ class EmulatedBackend:
     def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
                service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
         dp = model.datapath(test.datapath)
-        nodes = place(roles, [n.name for n in self.testbed.workers()], test.placement)
+        workers = [n.name for n in self.testbed.workers()]
+        nodes = place(roles, workers, test.placement,
+                      spare=[n.name for n in self.testbed.nodes if n.name not in workers])
         first_side, other_side = sides(test.effective_path)
         out = {}
         for role in roles:
@@ -130,8 +132,10 @@ class EmulatedBackend:
         return handle
 
     def _engine_env(self, node: str) -> dict[str, str]:
-        """What the node's board changes in its engines' environment (no AES instructions)."""
-        return engine_env(PROFILES[self.testbed.node(node).profile])
+        """The engines k8sdds builds on PATH, and what the node's board changes in its
+        engines' environment (no AES instructions)."""
+        path = f"{engine_bin()}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+        return {"PATH": path, **engine_env(PROFILES[self.testbed.node(node).profile])}
 
     def ready(self, handles: Sequence[Handle]) -> None:
         """A process runs as soon as it is started."""

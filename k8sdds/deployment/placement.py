@@ -4,12 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+OWN_NODE = ("broker",)  # roles that take a node no other role uses, where there is one
 
-def place(roles: Sequence[str], nodes: Sequence[str], placement: str) -> dict[str, str]:
+
+def place(roles: Sequence[str], nodes: Sequence[str], placement: str,
+          spare: Sequence[str] = ()) -> dict[str, str]:
     """Publisher (the first role) on the first node; subscribers spread round-robin over
-    the other nodes (`cross-node`), or all beside the publisher (`same-node`)."""
+    the other nodes (`cross-node`), or all beside the publisher (`same-node`). A broker
+    (OWN_NODE) takes a node of its own: a node the others left free, else one of `spare`
+    (nodes that run no test role otherwise, such as the control plane), else the
+    publisher's."""
     if not nodes:
         raise ValueError("no nodes to place roles on")
+    out = _spread([r for r in roles if r not in OWN_NODE], nodes, placement)
+    free = [n for n in (*nodes, *spare) if n not in out.values()]
+    for role in roles:
+        if role in OWN_NODE:
+            out[role] = free.pop(0) if free else nodes[0]
+    return {role: out[role] for role in roles}
+
+
+def _spread(roles: Sequence[str], nodes: Sequence[str], placement: str) -> dict[str, str]:
     first, *others = roles
     if placement == "same-node" or len(nodes) == 1:
         return {role: nodes[0] for role in roles}

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from k8sdds.perftest.base import Command, Engine, RoleContext
 from k8sdds.perftest.ddsperf import Ddsperf
+from k8sdds.perftest.mqtt import Mqtt
 from k8sdds.perftest.network import Ab, Iperf3, Ping, Qperf
 from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 
 # every engine's name, in the order `k8sdds engines` lists them
-NAMES = ("ddsperf", "rtiperftest", "iperf3", "qperf", "ping", "ab")
+NAMES = ("ddsperf", "rtiperftest", "mqtt", "iperf3", "qperf", "ping", "ab")
 
 
 def registry(rti: RtiSettings | None = None) -> dict[str, Engine]:
     """A fresh engine per name, for one run; `rti` says where the user's RTI Perftest is
     [from the environment]."""
-    engines = (Ddsperf(), RtiPerftest(rti or RtiSettings.from_environment()), Iperf3(),
-               Qperf(), Ping(), Ab())
+    engines = (Ddsperf(), RtiPerftest(rti or RtiSettings.from_environment()), Mqtt(),
+               Iperf3(), Qperf(), Ping(), Ab())
     return {e.name: e for e in engines}
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from k8sdds.model import Test
@@ -83,3 +85,8 @@ def debian_version(package: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def engine_bin() -> Path:
+    """Where `make engines` puts the engines k8sdds builds ($K8SDDS_ENGINE_BIN)."""
+    return Path(os.environ.get("K8SDDS_ENGINE_BIN", "/var/cache/k8sdds/bin"))

@@ -1,0 +1,26 @@
+"""k8sdds-mqtt and mosquitto output -> values.
+
+k8sdds-mqtt prints its per-second lines in ddsperf's format (engines/mqtt/main.go), so its
+publisher, subscribers, ping and pong read as ddsperf's do. The broker measures nothing: its
+log counts only for the errors mosquitto reports (`<time>: Error: ...`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from k8sdds.parsers import ddsperf
+from k8sdds.parsers.base import Parsed
+
+BROKER = "broker"
+_BROKER_ERROR = re.compile(r"^(?:\d+:\s+)?Error:\s*(?P<msg>.+)$")
+
+
+def parse(text: str, role: str, latency_test: bool) -> Parsed:
+    """Parse one role's output (pure: no I/O)."""
+    if role == BROKER:
+        errors = [m["msg"].strip() for line in text.splitlines()
+                  if (m := _BROKER_ERROR.match(line.strip()))]
+        return Parsed(failure="mosquitto: " + "; ".join(dict.fromkeys(errors)) if errors
+                      else None)
+    return ddsperf.parse(text, role, latency_test)
