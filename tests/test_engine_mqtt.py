@@ -114,3 +114,14 @@ def test_a_backend_without_the_engine_refuses_the_row_with_its_reason():
     limits = Limits(missing_engines={"mqtt": "the engine image does not carry it"})
     assert check(BASE, limits, ENGINES) == ("engine", "mqtt",
                                             "the engine image does not carry it")
+
+
+def test_engines_lists_mqtt_with_what_it_supports():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "k8sdds", "engines"], capture_output=True,
+                         text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert "mqtt: MQTT throughput, latency through a broker (mosquitto); tcp; QoS 0" in out.stdout
+    assert "ddsperf: DDS throughput" in out.stdout

@@ -59,7 +59,7 @@ func connect(name string) mqtt.Client {
 		*id = fmt.Sprintf("k8sdds-%s-%d", name, os.Getpid())
 	}
 	opts := mqtt.NewClientOptions().AddBroker("tcp://" + *broker).SetClientID(*id).
-		SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(false).
+		SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(true).
 		SetConnectTimeout(2 * time.Second).SetKeepAlive(30 * time.Second).
 		SetMessageChannelDepth(100000)
 	client := mqtt.NewClient(opts)
@@ -182,7 +182,7 @@ func sub() {
 			return
 		}
 		seq := binary.BigEndian.Uint64(p)
-		mu.Lock()
+		mu.Lock() // messages come in order (OrderMatters): a gap is a loss, a repeat a duplicate
 		if seq > expect {
 			lost += seq - expect
 			deltaLost += seq - expect

@@ -18,12 +18,16 @@ def engines() -> None:
     from k8sdds import perftest
 
     table = Table(title="engines")
-    for col in ("engine", "available here"):
+    for col in ("engine", "available here", "version"):
         table.add_column(col, overflow="fold")
+    notes = []
     for name, engine in perftest.registry().items():
         reason = engine.unavailable()
-        table.add_row(name, f"no: {reason}" if reason else f"yes ({engine.version()})")
+        table.add_row(name, "no" if reason else "yes", "-" if reason else engine.version())
+        notes.append(f"{name}: {engine.supports}" + (f". Not here: {reason}" if reason else ""))
     out_console.print(table)
+    for line in notes:
+        out_console.print(line, markup=False, highlight=False)
 
 
 def parse(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:

@@ -40,6 +40,7 @@ class Command:
 
 class Engine(Protocol):
     name: str
+    supports: str  # what it measures and which columns it honours, for `k8sdds engines`
     parser: str  # name in k8sdds.parsers.PARSERS
     parallel_streams: bool  # whether the `streams` column means anything to it
     drain: float  # seconds the other roles get to finish once the driver has exited

@@ -70,6 +70,8 @@ def security_plugins() -> str | None:
 
 class Ddsperf:
     name = "ddsperf"
+    supports = ("DDS throughput, latency; udp, tcp, tls; DDS Security; multicast; batching; "
+                "discovery by multicast or peers")
     parser = "ddsperf"
     binary = "ddsperf"
     # seconds the subscribers get after the publisher exits; its publisher only exits once its

@@ -50,6 +50,8 @@ def broker_config() -> str:
 
 class Mqtt:
     name = "mqtt"
+    supports = ("MQTT throughput, latency through a broker (mosquitto); tcp; QoS 0 "
+                "(bestEffort) and 1")
     parser = "mqtt"
     drain = 1.0  # seconds the subscribers get to count the last messages
     listen_port = PORT  # the broker (the first follower) listens before the driver starts

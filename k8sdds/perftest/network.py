@@ -100,6 +100,7 @@ class Iperf3(_Network):
     `-l dataLen` per write, `-P streams`."""
 
     name = parser = binary = package = "iperf3"
+    supports = "throughput; tcp, udp; parallel streams; through a Service"
     parallel_streams = True  # -P
     listen_port = IPERF3_PORT
 
@@ -132,6 +133,7 @@ class Qperf(_Network):
     """qperf: `tcp_bw`/`udp_bw`, or `tcp_lat`/`udp_lat` in a latency test, `-m dataLen`."""
 
     name = parser = binary = package = "qperf"
+    supports = "throughput, latency; tcp, udp"
     listen_port = QPERF_PORT
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
@@ -147,6 +149,7 @@ class Ping(_Network):
     """ping: ICMP echo round trips of dataLen bytes, every 0.2 s (or at pubRate)."""
 
     name = parser = binary = "ping"
+    supports = "latency (ICMP echo)"
     package = "iputils-ping"
     drain = 0.0
     transports = ("udp", "tcp")  # ICMP either way: the transport column does not apply
@@ -201,6 +204,7 @@ class Ab(_Network):
     `streams` of them at once (ab -c), for the duration."""
 
     name = parser = "ab"
+    supports = "HTTP requests and latency; tcp; concurrent connections; through a Service"
     binary = "ab"
     package = "apache2-utils"
     parallel_streams = True  # -c: concurrent connections

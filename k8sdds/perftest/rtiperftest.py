@@ -71,6 +71,8 @@ class RtiSettings:
 
 class RtiPerftest:
     name = "rtiperftest"
+    supports = ("DDS throughput, latency; udp, tcp, tls, dtls; DDS Security; multicast; "
+                "batching; discovery by multicast, peers or cds")
     parser = "rtiperftest"
     parallel_streams = False
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Middleware beside DDS (run as root, on the emulated backend):
+
+1. the figures are the middleware's: for each engine beyond DDS, throughput at 1 KiB on the
+   host datapath through `k8sdds run`, against the same commands (the recorded argv and
+   files) started by hand in the same node namespaces, in pairs; ratio (goal: within 3 %).
+2. the table: on `cloud` and `rpi3b`, host and flannel-vxlan, 64 B, 1 KiB and 16 KiB,
+   throughput (Mb/s, per subscriber) and p50 round trip (us) for ddsperf and mqtt at QoS 0
+   and QoS 1, from one run per profile.
+
+Usage: .venv/bin/python benchmarks/middleware.py [--pairs 3] [--duration 5] [--skip-table]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+from common import k8sdds  # benchmarks/common.py
+
+from k8sdds.parsers import PARSERS
+from k8sdds.perftest.base import engine_bin
+from k8sdds.testbed import netns
+from k8sdds.testbed.spec import default_nodes
+from k8sdds.testbed.testbed import Testbed
+
+TESTBED = "kdmw"
+HEADER = "engine,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
+PAYLOADS = (64, 1024, 16384)
+# (label, engine, transport, bestEffort)
+ENGINES = (("ddsperf", "ddsperf", "udp", "false"), ("mqtt QoS 0", "mqtt", "tcp", "true"),
+           ("mqtt QoS 1", "mqtt", "tcp", "false"))
+
+
+def by_hand(tb: Testbed, run_dir: Path, engine: str) -> float:
+    """test-1/rep-1's recorded commands again, started directly in the nodes it ran on (the
+    broker first, then the subscriber, then the publisher); the subscriber's Mb/s."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    entry = manifest["repeats"]["test-1/rep-1"]
+    rep = run_dir / "test-1" / "rep-1"
+    env = {**os.environ, "PATH": f"{engine_bin()}:{os.environ['PATH']}"}
+    procs = {}
+
+    def start(role: str) -> subprocess.Popen:
+        ns = tb.node(entry["placement"][role]).ns
+        return subprocess.Popen(netns.exec_argv(ns, entry["argv"][role]), env=env, cwd=rep,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    try:
+        for role in [r for r in entry["argv"] if r != "pub"]:
+            procs[role] = start(role)
+            time.sleep(0.5)  # the broker listening before the clients connect
+        procs["pub"] = start("pub")
+        procs["pub"].communicate(timeout=120)
+        time.sleep(1.0)
+        for proc in procs.values():
+            proc.terminate()
+        out = procs["sub0"].communicate(timeout=10)[0]
+    finally:
+        for proc in procs.values():
+            proc.kill()
+    return PARSERS[engine](out, "sub0", False).summary("throughput_mbps")
+
+
+def transparency(pairs: int, duration: float) -> None:
+    print("## The figures are the middleware's (1 KiB, host datapath, QoS 1)\n")
+    print("| engine | k8sdds Mb/s | by hand Mb/s | ratio |\n|---|---|---|---|")
+    tb = Testbed(default_nodes(4, name=TESTBED))
+    tb.up()
+    tb.use_datapath("host")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            sch = Path(tmp) / "one.csv"
+            sch.write_text(HEADER + "mqtt,tcp,1024,false,1,false,0,false\n")
+            harness, hand = [], []
+            for _ in range(pairs):
+                out = k8sdds("run", "--sch", str(sch), "--datapath", "host", "--duration",
+                             f"{duration:g}", "--out", tmp, "--quiet", "--no-plot",
+                             "--testbed", TESTBED)
+                df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
+                harness.append(df[(df.kind == "summary") & (df.metric == "throughput_mbps")
+                                  & (df.role == "sub0")].value.iloc[0])
+                hand.append(by_hand(tb, Path(out["run_dir"]), "mqtt"))
+    finally:
+        tb.down()
+    ratio = statistics.mean(harness) / statistics.mean(hand)
+    print(f"| mqtt | {', '.join(f'{v:.0f}' for v in harness)} | "
+          f"{', '.join(f'{v:.0f}' for v in hand)} | **{ratio:.3f}** |\n")
+
+
+def table(duration: float) -> None:
+    rows = [f"{engine},{transport},{size},false,1,{effort},0,{latency}\n"
+            for _, engine, transport, effort in ENGINES for size in PAYLOADS
+            for latency in ("false", "true")]
+    for profile in ("cloud", "rpi3b"):
+        with tempfile.TemporaryDirectory() as tmp:
+            sch = Path(tmp) / "table.csv"
+            sch.write_text(HEADER + "".join(rows))
+            out = k8sdds("run", "--sch", str(sch), "--datapath", "host,flannel-vxlan",
+                         "--profile", profile, "--duration", f"{duration:g}", "--out", tmp,
+                         "--quiet", "--no-plot", "--testbed", TESTBED)
+            df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
+        s = df[df.kind == "summary"]
+        print(f"## {profile}: Mb/s (sub0) / p50 round trip us (one run, {duration:g} s tests)\n")
+        print("| engine | datapath | " + " | ".join(f"{p} B" for p in PAYLOADS) + " |")
+        print("|---|---|" + "---|" * len(PAYLOADS))
+        for label, engine, _, effort in ENGINES:
+            for dp in ("host", "flannel-vxlan"):
+                cells = []
+                for size in PAYLOADS:
+                    mine = s[(s.engine == engine) & (s.best_effort == (effort == "true"))
+                             & (s.datapath == dp) & (s.data_len == size)]
+                    thr = mine[(mine.metric == "throughput_mbps") & (mine.role == "sub0")]
+                    p50 = mine[(mine.metric == "latency_us_p50") & (mine.role == "pub")]
+                    cells.append(f"{thr.value.iloc[0]:.1f}" if len(thr) else "-")
+                    cells[-1] += f" / {p50.value.iloc[0]:.0f}" if len(p50) else " / -"
+                print(f"| {label} | {dp} | " + " | ".join(cells) + " |")
+        print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=3, help="k8sdds/by-hand pairs")
+    ap.add_argument("--duration", type=float, default=5, help="seconds per test")
+    ap.add_argument("--skip-table", action="store_true")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run as root: the emulated backend needs network namespaces")
+    started = time.monotonic()
+    transparency(args.pairs, args.duration)
+    if not args.skip_table:
+        table(args.duration)
+    print(f"wall time: {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
