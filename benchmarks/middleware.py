@@ -31,7 +31,8 @@ import pandas as pd
 from common import k8sdds  # benchmarks/common.py
 
 from k8sdds.parsers import PARSERS
-from k8sdds.perftest.base import engine_bin
+from k8sdds.perftest.base import engine_path
+from k8sdds.perftest.mqtt import PORT
 from k8sdds.testbed import netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
@@ -51,7 +52,7 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
     manifest = json.loads((run_dir / "manifest.json").read_text())
     entry = manifest["repeats"]["test-1/rep-1"]
     rep = run_dir / "test-1" / "rep-1"
-    env = {**os.environ, "PATH": f"{engine_bin()}:{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": engine_path()}
     procs = {}
 
     def start(role: str) -> subprocess.Popen:
@@ -63,7 +64,11 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
     try:
         for role in [r for r in entry["argv"] if r != "pub"]:
             procs[role] = start(role)
-            time.sleep(0.5)  # the broker listening before the clients connect
+            if role == "broker":  # listening before the clients connect, as k8sdds waits
+                deadline = time.monotonic() + 10
+                while not netns.listening(procs[role].pid, PORT) and \
+                        time.monotonic() < deadline:
+                    time.sleep(0.01)
         procs["pub"] = start("pub")
         procs["pub"].communicate(timeout=120)
         time.sleep(1.0)

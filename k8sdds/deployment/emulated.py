@@ -15,7 +15,7 @@ from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
-from k8sdds.perftest.base import Command, engine_bin
+from k8sdds.perftest.base import Command, engine_path
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.kube.cluster import KubeCluster
 from k8sdds.testbed.lock import TestbedLock
@@ -134,8 +134,8 @@ class EmulatedBackend:
     def _engine_env(self, node: str) -> dict[str, str]:
         """The engines k8sdds builds on PATH, and what the node's board changes in its
         engines' environment (no AES instructions)."""
-        path = f"{engine_bin()}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
-        return {"PATH": path, **engine_env(PROFILES[self.testbed.node(node).profile])}
+        return {"PATH": engine_path(),
+                **engine_env(PROFILES[self.testbed.node(node).profile])}
 
     def ready(self, handles: Sequence[Handle]) -> None:
         """A process runs as soon as it is started."""

@@ -91,3 +91,8 @@ def debian_version(package: str) -> str:
 def engine_bin() -> Path:
     """Where `make engines` puts the engines k8sdds builds ($K8SDDS_ENGINE_BIN)."""
     return Path(os.environ.get("K8SDDS_ENGINE_BIN", "/var/cache/k8sdds/bin"))
+
+
+def engine_path() -> str:
+    """PATH with engine_bin() first: where a role on this machine finds its program."""
+    return f"{engine_bin()}{os.pathsep}{os.environ.get('PATH', os.defpath)}"

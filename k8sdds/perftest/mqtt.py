@@ -24,6 +24,7 @@ from k8sdds.perftest.base import (
     RoleContext,
     debian_version,
     engine_bin,
+    engine_path,
     pubsub_roles,
 )
 
@@ -93,11 +94,6 @@ class Mqtt:
     def timeout(self, test: Test) -> float:
         return test.duration + 2 * PEER_WAIT + 10
 
-    def binary(self) -> str:
-        """k8sdds-mqtt where `make engines` built it, else as found on PATH."""
-        built = engine_bin() / BINARY
-        return str(built) if built.is_file() else BINARY
-
     def command(self, test: Test, ctx: RoleContext) -> Command:
         if ctx.role == BROKER:
             name = "mosquitto.conf"
@@ -119,14 +115,15 @@ class Mqtt:
         if shutil.which("mosquitto") is None:
             return ("mosquitto is not installed; install the Debian package mosquitto "
                     "(apt-get install mosquitto), or run `make install`")
-        if not (engine_bin() / BINARY).is_file() and shutil.which(BINARY) is None:
+        if shutil.which(BINARY, path=engine_path()) is None:
             return (f"{BINARY} is not built; run `make engines` (needs Go), which puts it in "
                     f"{engine_bin()}")
         return None
 
     def version(self) -> str:
         try:
-            out = subprocess.run([self.binary(), "-version"], capture_output=True, text=True,
+            out = subprocess.run([shutil.which(BINARY, path=engine_path()) or BINARY,
+                                  "-version"], capture_output=True, text=True,
                                  timeout=10).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             out = ""

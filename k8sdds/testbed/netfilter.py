@@ -144,9 +144,11 @@ def _restore(ns: str, text: str, check: bool = True) -> None:
     netns.run(netns.exec_argv(ns, ["iptables-restore", "--noflush"]), stdin=text, check=check)
 
 
-def apply_kube_router(ns: str, pod_cidrs: Sequence[str], node_ips: Sequence[str]) -> None:
-    """kube-router's rules in node namespace `ns`: ipsets, pod egress (nat), its chains and
-    the jumps to them; pod traffic tracked. Rules others put there (kube-proxy's) stay."""
+def apply_kube_router(ns: str, pod_cidrs: Sequence[str], node_ips: Sequence[str],
+                      pods: Sequence[tuple[str, str]]) -> None:
+    """kube-router's rules in node namespace `ns` with its local `pods` (name, address):
+    ipsets, pod egress (nat), its chains and the jumps to them; pod traffic tracked. Rules
+    others put there (kube-proxy's) stay."""
     netns.nft(ns, UNTRACKED_OFF)
     for name, kind, members in ((POD_SUBNETS, "hash:net", pod_cidrs),
                                 (NODE_IPS, "hash:ip", node_ips)):
@@ -154,7 +156,7 @@ def apply_kube_router(ns: str, pod_cidrs: Sequence[str], node_ips: Sequence[str]
         for member in members:
             netns.run(netns.exec_argv(ns, ["ipset", "add", name, member, "-exist"]))
     _restore(ns, f"*nat\n-A {NAT_RULE}\nCOMMIT\n")
-    sync_pods(ns, ())
+    sync_pods(ns, pods)
     _restore(ns, "*filter\n" + jumps("-I") + "COMMIT\n")
 
 

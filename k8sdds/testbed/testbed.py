@@ -295,16 +295,16 @@ class Testbed:
         self._pods_changed(state, [node])
         return pod
 
-    def pods_of(self, node: Node) -> list[tuple[str, str]]:
+    def pods_of(self, node: Node, state: _State | None = None) -> list[tuple[str, str]]:
         """The pods on `node`, as (name, address)."""
-        return [(p["name"], p["address"]) for p in self._load().pods.values()
+        return [(p["name"], p["address"]) for p in (state or self._load()).pods.values()
                 if p["node"] == node.name]
 
     def _pods_changed(self, state: _State, nodes: list[Node]) -> None:
         """Tell the wiring (kube-router's firewall keeps a chain per local pod)."""
         hook = wiring.WIRING[state.datapath].pods if state.datapath and state.wired else None
         for node in nodes if hook else ():
-            hook(node, self.pods_of(node))
+            hook(node, self.pods_of(node, state))
 
     def remove_pods(self) -> None:
         """Delete every pod (and kill its processes)."""

@@ -65,8 +65,7 @@ def _firewall_setup(tb: Testbed) -> None:
     _routed_setup(tb)
     for node in tb.nodes:
         netfilter.apply_kube_router(node.ns, [n.pod_cidr for n in tb.nodes],
-                                    [n.address for n in tb.nodes])
-        netfilter.sync_pods(node.ns, tb.pods_of(node))
+                                    [n.address for n in tb.nodes], tb.pods_of(node))
 
 
 def _firewall_teardown(tb: Testbed) -> None:
