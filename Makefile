@@ -45,10 +45,12 @@ check: $(BIN)/k8sdds
 ## install: Debian packages (as root), the Python package in .venv, and the engines k8sdds builds
 install: system-deps $(BIN)/k8sdds engines
 
-## engines: k8sdds-mqtt (Go, cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin); without Go, the mqtt engine says it is not built
+## engines: k8sdds-mqtt (Go), k8sdds-zenoh and zenohd (Rust), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin; without a toolchain, that engine is left out and says it is not built
 engines:
-	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then engines/build; \
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then ENGINES=mqtt engines/build; \
 	else echo "no Go toolchain: the mqtt engine is not built (\`k8sdds engines\` says so)"; fi
+	@if PATH="$$PATH:$$HOME/.cargo/bin" command -v cargo >/dev/null; then ENGINES=zenoh engines/build; \
+	else echo "no Rust toolchain (cargo): the zenoh engine is not built (\`k8sdds engines\` says so)"; fi
 
 ## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for
 ## flannel's and weave's cgo parts), then the Go-built Kubernetes parts

@@ -23,6 +23,10 @@ PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "po
 SERVICE_PATHS = ("pod-service", "external-nodeport")
 # cds: an RTI Cloud Discovery Service the run deploys as one more role (rtiperftest)
 DISCOVERIES = ("multicast", "peers", "cds")
+# how messages go from the publisher to the subscribers: directly, or through a broker or
+# router the run deploys as one more role (MQTT's broker, Zenoh's zenohd)
+TOPOLOGIES = ("peer", "routed")
+MQTT_QOS = (0, 1, 2)
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Test:
     discovery: str | None = None  # None: chosen from the datapath
     path: str | None = None  # None: from the datapath and placement
     streams: int = 1  # parallel streams (iperf3 -P)
+    topology: str = ""  # "": the engine's own (routed for mqtt, peer for the others)
+    mqtt_qos: int = -1  # MQTT QoS 0, 1 or 2; -1: from bestEffort (0 if true, else 1)
     no_print: bool = False
     number: int = 0  # 1-based position in the run (after expansion over datapaths)
 

@@ -22,6 +22,7 @@ from k8sdds.model import (
     PATHS,
     PLACEMENTS,
     SERVICE_PATHS,
+    TOPOLOGIES,
     TRANSPORTS,
     Defaults,
     Limits,
@@ -89,6 +90,8 @@ COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "discovery": ("discovery", _choice(DISCOVERIES)),
     "path": ("path", _choice(PATHS)),
     "streams": ("streams", _number(int, 1, 128)),
+    "topology": ("topology", _choice(TOPOLOGIES)),
+    "mqttQos": ("mqtt_qos", _number(int, 0, 2)),
 }
 FIELD_TO_COLUMN = {f: c for c, (f, _) in COLUMNS.items()}
 
@@ -261,9 +264,10 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
 def check_values(test: Test) -> tuple[str, Any, str] | None:
     """The column checks of a test's own values (a test read back from a manifest):
     (field, value, what is allowed), or None."""
+    unset = {f.name: f.default for f in fields(Test)}
     for column, (fname, _) in COLUMNS.items():
         value = getattr(test, fname)
-        why = None if value is None else _refused(column, value)
+        why = None if value is None or value == unset.get(fname) else _refused(column, value)
         if why:
             return (fname, value, f"allowed: {why}")
     return None
@@ -301,6 +305,13 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         return ("discovery", test.discovery,
                 f"{test.engine} has no discovery service; cds (RTI Cloud Discovery Service) is "
                 "for engine=rtiperftest")
+    if test.topology and test.topology not in engine.topologies:
+        runs = " or ".join(engine.topologies) or "client to server"
+        return ("topology", test.topology,
+                f"{test.engine} runs {runs}; topology=routed is for zenoh (through zenohd) "
+                "and mqtt (through its broker)")
+    if test.mqtt_qos >= 0 and test.engine != "mqtt":
+        return ("mqtt_qos", test.mqtt_qos, "mqttQos is MQTT's QoS: for engine=mqtt only")
     if test.streams != 1 and not engine.parallel_streams:
         return ("streams", test.streams,
                 f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")

@@ -115,14 +115,19 @@ class Hosts:
     def fingerprint(self, i: int) -> str:
         return _run("ssh-keygen", "-lf", str(self.directory / f"host{i}_ed25519.pub")).split()[1]
 
-    def inventory(self, hosts: tuple[int, ...], known: Path, arch: str | None = None) -> Path:
+    def inventory(self, hosts: tuple[int, ...], known: Path, arch: str | None = None,
+                  engine_bin: str | None = None) -> Path:
         """The first host the control plane, amd64; the others workers, arm (a hybrid
-        cluster); every host `arch` when given."""
+        cluster); every host `arch` when given; `engine_bin` on every host when given."""
         path = self.directory / ("inventory-" + "-".join(map(str, hosts))
-                                 + (f"-{arch}" if arch else "") + ".yaml")
+                                 + (f"-{arch}" if arch else "")
+                                 + ("-engines" if engine_bin else "") + ".yaml")
+        defaults = {"user": "root", "key": str(self.directory / "id_ed25519")}
+        if engine_bin:
+            defaults["engine_bin"] = engine_bin
         path.write_text(yaml.safe_dump({
             "known_hosts": str(known),
-            "defaults": {"user": "root", "key": str(self.directory / "id_ed25519")},
+            "defaults": defaults,
             "hosts": [{"name": f"h{i}", "address": self.address(i),
                        "role": "control-plane" if n == 0 else "worker",
                        "arch": arch or ("amd64" if n == 0 else "arm")}

@@ -457,6 +457,49 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
 
 @pytest.mark.ssh
 @requires_hosts
+def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_path):
+    import json
+
+    import pandas as pd
+
+    from k8sdds.perftest.base import engine_bin
+    from k8sdds.perftest.mqtt import Mqtt
+    from k8sdds.perftest.zenoh import Zenoh
+
+    for engine in (Mqtt(), Zenoh()):  # make test installs mosquitto and builds the engines
+        assert engine.unavailable() is None, engine.unavailable()
+    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)),
+                          engine_bin=str(engine_bin()))
+    sch = tmp_path / "s.csv"
+    sch.write_text("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,"
+                   "batchSize\n"
+                   "zenoh,tcp,routed,1024,false,1,false,0\n"
+                   "mqtt,tcp,,1024,false,1,false,0\n")
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}  # the engines only through engine_bin
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--backend", "ssh",
+                           "--inventory", str(invf), "--sch", str(sch), "--duration", "3",
+                           "--out", str(tmp_path / "out"), "--json", "--no-plot"],
+                          capture_output=True, text=True, timeout=300, env={
+                              **env, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["failed"] == [], outcome["failed"]
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    # two workers: the router and the broker share the publisher's host
+    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {
+        "pub": "h2", "router": "h2", "sub0": "h3"}
+    assert manifest["repeats"]["test-2/rep-1"]["placement"] == {
+        "pub": "h2", "broker": "h2", "sub0": "h3"}
+    df = pd.read_csv(run / "results.csv")
+    s = df[(df.kind == "summary") & (df.role == "sub0")].set_index(["test", "metric"]).value
+    for test in (1, 2):  # real messages across the hosts' LAN, none lost
+        assert s[(test, "throughput_mbps")] > 1 and s[(test, "lost")] == 0
+    assert set(df.topology.fillna("")) == {"routed", ""}
+
+
+@pytest.mark.ssh
+@requires_hosts
 def test_ssh_backend_interrupted_stops_the_remote_processes(bare, tmp_path):
     import signal
     import time

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from html import escape as html_escape
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ import pytest
 from k8sdds import model
 from k8sdds.cni.weave import MTU as WEAVE_MTU
 from k8sdds.perftest.mqtt import Mqtt
+from k8sdds.perftest.zenoh import Zenoh
 from k8sdds.results import SCHEMA_VERSION
 from k8sdds.testbed import capabilities, netns, spec
 from k8sdds.testbed.netfilter import pod_chain
@@ -30,7 +32,6 @@ from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
 
 HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
-MQTT_HEADER = "engine,transport," + HEADER
 
 
 @pytest.fixture
@@ -545,12 +546,18 @@ def test_fault_node_link_down_mid_test(tmp_path, env):
     assert manifest["status"] == "complete" and namespaces(name) == []
 
 
-def test_mqtt_throughput_and_latency_through_a_broker_on_its_own_node(tmp_path, env):
-    reason = Mqtt().unavailable()
-    assert reason is None, reason  # make test installs mosquitto and builds k8sdds-mqtt
-    sch = tmp_path / "mqtt.csv"
-    sch.write_text(MQTT_HEADER + "mqtt,tcp,1024,false,2,false,0,false\n"
-                            "mqtt,tcp,64,false,1,true,0,true\n")
+def test_middlewares_side_by_side_zenoh_peer_and_routed_mqtt_by_qos_and_dds(tmp_path, env):
+    for engine in (Mqtt(), Zenoh()):  # make test installs mosquitto and builds the engines
+        assert engine.unavailable() is None, engine.unavailable()
+    sch = tmp_path / "mw.csv"
+    sch.write_text("engine,transport,topology,mqttQos," + HEADER +
+                   "mqtt,tcp,,,1024,false,2,false,0,false\n"
+                   "mqtt,tcp,,,64,false,1,true,0,true\n"
+                   "zenoh,tcp,peer,,1024,false,2,false,0,false\n"
+                   "zenoh,tcp,routed,,1024,false,2,false,0,false\n"
+                   "zenoh,tcp,routed,,64,false,1,false,0,true\n"
+                   "mqtt,tcp,,2,1024,false,1,false,0,false\n"
+                   "ddsperf,udp,,,1024,false,1,false,0,false\n")
     name = "kdm" + str(os.getpid() % 1000)
     proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
                "--nodes", "4", "--out", str(tmp_path / "logs"), "--testbed", name, "--json",
@@ -560,18 +567,46 @@ def test_mqtt_throughput_and_latency_through_a_broker_on_its_own_node(tmp_path, 
     assert outcome["failed"] == [], outcome
     run = outcome["run_dir"]
     manifest = json.loads(open(f"{run}/manifest.json").read())
-    # three workers: the publisher and each subscriber on one, the broker on the control plane
-    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {
-        "pub": "node1", "broker": "node0", "sub0": "node2", "sub1": "node3"}
+    # three workers: the publisher and each subscriber on one, the broker (router) on the
+    # control plane
+    placed = {t: manifest["repeats"][f"test-{t}/rep-1"]["placement"] for t in (1, 3, 4)}
+    assert placed[1] == {"pub": "node1", "broker": "node0", "sub0": "node2", "sub1": "node3"}
+    assert placed[3] == {"pub": "node1", "sub0": "node2", "sub1": "node3"}
+    assert placed[4] == {"pub": "node1", "router": "node0", "sub0": "node2", "sub1": "node3"}
     assert "mosquitto" in manifest["tools"]["mqtt"]
+    assert "k8sdds-zenoh 1 (zenoh 1.10.2)" in manifest["tools"]["zenoh"]
+    assert "zenohd" in manifest["tools"]["zenoh"]
+    argv = manifest["repeats"]["test-4/rep-1"]["argv"]
+    assert argv["router"][0] == "zenohd" and "client" in argv["sub0"]
+    assert argv["sub1"][argv["sub1"].index("-connect") + 1].endswith(":7447")
     df = pd.read_csv(f"{run}/results.csv")
-    s = df[(df.kind == "summary") & (df.test == 1)].set_index(["role", "metric"]).value
-    for sub in ("sub0", "sub1"):  # QoS 1: every message to every subscriber
-        assert s[(sub, "throughput_mbps")] > 1.0 and s[(sub, "lost")] == 0
-    assert s[("sub0", "received")] == s[("sub1", "received")]
-    lat = df[(df.kind == "summary") & (df.test == 2) & (df.role == "pub")] \
-        .set_index("metric").value
-    assert lat["roundtrips"] > 100
-    assert 0 < lat["latency_us_min"] <= lat["latency_us_p50"] <= lat["latency_us_p99"]
-    assert set(df.engine) == {"mqtt"} and set(df.transport) == {"tcp"}
+    s = df[df.kind == "summary"].set_index(["test", "role", "metric"]).value
+    for test in (1, 3, 4):  # reliable: every message to every subscriber
+        for sub in ("sub0", "sub1"):
+            assert s[(test, sub, "throughput_mbps")] > 1.0 and s[(test, sub, "lost")] == 0
+        assert s[(test, "sub0", "received")] == s[(test, "sub1", "received")]
+    assert s[(6, "sub0", "throughput_mbps")] > 0.1 and s[(6, "sub0", "lost")] == 0
+    for test in (2, 5):
+        assert s[(test, "pub", "roundtrips")] > 100
+        assert 0 < s[(test, "pub", "latency_us_min")] <= s[(test, "pub", "latency_us_p50")] \
+            <= s[(test, "pub", "latency_us_p99")]
+    assert list(df.groupby("test").topology.first().fillna("")) == \
+        ["", "", "peer", "routed", "routed", "", ""]
+    assert df[df.test == 6].mqtt_qos.iloc[0] == 2
+    # the answer and the report put the middlewares side by side on the datapath
+    from k8sdds.analysis import middlewares, report, tables
+    from k8sdds.analysis.load import load
+
+    runs = load([Path(run)])
+    tab = middlewares.table(tables.throughput(runs), tables.latency(runs))
+    at_1k = tab[tab.data_len == 1024].set_index("middleware").throughput_mbps
+    assert set(at_1k.index) == {"ddsperf", "mqtt QoS 1", "mqtt QoS 2", "zenoh (peer)",
+                                "zenoh (routed)"}
+    said = middlewares.sentences(tab)
+    assert any(line.startswith("flannel-hostgw, 1 KiB: ") and "moves the most" in line
+               for line in said)
+    page = report.build([Path(run)], tmp_path / "report").read_text()
+    assert "Middlewares side by side" in page and html_escape(said[0]) in page
+    svg = (tmp_path / "report" / "middlewares.svg").read_text()
+    assert 'id="middleware-zenoh (routed)"' in svg and 'id="middleware-mqtt QoS 2"' in svg
     assert namespaces(name) == []

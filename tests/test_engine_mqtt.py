@@ -40,6 +40,9 @@ def _command(test: Test, role: str):
     ({"discovery": "peers"}, "discovery"),
     ({"data_len": 8}, "data_len"),
     ({"latency_test": True, "pub_rate": 10}, "pub_rate"),
+    ({"topology": "peer"}, "topology"),
+    ({"mqtt_qos": 0}, "mqtt_qos"),  # QoS 0 is best effort, the row says reliable
+    ({"mqtt_qos": 2, "best_effort": True}, "mqtt_qos"),
 ])
 def test_a_column_mqtt_cannot_honour_is_refused_with_the_reason(change, column):
     problem = check(replace(BASE, **change), Limits(), ENGINES)
@@ -72,6 +75,35 @@ def test_command_lines():
     lat = replace(BASE, latency_test=True)
     assert _command(lat, "pub").argv[2] == "ping" and _command(lat, "sub0").argv[2] == "pong"
     assert _command(replace(BASE, pub_rate=500), "pub").argv[-2:] == ("-rate", "500")
+
+
+@pytest.mark.parametrize("change, qos", [
+    ({"best_effort": True}, "0"), ({}, "1"), ({"mqtt_qos": 2}, "2"),
+    ({"mqtt_qos": 0, "best_effort": True}, "0"), ({"topology": "routed", "mqtt_qos": 1}, "1")])
+def test_mqtt_qos_2_is_asked_for_with_its_column(change, qos):
+    test = replace(BASE, **change)
+    assert check(test, Limits(), ENGINES) is None
+    for role in ("pub", "sub0"):
+        argv = _command(test, role).argv
+        assert argv[argv.index("-qos") + 1] == qos
+
+
+def test_mqtt_qos_is_read_from_the_schedule_and_refused_for_another_engine(tmp_path):
+    from k8sdds.errors import ScheduleError
+    from k8sdds.schedule import load
+
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,transport,mqttQos\n"
+    good = tmp_path / "good.csv"
+    good.write_text(head + "64,false,1,false,0,mqtt,tcp,2\n")
+    assert load(good)[0].mqtt_qos == 2
+    bad = tmp_path / "bad.csv"
+    bad.write_text(head + "64,false,1,false,0,ddsperf,udp,2\n")
+    with pytest.raises(ScheduleError, match=r"column 'mqttQos'.*for engine=mqtt only"):
+        load(bad, limits=Limits(engines=("ddsperf", "mqtt")), engines=ENGINES)
+    three = tmp_path / "three.csv"
+    three.write_text(head + "64,false,1,false,0,mqtt,tcp,3\n")
+    with pytest.raises(ScheduleError, match=r"line 2.*column 'mqttQos'.*from 0 to 2"):
+        load(three)
 
 
 def _summary(parsed) -> dict[str, float]:

@@ -95,7 +95,11 @@ def typed(df: pd.DataFrame) -> pd.DataFrame:
         if name not in df:
             df[name] = col.old
         elif col.param and col.old is not None:
-            df[name] = df[name].fillna(col.old)
+            # a column left empty in every row reads as floats: give it its own type first
+            values = df[name].astype(object) if col.type is str else df[name]
+            df[name] = values.fillna(col.old)
+            if col.type is int:
+                df[name] = df[name].astype(int)
     for name in BOOLEANS:
         df[name] = df[name].astype(str).str.lower().eq("true")
     df["streams"] = df["streams"].astype(int)

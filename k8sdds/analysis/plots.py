@@ -178,6 +178,33 @@ def subscribers(runs: Runs, out: Path) -> str | None:
     return _save(fig, out, "subscribers")
 
 
+def middlewares(tab: pd.DataFrame, out: Path) -> str | None:
+    """Middlewares side by side (middlewares.table): a row of panels per datapath,
+    throughput and p50/p99 round trip against payload, one line per middleware."""
+    if tab.empty:
+        return None
+    names = styles.order(tab["datapath"])
+    panels = [(c, t) for c, t in (("throughput_mbps", "throughput per subscriber (Mb/s)"),
+                                  ("p50_us", "p50 round trip (µs)"),
+                                  ("p99_us", "p99 round trip (µs)")) if tab[c].notna().any()]
+    fig, axes = plt.subplots(len(names), len(panels), squeeze=False,
+                             figsize=(4.2 * len(panels), 3.4 * len(names)))
+    colours = dict(zip(sorted(tab["middleware"].unique()), sns.color_palette(), strict=False))
+    for row, dp in zip(axes, names, strict=True):
+        d = tab[tab["datapath"] == dp]
+        for ax, (column, title) in zip(row, panels, strict=True):
+            for mw, g in d.dropna(subset=[column]).groupby("middleware", sort=True):
+                g = g.sort_values("data_len")
+                ax.plot(g["data_len"], g[column], marker="o", label=mw,
+                        color=colours[mw])[0].set_gid(f"middleware-{mw}")
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
+            ax.set_xlabel("payload (bytes)")
+            ax.set_title(f"{styles.label(dp)}: {title}", fontsize=10)
+        row[0].legend(title="middleware", fontsize=8)
+    return _save(fig, out, "middlewares")
+
+
 def _hue_bars(ax, data: pd.DataFrame, x: str, y: str) -> None:
     """Bars grouped by `x`, one colour per datapath (the figures' own), legend in order."""
     names = styles.order(data["datapath"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds import __version__
-from k8sdds.analysis import answer, history, plots, tables
+from k8sdds.analysis import answer, history, middlewares, plots, tables
 from k8sdds.analysis.load import Runs, load
 from k8sdds.results import atomic_write
 
@@ -21,6 +21,7 @@ SECTIONS = [("answer", "The answer: each datapath against host"),
             ("overhead", "Overhead against host"), ("scaling", "Subscribers and multicast"),
             ("qos", "Reliable vs best effort, transports"),
             ("security", "Security: TLS, DDS Security, encrypted datapaths"),
+            ("middlewares", "Middlewares side by side: DDS, Zenoh, MQTT"),
             ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
             ("history", "Across runs of the same schedule"), ("warnings", "Warnings"),
             ("runs", "Runs"), ("failures", "Failed repeats"),
@@ -124,9 +125,10 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     warnings = tables.warnings(thr, lat)
     failed = runs.failed()
 
+    mw = middlewares.table(thr, lat)
     hist = history.series(runs)
     found = answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))
-    said = answer.sentences(found)
+    said = answer.sentences(found) + middlewares.sentences(mw)
     thr_figs = (_img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                 _img(out, plots.throughput(runs, out, "samples_per_s"),
                      "throughput (samples/s) against payload") +
@@ -172,6 +174,13 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                        "counterpart).</p>" + _table(sec.rename(columns={
                            "vs_plain_pct": "vs plain UDP (%)", "throughput_mbps": "Mb/s",
                            "p50_us": "p50 (µs)"})) if not sec.empty else ""),
+        "middlewares": _img(out, plots.middlewares(mw, out),
+                            "throughput and round trip against payload, per middleware") +
+                       ("<p>Mean throughput per subscriber and pooled p50/p99 round trip of "
+                        "each middleware on the same datapath and payload.</p>" + _table(
+                            mw.rename(columns={"throughput_mbps": "Mb/s", "p50_us": "p50 (µs)",
+                                               "p99_us": "p99 (µs)"}))
+                        if not mw.empty else ""),
         "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
                       "repeats; qperf latency as a round trip, twice its one-way figure), "
                       "beside ddsperf on the same paths.</p>" + _table(matrix)

@@ -232,14 +232,15 @@ def _loaded(run_dir: Path):
 
 
 def _answer(runs) -> list[str]:
-    """What each datapath of the run costs against host, in a sentence each (none without a
-    host baseline, or without results)."""
-    from k8sdds.analysis import answer, tables
+    """What each datapath of the run costs against host, and how the middlewares compare on
+    each, in a sentence each (none without a host baseline or two middlewares)."""
+    from k8sdds.analysis import answer, middlewares, tables
 
     if runs is None:
         return []
-    return answer.sentences(answer.costs(tables.throughput(runs), tables.latency(runs),
-                                         tables.throughput(runs, "cpu_pct")))
+    thr, lat = tables.throughput(runs), tables.latency(runs)
+    return (answer.sentences(answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))) +
+            middlewares.sentences(middlewares.table(thr, lat)))
 
 
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,

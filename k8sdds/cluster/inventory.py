@@ -4,7 +4,10 @@
     defaults: {user: pi, key: ~/.ssh/id_ed25519, port: 22}
     hosts:
       - {name: master, address: 192.168.1.10, role: control-plane, arch: amd64, user: root}
-      - {name: pi1, address: 192.168.1.11, role: worker, arch: arm}
+      - {name: pi1, address: 192.168.1.11, role: worker, arch: arm, engine_bin: /opt/k8sdds/bin}
+
+`engine_bin` (optional, an absolute directory): where the engines k8sdds builds (k8sdds-mqtt,
+k8sdds-zenoh, zenohd) are on that host; the ssh backend puts it first on the roles' PATH.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from k8sdds.errors import UserError
 
 ROLES = ("control-plane", "worker")
 ARCHES = ("amd64", "arm64", "arm")
-HOST_FIELDS = ("name", "address", "port", "user", "key", "role", "arch")
+HOST_FIELDS = ("name", "address", "port", "user", "key", "role", "arch", "engine_bin")
 TOP_FIELDS = ("hosts", "defaults", "known_hosts")
 NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -35,6 +38,7 @@ class Host:
     role: str = "worker"
     arch: str = "amd64"
     port: int = 22
+    engine_bin: str = ""  # first on the roles' PATH: where k8sdds' own engines are
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,12 @@ def parse(data, where: str = "inventory") -> Inventory:
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise InventoryError(f"{at}, field port: value {port!r}: 1 to 65535")
         key = merged.get("key")
+        engine_bin = str(merged.get("engine_bin") or "")
+        if engine_bin and not re.match(r"^/[A-Za-z0-9._/+-]*$", engine_bin):
+            raise InventoryError(f"{at}, field engine_bin: value {engine_bin!r}: an absolute "
+                                 "directory (letters, digits, '.', '_', '-', '+', '/')")
         out.append(Host(name, address, user, str(Path(str(key)).expanduser()) if key else None,
-                        role, arch, port))
+                        role, arch, port, engine_bin))
     if sum(h.role == "control-plane" for h in out) != 1:
         raise InventoryError(f"{where}: exactly one host must have role: control-plane "
                              f"(found {sum(h.role == 'control-plane' for h in out)})")

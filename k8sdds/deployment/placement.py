@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-OWN_NODE = ("broker",)  # roles that take a node no other role uses, where there is one
+# roles that take a node no other role uses, where there is one: the MQTT broker, the Zenoh
+# router
+OWN_NODE = ("broker", "router")
 
 
 def place(roles: Sequence[str], nodes: Sequence[str], placement: str,

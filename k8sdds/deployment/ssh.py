@@ -46,6 +46,7 @@ class SshBackend:
         self.workdir = f"/tmp/k8sdds-{self.run_id}"
         self._remotes: dict[str, Remote] = {}
         self._facts: dict[str, dict] = {}
+        self._engine_bin = {h.name: h.engine_bin for h in self.inventory.hosts}
         self._handles: list[Handle] = []
         self._procs: dict[str, tuple[object, threading.Thread, dict]] = {}
         self._secrets_dir: Path | None = None
@@ -105,7 +106,10 @@ class SshBackend:
         except HostError as exc:
             raise SshError(f"start {placement.role} on {placement.node}: {exc}") from None
         env = [f"{k}={v}" for k, v in sorted(command.env.items())]
-        line = shlex.join(["sh", "-c", f'echo "{PID_LINE}$$"; exec "$@"', "sh",
+        # the host's engine_bin first on PATH (quoted into the script, checked by inventory)
+        path = self._engine_bin.get(placement.node, "")
+        prefix = f'PATH={shlex.quote(path)}:"$PATH"; ' if path else ""
+        line = shlex.join(["sh", "-c", f'{prefix}echo "{PID_LINE}$$"; exec "$@"', "sh",
                            "env", *env, *command.argv])
         try:
             chan = remote._client.get_transport().open_session(timeout=10)

@@ -82,9 +82,10 @@ def key(recipe: Recipe, text: str, options: BuildOptions) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) -> Path:
-    """Build (or take from the cache) the image archive; copy it to `options.out` (or
-    return the cached one)."""
+def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None,
+          files: Mapping[str, Path] | None = None) -> Path:
+    """Build (or take from the cache) the image archive, with `files` (path in the image ->
+    file here) added; copy it to `options.out` (or return the cached one)."""
     if os.geteuid() != 0:
         raise UserError("k8sdds image build needs root (debootstrap and chroot)")
     lacking = missing_tools()
@@ -96,7 +97,7 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) ->
     except OSError as exc:
         raise UserError(f"{options.dockerfile}: cannot read it ({exc.strerror})") from None
     recipe = parse(text, str(options.dockerfile))
-    archive = assemble(recipe, text, options, say)
+    archive = assemble(recipe, text, options, say, files)
     if options.out is None:
         return archive
     Path(options.out).parent.mkdir(parents=True, exist_ok=True)
@@ -107,14 +108,36 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None) ->
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 
 
+# the engines k8sdds builds itself (engines/build), which the engine image carries
+OWN_ENGINES = ("k8sdds-mqtt", "k8sdds-zenoh", "zenohd")
+
+
+def own_engines(arch: str, say: Callable[[str], None] = lambda _: None) -> dict[str, Path]:
+    """/usr/local/bin/NAME -> the built binary, for each of OWN_ENGINES built for Debian
+    architecture `arch` (in $K8SDDS_ENGINE_BIN); one not built is said and left out."""
+    from k8sdds.perftest.base import engine_bin
+
+    suffix = "" if arch == foreign.HOST else f"-{arch}"
+    out = {}
+    for name in OWN_ENGINES:
+        path = engine_bin() / f"{name}{suffix}"
+        if path.exists():
+            out[f"/usr/local/bin/{name}"] = path.resolve()
+        else:
+            how = "make engines" if not suffix else f"ARCH={arch} engines/build"
+            say(f"{name} for {arch} is not built ({how}): this image cannot run its engine")
+    return out
+
+
 def engine_image(say: Callable[[str], None] = lambda _: None, arch: str = foreign.HOST
                  ) -> Path:
-    """The engine image of docker/Dockerfile for Debian architecture `arch` (built once, then
-    cached): what the kubernetes backend's pods run by default."""
+    """The engine image of docker/Dockerfile for Debian architecture `arch`, with the
+    engines k8sdds builds (own_engines) in /usr/local/bin (built once, then cached): what the
+    kubernetes backend's pods run by default."""
     if not DOCKERFILE.exists():
         raise UserError(f"no {DOCKERFILE} (k8sdds installed without its source tree): give "
                         "the engine image archive with --image-archive/--archive")
-    return build(BuildOptions(DOCKERFILE, None, arch=arch), say)
+    return build(BuildOptions(DOCKERFILE, None, arch=arch), say, own_engines(arch, say))
 
 
 def assemble(recipe: Recipe, text: str, options: BuildOptions,

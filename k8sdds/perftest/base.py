@@ -45,6 +45,8 @@ class Engine(Protocol):
     parallel_streams: bool  # whether the `streams` column means anything to it
     drain: float  # seconds the other roles get to finish once the driver has exited
     listen_port: int | None  # TCP port the other role must listen on before the driver starts
+    topologies: tuple[str, ...]  # the `topology` values it runs (the first: its own); ()
+    # for a client-server network engine
 
     def check(self, test: Test) -> Problem:
         """Why this engine cannot run `test`, or None."""

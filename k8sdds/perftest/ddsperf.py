@@ -78,6 +78,7 @@ class Ddsperf:
     # reliable data is acknowledged (Cyclone lingers ~0.4 s), so little is still in flight
     drain = 0.2
     listen_port = None  # discovery waits for the peers itself (-Q initwait)
+    topologies = ("peer",)  # DDS needs no broker (the CDS serves discovery only)
     parallel_streams = False
 
     def check(self, test: Test) -> Problem:

@@ -4,7 +4,8 @@ Go program on the Eclipse Paho client, built by `make engines`).
 Roles: `pub` (the driver: a publisher at full speed or at pubRate, or the ping side of a
 latency test), `broker` (mosquitto, on a node of its own where the cluster has one:
 placement.place) and `sub0..` (subscribers counting, or the pong side). `bestEffort` picks
-the QoS: true is QoS 0 (at most once), false QoS 1 (at least once). MQTT runs over TCP: the
+the QoS: true is QoS 0 (at most once), false QoS 1 (at least once); `mqttQos=2` asks for
+exactly once (with bestEffort=false). MQTT runs over TCP: the
 DDS columns it has no counterpart for (UDP, multicast, batching, DDS Security, a send queue,
 a discovery mode) are refused with the reason, never ignored. Roles run `k8sdds-mqtt` by
 name: the emulated backend puts the engines' directory first on their PATH, a host or an
@@ -37,7 +38,9 @@ PEER_WAIT = 10  # seconds the publisher waits for its subscribers (and they for 
 
 
 def qos(test: Test) -> int:
-    """The MQTT QoS of a test: best effort is QoS 0, reliable QoS 1."""
+    """The MQTT QoS of a test: its mqttQos, else best effort QoS 0 and reliable QoS 1."""
+    if test.mqtt_qos >= 0:
+        return test.mqtt_qos
     return 0 if test.best_effort else 1
 
 
@@ -54,11 +57,12 @@ def broker_config() -> str:
 class Mqtt:
     name = "mqtt"
     supports = ("MQTT throughput, latency through a broker (mosquitto); tcp; QoS 0 "
-                "(bestEffort) and 1")
+                "(bestEffort), 1 and 2 (mqttQos)")
     parser = "mqtt"
     drain = 1.0  # seconds the subscribers get to count the last messages
     listen_port = PORT  # the broker (the first follower) listens before the driver starts
     parallel_streams = False
+    topologies = ("routed",)  # always through its broker
 
     def check(self, test: Test) -> Problem:
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
@@ -76,6 +80,11 @@ class Mqtt:
                  "MQTT clients find each other through the broker; leave discovery empty")):
             if value:
                 return (field, value, why)
+        if test.mqtt_qos >= 0 and (test.mqtt_qos == 0) != test.best_effort:
+            return ("mqtt_qos", test.mqtt_qos,
+                    f"QoS {test.mqtt_qos} is {'best effort' if test.mqtt_qos == 0 else 'reliable'}"
+                    f" but bestEffort={'true' if test.best_effort else 'false'}; QoS 0 goes with "
+                    "bestEffort=true, QoS 1 and 2 with bestEffort=false")
         if test.latency_test and test.pub_rate:
             return ("pub_rate", test.pub_rate,
                     "a latency test sends one ping after each pong; set pubRate=0")

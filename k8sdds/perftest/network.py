@@ -33,6 +33,7 @@ class _Network:
     binary: str
     drain = 1.0  # the server gets this long after the client ends
     listen_port: int | None = None  # the server's TCP port: the client starts once it listens
+    topologies: tuple[str, ...] = ()  # client to server: no topology to choose
     transports: tuple[str, ...] = ("tcp", "udp")
     parallel_streams = False
 

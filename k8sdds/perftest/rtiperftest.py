@@ -77,6 +77,7 @@ class RtiPerftest:
     parallel_streams = False
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
     listen_port = None  # discovery waits for the peers itself
+    topologies = ("peer",)  # DDS needs no broker (the CDS serves discovery only)
 
     def __init__(self, settings: RtiSettings = RtiSettings()):
         self.settings = settings

@@ -53,6 +53,8 @@ SPEC: tuple[Column, ...] = (
     Column("secure", bool, "test", param=True, old=False),
     Column("streams", int, "test", param=True, old=1),
     Column("arch", str, "value", old=""),
+    Column("topology", str, "test", param=True, old=""),
+    Column("mqtt_qos", int, "test", param=True, old=-1),
 )
 BY_NAME = {c.name: c for c in SPEC}
 NAMES = [c.name for c in SPEC]

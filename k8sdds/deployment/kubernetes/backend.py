@@ -65,9 +65,7 @@ class KubernetesBackend:
 
     def limits(self) -> Limits:
         return Limits(max_subscribers=max(1, len(self.cluster.workers())) * MAX_PODS_PER_NODE,
-                      paths=PATHS, missing_engines={
-                          "mqtt": "the engine image does not carry mosquitto and k8sdds-mqtt "
-                                  "yet; run mqtt on the emulated or the ssh backend"})
+                      paths=PATHS)
 
     def datapaths(self) -> Sequence[str]:
         """The cluster's own datapath (the default), and `host`: the nodes' own network."""

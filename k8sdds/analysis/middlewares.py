@@ -1,0 +1,89 @@
+"""Middlewares side by side on one datapath: DDS (ddsperf, RTI Perftest), Zenoh (peer, routed)
+and MQTT (by QoS), their throughput and p50/p99 round trip against payload. Pure: tables in,
+a table and sentences out (the figure is plots.middlewares)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from k8sdds.analysis.tables import base
+
+# the engines that are middlewares (the others measure the network itself)
+MIDDLEWARES = ("ddsperf", "rtiperftest", "zenoh", "mqtt")
+# what tells one middleware line from another: kept apart by the payload sweep
+KEYS = ("datapath", "data_len", "engine", "topology", "mqtt_qos", "best_effort", "transport")
+
+
+def label(row: pd.Series) -> str:
+    """A middleware line's name: `zenoh (routed)`, `mqtt QoS 1`, `ddsperf`, `ddsperf tcp best
+    effort`..."""
+    engine = row["engine"]
+    if engine == "mqtt":
+        qos = int(row["mqtt_qos"]) if int(row["mqtt_qos"]) >= 0 else (
+            0 if row["best_effort"] else 1)
+        return f"mqtt QoS {qos}"
+    name = engine
+    if engine == "zenoh":
+        name += f" ({row['topology'] or 'peer'})"
+    elif row["transport"] != "udp":
+        name += f" {row['transport']}"
+    return name + (" best effort" if row["best_effort"] else "")
+
+
+def _sweep(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return table
+    t = table[table["engine"].isin(MIDDLEWARES)]
+    if t.empty:
+        return t
+    t = base(t, keep=KEYS)
+    return t.assign(middleware=t.apply(label, axis=1))
+
+
+def table(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
+    """datapath, data_len, middleware -> throughput_mbps (mean per subscriber), p50_us, p99_us;
+    empty unless two middlewares or more were measured."""
+    keys = ["datapath", "data_len", "middleware"]
+    t, lt = _sweep(thr), _sweep(lat)
+    parts = []
+    if not t.empty:
+        parts.append(t[keys + ["mean"]].rename(columns={"mean": "throughput_mbps"}))
+    if not lt.empty:
+        parts.append(lt[keys + ["p50", "p99"]].rename(columns={"p50": "p50_us",
+                                                                "p99": "p99_us"}))
+    if not parts:
+        return pd.DataFrame()
+    out = parts[0] if len(parts) == 1 else parts[0].merge(parts[1], on=keys, how="outer")
+    for column in ("throughput_mbps", "p50_us", "p99_us"):
+        if column not in out:
+            out[column] = float("nan")
+    if out["middleware"].nunique() < 2:
+        return pd.DataFrame()
+    return out.sort_values(keys).reset_index(drop=True)
+
+
+def _size(n: int) -> str:
+    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
+
+
+def sentences(tab: pd.DataFrame) -> list[str]:
+    """One line per datapath and payload that two middlewares or more measured: which moves
+    the most and which answers first, with the others' figures."""
+    out = []
+    if tab.empty:
+        return out
+    for (dp, size), g in tab.groupby(["datapath", "data_len"], sort=True):
+        parts = []
+        for column, best, unit, verb in (("throughput_mbps", "idxmax", "Mb/s", "moves the most"),
+                                         ("p50_us", "idxmin", "µs p50", "answers first")):
+            m = g.dropna(subset=[column])
+            if len(m) < 2:
+                continue
+            top = m.loc[getattr(m[column], best)()]
+            rest = ", ".join(f"{r['middleware']} {r[column]:.3g}"
+                             for _, r in m.sort_values(column, ascending=best == "idxmin")
+                             .iterrows() if r["middleware"] != top["middleware"])
+            parts.append(f"{top['middleware']} {verb} ({top[column]:.3g} {unit}; {rest})")
+        if parts:
+            out.append(f"{dp}, {_size(int(size))}: " + "; ".join(parts) + ".")
+    return out
