@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Middleware beside DDS (run as root, on the emulated backend):
 
-1. the figures are the middleware's: for each engine beyond DDS, throughput at 1 KiB on the
-   host datapath through `k8sdds run`, against the same commands (the recorded argv and
-   files) started by hand in the same node namespaces, in pairs; ratio (goal: within 3 %).
+1. the figures are the middleware's: for each engine beyond DDS (zenoh peer to peer and
+   routed, mqtt at QoS 1), throughput at 1 KiB on the host datapath through `k8sdds run`,
+   against the same commands (the recorded argv and files) started by hand in the same node
+   namespaces, in pairs; ratio of the means (goal: within 3 %).
    By hand means as a person runs them: each from its own shell, so each in a session of
    its own, as k8sdds starts them. The kernel's autogroup scheduling gives every session its
    own group; started from one session the three processes share one group, and the benchmark
    prints that figure too (here it reads higher on 2 cores).
 2. the table: on `cloud` and `rpi3b`, host and flannel-vxlan, 64 B, 1 KiB and 16 KiB,
-   throughput (Mb/s, per subscriber) and p50 round trip (us) for ddsperf and mqtt at QoS 0
-   and QoS 1, from one run per profile.
+   throughput (Mb/s, per subscriber) and p50 round trip (us) for ddsperf, zenoh (peer and
+   routed) and mqtt at QoS 0 and QoS 1, from one run per profile.
 
-Usage: .venv/bin/python benchmarks/middleware.py [--pairs 3] [--duration 5] [--skip-table]
+Usage: .venv/bin/python benchmarks/middleware.py [--pairs 5] [--duration 5] [--skip-table]
+       [--engines zenoh-peer,zenoh-routed,mqtt]
 """
 
 from __future__ import annotations
@@ -31,24 +33,31 @@ import pandas as pd
 from common import k8sdds  # benchmarks/common.py
 
 from k8sdds.parsers import PARSERS
+from k8sdds.perftest import registry
 from k8sdds.perftest.base import engine_path
-from k8sdds.perftest.mqtt import PORT
 from k8sdds.testbed import netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 
 TESTBED = "kdmw"
-HEADER = "engine,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
+HEADER = ("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
+          "latencyTest\n")
 PAYLOADS = (64, 1024, 16384)
-# (label, engine, transport, bestEffort)
-ENGINES = (("ddsperf", "ddsperf", "udp", "false"), ("mqtt QoS 0", "mqtt", "tcp", "true"),
-           ("mqtt QoS 1", "mqtt", "tcp", "false"))
+# (label, engine, transport, topology, bestEffort)
+ENGINES = (("ddsperf", "ddsperf", "udp", "", "false"),
+           ("zenoh (peer)", "zenoh", "tcp", "peer", "false"),
+           ("zenoh (routed)", "zenoh", "tcp", "routed", "false"),
+           ("mqtt QoS 0", "mqtt", "tcp", "", "true"), ("mqtt QoS 1", "mqtt", "tcp", "", "false"))
+# the engines beyond DDS whose figures are checked against the same commands by hand
+TRANSPARENCY = {"zenoh-peer": "zenoh,tcp,peer", "zenoh-routed": "zenoh,tcp,routed",
+                "mqtt": "mqtt,tcp,"}
 
 
 def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> float:
     """test-1/rep-1's recorded commands again, started directly in the nodes it ran on (the
-    broker first, then the subscriber, then the publisher), each in a session of its own
-    (`sessions`, as from its own shell) or all in this one; the subscriber's Mb/s."""
+    broker or router first, then the subscriber, then the publisher), each in a session of its
+    own (`sessions`, as from its own shell) or all in this one; the subscriber's Mb/s."""
+    port = registry()[engine].listen_port
     manifest = json.loads((run_dir / "manifest.json").read_text())
     entry = manifest["repeats"]["test-1/rep-1"]
     rep = run_dir / "test-1" / "rep-1"
@@ -62,11 +71,11 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
                                 start_new_session=sessions)
 
     try:
-        for role in [r for r in entry["argv"] if r != "pub"]:
+        for i, role in enumerate(r for r in entry["argv"] if r != "pub"):
             procs[role] = start(role)
-            if role == "broker":  # listening before the clients connect, as k8sdds waits
+            if i == 0 and port:  # the first follower listens before the driver, as k8sdds waits
                 deadline = time.monotonic() + 10
-                while not netns.listening(procs[role].pid, PORT) and \
+                while not netns.listening(procs[role].pid, port) and \
                         time.monotonic() < deadline:
                     time.sleep(0.01)
         procs["pub"] = start("pub")
@@ -81,39 +90,42 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
     return PARSERS[engine](out, "sub0", False).summary("throughput_mbps")
 
 
-def transparency(pairs: int, duration: float) -> None:
-    print("## The figures are the middleware's (1 KiB, host datapath, QoS 1)\n")
+def transparency(pairs: int, duration: float, names: list[str]) -> None:
+    print("## The figures are the middleware's (1 KiB, host datapath, reliable)\n")
     print("| engine | k8sdds Mb/s | by hand, a session each | ratio | by hand, one session "
           "| ratio |\n|---|---|---|---|---|---|")
     tb = Testbed(default_nodes(4, name=TESTBED))
     tb.up()
     tb.use_datapath("host")
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            sch = Path(tmp) / "one.csv"
-            sch.write_text(HEADER + "mqtt,tcp,1024,false,1,false,0,false\n")
-            harness, hand, shared = [], [], []
-            for _ in range(pairs):
-                out = k8sdds("run", "--sch", str(sch), "--datapath", "host", "--duration",
-                             f"{duration:g}", "--out", tmp, "--quiet", "--no-plot",
-                             "--testbed", TESTBED)
-                df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
-                harness.append(df[(df.kind == "summary") & (df.metric == "throughput_mbps")
-                                  & (df.role == "sub0")].value.iloc[0])
-                hand.append(by_hand(tb, Path(out["run_dir"]), "mqtt"))
-                shared.append(by_hand(tb, Path(out["run_dir"]), "mqtt", sessions=False))
+        for name in names:
+            engine = TRANSPARENCY[name].split(",")[0]
+            with tempfile.TemporaryDirectory() as tmp:
+                sch = Path(tmp) / "one.csv"
+                sch.write_text(HEADER + TRANSPARENCY[name] + ",1024,false,1,false,0,false\n")
+                harness, hand, shared = [], [], []
+                for _ in range(pairs):
+                    out = k8sdds("run", "--sch", str(sch), "--datapath", "host", "--duration",
+                                 f"{duration:g}", "--out", tmp, "--quiet", "--no-plot",
+                                 "--testbed", TESTBED)
+                    df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
+                    harness.append(df[(df.kind == "summary") & (df.metric == "throughput_mbps")
+                                      & (df.role == "sub0")].value.iloc[0])
+                    hand.append(by_hand(tb, Path(out["run_dir"]), engine))
+                    shared.append(by_hand(tb, Path(out["run_dir"]), engine, sessions=False))
+            ratio = statistics.mean(harness) / statistics.mean(hand)
+            one = statistics.mean(harness) / statistics.mean(shared)
+            print(f"| {name} | {', '.join(f'{v:.0f}' for v in harness)} | "
+                  f"{', '.join(f'{v:.0f}' for v in hand)} | **{ratio:.3f}** | "
+                  f"{', '.join(f'{v:.0f}' for v in shared)} | {one:.3f} |", flush=True)
     finally:
         tb.down()
-    ratio = statistics.mean(harness) / statistics.mean(hand)
-    one = statistics.mean(harness) / statistics.mean(shared)
-    print(f"| mqtt | {', '.join(f'{v:.0f}' for v in harness)} | "
-          f"{', '.join(f'{v:.0f}' for v in hand)} | **{ratio:.3f}** | "
-          f"{', '.join(f'{v:.0f}' for v in shared)} | {one:.3f} |\n")
+    print()
 
 
 def table(duration: float) -> None:
-    rows = [f"{engine},{transport},{size},false,1,{effort},0,{latency}\n"
-            for _, engine, transport, effort in ENGINES for size in PAYLOADS
+    rows = [f"{engine},{transport},{topology},{size},false,1,{effort},0,{latency}\n"
+            for _, engine, transport, topology, effort in ENGINES for size in PAYLOADS
             for latency in ("false", "true")]
     for profile in ("cloud", "rpi3b"):
         with tempfile.TemporaryDirectory() as tmp:
@@ -127,11 +139,12 @@ def table(duration: float) -> None:
         print(f"## {profile}: Mb/s (sub0) / p50 round trip us (one run, {duration:g} s tests)\n")
         print("| engine | datapath | " + " | ".join(f"{p} B" for p in PAYLOADS) + " |")
         print("|---|---|" + "---|" * len(PAYLOADS))
-        for label, engine, _, effort in ENGINES:
+        for label, engine, _, topology, effort in ENGINES:
             for dp in ("host", "flannel-vxlan"):
                 cells = []
                 for size in PAYLOADS:
                     mine = s[(s.engine == engine) & (s.best_effort == (effort == "true"))
+                             & (s.topology.fillna("") == topology)
                              & (s.datapath == dp) & (s.data_len == size)]
                     thr = mine[(mine.metric == "throughput_mbps") & (mine.role == "sub0")]
                     p50 = mine[(mine.metric == "latency_us_p50") & (mine.role == "pub")]
@@ -143,14 +156,20 @@ def table(duration: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=3, help="k8sdds/by-hand pairs")
+    ap.add_argument("--pairs", type=int, default=5, help="k8sdds/by-hand pairs")
+    ap.add_argument("--engines", default=",".join(TRANSPARENCY),
+                    help="the engines of the by-hand check: " + ", ".join(TRANSPARENCY))
     ap.add_argument("--duration", type=float, default=5, help="seconds per test")
     ap.add_argument("--skip-table", action="store_true")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: the emulated backend needs network namespaces")
     started = time.monotonic()
-    transparency(args.pairs, args.duration)
+    names = [n for n in args.engines.split(",") if n]
+    unknown = [n for n in names if n not in TRANSPARENCY]
+    if unknown:
+        sys.exit(f"--engines: {', '.join(unknown)} unknown; allowed: {', '.join(TRANSPARENCY)}")
+    transparency(args.pairs, args.duration, names)
     if not args.skip_table:
         table(args.duration)
     print(f"wall time: {time.monotonic() - started:.0f} s")

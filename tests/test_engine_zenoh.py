@@ -116,10 +116,12 @@ def test_subscriber_throughput_from_real_output(log):
     parsed = PARSERS["ddsperf"]((ZENOH / log).read_text(), "sub0", False)
     assert parsed.failure is None
     s = _summary(parsed)
-    samples = [v.value for v in parsed.values
-               if v.kind == "sample" and v.metric == "throughput_mbps"]
-    assert len(samples) >= 3 and s["intervals"] == len(samples) - 2  # steady intervals
-    assert s["throughput_mbps"] == pytest.approx(sum(samples[1:-1]) / len(samples[1:-1]))
+    active = [v.value for v in parsed.values
+              if v.kind == "sample" and v.metric == "throughput_mbps" and v.value > 0]
+    # the steady intervals: those that carried data, but the first and the last
+    assert len(active) >= 4 and s["intervals"] == len(active) - 2
+    assert s["throughput_mbps"] == pytest.approx(sum(active[1:-1]) / len(active[1:-1]))
+    assert s["throughput_mbps"] > 1000  # Zenoh batches 1 KiB messages: Gb/s on a veth
     assert s["lost"] == 0  # reliable: nothing lost
 
 

@@ -73,6 +73,26 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
     assert (run / "test-1" / "rep-1" / "sub0.log").read_text().count("size 1024") >= 1
 
 
+def test_zenoh_and_mqtt_pods_run_the_engines_the_image_carries(cluster, tmp_path):
+    head = ("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
+            "duration\n")
+    outcome, run = _run(cluster, tmp_path, head + "zenoh,tcp,peer,1024,false,1,false,0,3\n"
+                        "zenoh,tcp,routed,1024,false,1,false,0,3\n"
+                        "mqtt,tcp,,1024,false,1,false,0,3\n")
+    assert outcome["repeats"] == 3 and outcome["failed"] == []
+    manifest = json.loads((run / "manifest.json").read_text())
+    # two workers: the router and the broker share the publisher's node
+    assert manifest["repeats"]["test-2/rep-1"]["placement"] == {
+        "pub": "node1", "router": "node1", "sub0": "node2"}
+    assert manifest["repeats"]["test-3/rep-1"]["placement"] == {
+        "pub": "node1", "broker": "node1", "sub0": "node2"}
+    df = pd.read_csv(run / "results.csv")
+    s = df[(df.kind == "summary") & (df.role == "sub0")].set_index(["test", "metric"]).value
+    for test in (1, 2, 3):  # real pods across flannel's VXLAN, nothing lost
+        assert s[(test, "throughput_mbps")] > 1 and s[(test, "lost")] == 0
+    assert manifest["repeats"]["test-2/rep-1"]["argv"]["router"][0] == "zenohd"
+
+
 def _iperf3_through(cluster, tmp_path, path: str) -> list[str]:
     """An iperf3 run on a Service path: it measured (over 10 Mb/s); the client's argv."""
     sch = ("engine,path,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,"

@@ -133,5 +133,7 @@ class Zenoh:
                                       capture_output=True, text=True, timeout=10).stdout
             except (OSError, subprocess.TimeoutExpired):
                 text = ""
-            out.append(text.strip().splitlines()[0] if text.strip() else program)
+            # zenohd logs a line before its version: the line that starts with its name
+            found = [line for line in text.splitlines() if line.startswith(program)]
+            out.append(found[0].strip() if found else program)
         return ", ".join(out)

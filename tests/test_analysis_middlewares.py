@@ -1,0 +1,75 @@
+"""Middlewares side by side (analysis/middlewares.py): the line names, the table that keeps
+each middleware apart on the payload sweep, and the sentences of the answer. Pure: tables
+in; the real run of every middleware is in test_emulated.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from k8sdds.analysis import middlewares
+from k8sdds.results.schema import PARAMS
+
+DEFAULTS = {"datapath": "flannel-vxlan", "path": "pod-pod-cross-node", "engine": "ddsperf",
+            "transport": "udp", "data_len": 1024, "multicast": False, "num_subscribers": 1,
+            "best_effort": False, "batch_size": 0, "latency_test": False,
+            "placement": "cross-node", "secure": False, "streams": 1, "topology": "",
+            "mqtt_qos": -1}
+
+
+def _row(**over) -> dict:
+    return {**{p: DEFAULTS[p] for p in PARAMS}, **over}
+
+
+def _thr(rows: list[tuple[dict, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{**_row(**over), "mean": mean} for over, mean in rows])
+
+
+def _lat(rows: list[tuple[dict, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{**_row(latency_test=True, **over), "p50": p50, "p99": p99}
+                         for over, p50, p99 in rows])
+
+
+def test_each_middleware_has_a_line_name_of_its_own():
+    names = [middlewares.label(pd.Series(_row(**over))) for over in (
+        {}, {"transport": "tcp"}, {"best_effort": True},
+        {"engine": "zenoh", "transport": "tcp"},
+        {"engine": "zenoh", "transport": "tcp", "topology": "routed"},
+        {"engine": "mqtt", "transport": "tcp", "best_effort": True},
+        {"engine": "mqtt", "transport": "tcp"},
+        {"engine": "mqtt", "transport": "tcp", "mqtt_qos": 2})]
+    assert names == ["ddsperf", "ddsperf tcp", "ddsperf best effort", "zenoh (peer)",
+                     "zenoh (routed)", "mqtt QoS 0", "mqtt QoS 1", "mqtt QoS 2"]
+
+
+ZENOH = {"engine": "zenoh", "transport": "tcp"}
+ROUTED = {**ZENOH, "topology": "routed"}
+MQTT = {"engine": "mqtt", "transport": "tcp"}
+
+
+def test_the_table_keeps_the_middlewares_apart_and_leaves_out_the_network_engines():
+    thr = _thr([({}, 250.0), (ZENOH, 900.0), (ROUTED, 600.0), (MQTT, 40.0),
+                ({**MQTT, "mqtt_qos": 2}, 20.0), ({"engine": "iperf3", "transport": "tcp"},
+                                                  2000.0),
+                ({"data_len": 64}, 12.0), ({**ZENOH, "data_len": 64}, 30.0)])
+    lat = _lat([({}, 105.0, 300.0), (ZENOH, 120.0, 900.0)])
+    tab = middlewares.table(thr, lat)
+    at = tab[tab.data_len == 1024].set_index("middleware")
+    assert at.throughput_mbps.to_dict() == {"ddsperf": 250.0, "mqtt QoS 1": 40.0,
+                                            "mqtt QoS 2": 20.0, "zenoh (peer)": 900.0,
+                                            "zenoh (routed)": 600.0}
+    assert at.loc["zenoh (peer)", "p99_us"] == 900.0 and pd.isna(at.loc["mqtt QoS 1",
+                                                                          "p50_us"])
+    assert set(tab.data_len) == {64, 1024}
+
+
+def test_one_middleware_alone_gives_no_table():
+    assert middlewares.table(_thr([({}, 250.0), ({"data_len": 64}, 12.0)]),
+                             pd.DataFrame()).empty
+
+
+def test_the_answer_says_which_moves_the_most_and_which_answers_first():
+    tab = middlewares.table(_thr([({}, 250.0), (ZENOH, 900.0), (MQTT, 40.0)]),
+                            _lat([({}, 105.0, 300.0), (ZENOH, 120.0, 900.0)]))
+    assert middlewares.sentences(tab) == [
+        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 Mb/s; ddsperf 250, mqtt QoS 1 "
+        "40); ddsperf answers first (105 µs p50; zenoh (peer) 120)."]
