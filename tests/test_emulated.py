@@ -556,8 +556,8 @@ def test_middlewares_side_by_side_zenoh_peer_and_routed_mqtt_by_qos_and_dds(tmp_
                    "zenoh,tcp,peer,,1024,false,2,false,0,false\n"
                    "zenoh,tcp,routed,,1024,false,2,false,0,false\n"
                    "zenoh,tcp,routed,,64,false,1,false,0,true\n"
-                   "mqtt,tcp,,2,1024,false,1,false,0,false\n"
-                   "ddsperf,udp,,,1024,false,1,false,0,false\n")
+                   "mqtt,tcp,,2,1024,false,2,false,0,false\n"
+                   "ddsperf,udp,,,1024,false,2,false,0,false\n")
     name = "kdm" + str(os.getpid() % 1000)
     proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
                "--nodes", "4", "--out", str(tmp_path / "logs"), "--testbed", name, "--json",

@@ -113,7 +113,7 @@ def _summary(parsed) -> dict[str, float]:
 
 @pytest.mark.parametrize("log", ["sub-peer-1024.log", "sub-routed-1024.log"])
 def test_subscriber_throughput_from_real_output(log):
-    parsed = PARSERS["ddsperf"]((ZENOH / log).read_text(), "sub0", False)
+    parsed = PARSERS["zenoh"]((ZENOH / log).read_text(), "sub0", False)
     assert parsed.failure is None
     s = _summary(parsed)
     active = [v.value for v in parsed.values
@@ -127,7 +127,7 @@ def test_subscriber_throughput_from_real_output(log):
 
 @pytest.mark.parametrize("log", ["ping-peer-64.log", "ping-routed-64.log"])
 def test_ping_latency_from_real_output(log):
-    parsed = PARSERS["ddsperf"]((ZENOH / log).read_text(), "pub", True)
+    parsed = PARSERS["zenoh"]((ZENOH / log).read_text(), "pub", True)
     s = _summary(parsed)
     assert parsed.failure is None and s["roundtrips"] > 100
     assert s["latency_us_min"] <= s["latency_us_p50"] <= s["latency_us_p99"] <= \
@@ -135,8 +135,18 @@ def test_ping_latency_from_real_output(log):
 
 
 def test_a_publisher_that_cannot_reach_its_peer_fails_with_its_reason():
-    parsed = PARSERS["ddsperf"]((ZENOH / "pub-no-peer.log").read_text(), "pub", False)
+    parsed = PARSERS["zenoh"]((ZENOH / "pub-no-peer.log").read_text(), "pub", False)
     assert parsed.failure and "cannot open a Zenoh" in parsed.failure
+
+
+def test_the_router_measures_nothing_and_fails_only_on_its_errors():
+    ok = PARSERS["zenoh"]((ZENOH / "router.log").read_text(), "router", False)
+    assert ok.failure is None and ok.values == ()
+    line = ("\x1b[2m2026-11-26T01:56:40.588665Z\x1b[0m \x1b[31mERROR\x1b[0m main ThreadId(01) "
+            "\x1b[2mzenohd\x1b[0m\x1b[2m:\x1b[0m Unable to open listener tcp/0.0.0.0:7447: "
+            "Address in use\n")
+    bad = PARSERS["zenoh"](line, "router", False)
+    assert bad.failure == "zenohd: Unable to open listener tcp/0.0.0.0:7447: Address in use"
 
 
 def test_engines_lists_zenoh_with_what_it_supports():

@@ -77,6 +77,7 @@ def test_parsers_on_arbitrary_text(parser, text):
 MEASURED = {
     "ddsperf": (LOGS, "sub0"), "rtiperftest": (LOGS, "sub0"),
     "mqtt": ([FIXTURES / "mqtt" / "sub-qos1-1024.log"], "sub0"),
+    "zenoh": ([FIXTURES / "zenoh" / "sub-routed-1024.log"], "sub0"),
     **{name: (sorted(p for p in (FIXTURES / "network").glob(f"{name}-*")
                      if "server" not in p.name), "client")
        for name in ("iperf3", "qperf", "ping", "ab")},

@@ -50,7 +50,7 @@ class Zenoh:
     name = "zenoh"
     supports = ("Zenoh throughput, latency; peer to peer (topology=peer) or through zenohd "
                 "(topology=routed); tcp; bestEffort drops under congestion")
-    parser = "ddsperf"  # k8sdds-zenoh prints ddsperf's lines
+    parser = "zenoh"  # k8sdds-zenoh prints ddsperf's lines; zenohd's errors
     drain = 1.0  # seconds the subscribers get to count the last messages
     listen_port = PORT  # the router, or the first subscriber, listens before the driver
     parallel_streams = False
