@@ -62,6 +62,11 @@ def table(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(keys).reset_index(drop=True)
 
 
+def _num(v: float) -> str:
+    """A figure as people write it: whole from 100 up, else three significant digits."""
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _size(n: int) -> str:
     return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
 
@@ -80,10 +85,10 @@ def sentences(tab: pd.DataFrame) -> list[str]:
             if len(m) < 2:
                 continue
             top = m.loc[getattr(m[column], best)()]
-            rest = ", ".join(f"{r['middleware']} {r[column]:.3g}"
+            rest = ", ".join(f"{r['middleware']} {_num(r[column])}"
                              for _, r in m.sort_values(column, ascending=best == "idxmin")
                              .iterrows() if r["middleware"] != top["middleware"])
-            parts.append(f"{top['middleware']} {verb} ({top[column]:.3g} {unit}; {rest})")
+            parts.append(f"{top['middleware']} {verb} ({_num(top[column])} {unit}; {rest})")
         if parts:
             out.append(f"{dp}, {_size(int(size))}: " + "; ".join(parts) + ".")
     return out

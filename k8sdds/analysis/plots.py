@@ -201,7 +201,9 @@ def middlewares(tab: pd.DataFrame, out: Path) -> str | None:
             ax.set_ylim(bottom=0)
             ax.set_xlabel("payload (bytes)")
             ax.set_title(f"{styles.label(dp)}: {title}", fontsize=10)
-        row[0].legend(title="middleware", fontsize=8)
+    # one legend for every panel: a middleware measured in one kind of test only is in it too
+    handles = [plt.Line2D([], [], color=c, marker="o", label=mw) for mw, c in colours.items()]
+    axes[0][0].legend(handles=handles, title="middleware", fontsize=8)
     return _save(fig, out, "middlewares")
 
 

@@ -16,7 +16,7 @@ from k8sdds.analysis import answer, history, middlewares, plots, tables
 from k8sdds.analysis.load import Runs, load
 from k8sdds.results import atomic_write
 
-SECTIONS = [("answer", "The answer: each datapath against host"),
+SECTIONS = [("answer", "The answer: each datapath against host, middlewares side by side"),
             ("throughput", "Throughput"), ("latency", "Latency"),
             ("overhead", "Overhead against host"), ("scaling", "Subscribers and multicast"),
             ("qos", "Reliable vs best effort, transports"),
