@@ -11,10 +11,11 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
-# bare-host commands
+# bare-host commands, Debian's arm64 cross gcc to link the Rust engines for a Pi 4/5
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
                      containerd runc containernetworking-plugins busybox-static \
-                     postgresql qemu-user-static gcc libc6-dev libpcap-dev
+                     postgresql qemu-user-static gcc libc6-dev libpcap-dev \
+                     gcc-aarch64-linux-gnu libc6-dev-arm64-cross
 
 .PHONY: demo test check docs install engines system-deps test-deps k8s-test-binaries lint clean
 
@@ -27,7 +28,7 @@ demo: install
 
 ## test: install everything the tests need, then lint and run the whole test suite: two test
 ## processes side by side, then the tests that must run alone (marker exclusive)
-test: install test-deps
+test: test-deps install
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
 	$(BIN)/pytest -q -rs -m exclusive
@@ -45,11 +46,14 @@ check: $(BIN)/k8sdds
 ## install: Debian packages (as root), the Python package in .venv, and the engines k8sdds builds
 install: system-deps $(BIN)/k8sdds engines
 
-## engines: k8sdds-mqtt (Go), k8sdds-zenoh and zenohd (Rust), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin; without a toolchain, that engine is left out and says it is not built
+## engines: k8sdds-mqtt (Go), k8sdds-zenoh and zenohd (Rust), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
 engines:
-	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then ENGINES=mqtt engines/build; \
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
+	  for arch in "" arm64 armhf; do ARCH=$$arch ENGINES=mqtt engines/build || exit 1; done; \
 	else echo "no Go toolchain: the mqtt engine is not built (\`k8sdds engines\` says so)"; fi
 	@if PATH="$$PATH:$$HOME/.cargo/bin" command -v cargo >/dev/null; then ENGINES=zenoh engines/build; \
+	  if command -v aarch64-linux-gnu-gcc >/dev/null; then ARCH=arm64 ENGINES=zenoh engines/build; \
+	  else echo "no aarch64-linux-gnu-gcc: the zenoh engine is not built for arm64"; fi; \
 	else echo "no Rust toolchain (cargo): the zenoh engine is not built (\`k8sdds engines\` says so)"; fi
 
 ## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for

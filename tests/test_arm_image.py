@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,85 @@ def test_the_arm_image_s_ddsperf_measures_against_this_machine_s(arch, arm_role,
           f"{parsed.summary(metric)}", file=sys.stderr)  # the figure (seen with -s)
     assert (parsed.summary(metric) or 0) > 0, outs[measured][-2000:]
     assert _binfmt() == before[1]
+
+
+def _elf_machine(path: Path) -> int:
+    head = path.read_bytes()[:20]
+    assert head[:4] == b"\x7fELF", path
+    return head[18]
+
+
+def _middleware_roles(engine: str, tmp_path: Path) -> dict[str, list[str]]:
+    """broker (mqtt only), sub0 and pub argv as k8sdds' engine makes them, on loopback."""
+    from k8sdds.model import Test
+    from k8sdds.perftest import registry
+    from k8sdds.perftest.base import RoleContext
+
+    eng = registry()[engine]
+    test = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=1,
+                best_effort=False, batch_size=0, duration=3, engine=engine, transport="tcp")
+    roles = list(eng.roles(test))
+    out = {}
+    for role in roles[1:] + roles[:1]:  # the broker first, the publisher last
+        ctx = RoleContext(role, "127.0.0.1", "lo", dict.fromkeys(roles, "127.0.0.1"), "peers",
+                          str(tmp_path))
+        cmd = eng.command(test, ctx)
+        for name, text in cmd.files.items():
+            (tmp_path / name).write_text(text)
+        out[role] = list(cmd.argv)
+    return out
+
+
+@pytest.mark.image
+@pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+@pytest.mark.parametrize("arch", ["arm64", "arm"])
+def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, tmp_path):
+    """mosquitto (Debian's, for the Pi) and k8sdds-mqtt in the image; its ARM subscriber,
+    run by qemu-user, counts what this machine's publisher sends through this machine's
+    broker; on arm64 the same for k8sdds-zenoh (and zenohd is there)."""
+    from k8sdds.images.foreign import DEBIAN
+    from k8sdds.parsers import PARSERS
+    from k8sdds.perftest.base import engine_bin, engine_path
+
+    archive = tmp_path / f"engines-{arch}.tar"
+    done = cli("image", "build", "--arch", arch, "--out", str(archive), cwd=ROOT,
+               timeout=1800, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    rootfs = tmp_path / "rootfs"
+    _unpack(archive, rootfs)
+    assert _elf_machine(rootfs / "usr/sbin/mosquitto") == ELF_MACHINE[arch]
+    engines = ["mqtt"]
+    if (engine_bin() / f"k8sdds-zenoh-{DEBIAN[arch]}").exists():  # make engines, with the
+        engines.append("zenoh")  # cross gcc (make test installs it): arm64
+        assert _elf_machine(rootfs / "usr/local/bin/zenohd") == ELF_MACHINE[arch]
+    assert arch != "arm64" or "zenoh" in engines, "make test builds k8sdds-zenoh for arm64"
+    for engine in engines:
+        client = rootfs / "usr/local/bin" / f"k8sdds-{engine}"
+        assert _elf_machine(client) == ELF_MACHINE[arch]  # the Pi's build, not this machine's
+        ns = f"k8sdds-arm-{engine}-{os.getpid()}"
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        procs = {}
+        try:
+            subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+            for role, argv in _middleware_roles(engine, tmp_path).items():
+                if role == "sub0":  # the ARM client, under qemu-user
+                    argv = [QEMU[arch], "-L", str(rootfs), str(client), *argv[1:]]
+                procs[role] = subprocess.Popen(
+                    ["ip", "netns", "exec", ns, *argv], env={**os.environ, "PATH": engine_path()},
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                if role != "pub":
+                    time.sleep(1.0)  # listening (broker, peer) before the next one dials
+            procs["pub"].communicate(timeout=120)
+            time.sleep(1.5)
+            for p in procs.values():
+                p.terminate()
+            out = procs["sub0"].communicate(timeout=30)[0]
+        finally:
+            for p in procs.values():
+                p.kill()
+            subprocess.run(["ip", "netns", "delete", ns], check=True)
+        parsed = PARSERS[engine](out, "sub0", False)
+        assert parsed.failure is None, out[-2000:]
+        print(f"{arch} k8sdds-{engine} sub0 under qemu-user: "
+              f"{parsed.summary('throughput_mbps')} Mb/s", file=sys.stderr)
+        assert (parsed.summary("throughput_mbps") or 0) > 0 and parsed.summary("lost") == 0
