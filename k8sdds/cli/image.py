@@ -35,9 +35,11 @@ def image_build(
 ) -> None:
     """Build the engine image: a Debian base (debootstrap), the Dockerfile's steps in a
     chroot (for another architecture: its packages unpacked), packed by umoci and skopeo;
-    cached by the Dockerfile's content under /var/cache/k8sdds/images ($K8SDDS_CACHE)."""
-    from k8sdds.images.build import BuildOptions, build
-    from k8sdds.images.foreign import DEBIAN
+    cached by the Dockerfile's content under /var/cache/k8sdds/images ($K8SDDS_CACHE). From
+    docker/Dockerfile, the engines k8sdds builds (`make engines`: k8sdds-mqtt,
+    k8sdds-zenoh, zenohd) for that architecture are added in /usr/local/bin."""
+    from k8sdds.images.build import DOCKERFILE, BuildOptions, build, own_engines
+    from k8sdds.images.foreign import DEBIAN, HOST
     from k8sdds.images.index import combine
 
     arches = [a.strip() for a in (arch or "").split(",") if a.strip()] or [None]
@@ -54,8 +56,10 @@ def image_build(
     for one in arches:
         given = {k: v for k, v in (("tag", tag), ("mirror", mirror),
                                    ("arch", DEBIAN.get(one or ""))) if v is not None}
+        files = (own_engines(DEBIAN.get(one or "", HOST), say)
+                 if dockerfile.resolve() == DOCKERFILE else None)
         built.append(build(BuildOptions(dockerfile, out if len(arches) == 1 else None,
-                                        **given), say=say))
+                                        **given), say=say, files=files))
     if len(built) > 1:
         out.parent.mkdir(parents=True, exist_ok=True)
         built = [combine(built, out)]
