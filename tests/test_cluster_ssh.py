@@ -39,7 +39,12 @@ def test_inventory_validation_names_host_field_and_value(tmp_path):
     assert [h.name for h in loaded.workers()] == ["pi1"]
     assert loaded.control_plane().user == "pi" and loaded.hosts[1].port == 2222
     assert loaded.hosts[0].key == str(Path("~/.ssh/id").expanduser())
+    assert loaded.hosts[1].engine_bin == ""
+    given = inv.parse({**good, "defaults": {**good["defaults"], "engine_bin": "/opt/k8sdds/bin"}})
+    assert {h.engine_bin for h in given.hosts} == {"/opt/k8sdds/bin"}
     bad = [
+        ({**good, "hosts": [good["hosts"][0], {**good["hosts"][1], "engine_bin": "bin; rm"}]},
+         "host 2 (pi1), field engine_bin: value 'bin; rm': an absolute directory"),
         ({**good, "hosts": [{**good["hosts"][0]}, {**good["hosts"][1], "arch": "riscv"}]},
          "host 2 (pi1), field arch: value 'riscv'; allowed: amd64, arm64, arm"),
         ({**good, "hosts": [good["hosts"][0], {**good["hosts"][1], "address": "-oProxy=x"}]},
