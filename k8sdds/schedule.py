@@ -254,7 +254,8 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
     if problem:
         fname, value, reason = problem
         column = FIELD_TO_COLUMN.get(fname, fname)
-        source = " (set on the command line)" if fname in from_cli else ""
+        source = (" (set on the command line)" if fname in from_cli else
+                  "" if fname in values else " (the column's default: the row leaves it out)")
         raise ScheduleError(
             f"{_where(path, line, row)}, column '{column}': value {_show(value)}{source}: "
             f"{reason}")

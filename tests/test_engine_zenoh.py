@@ -63,6 +63,19 @@ def test_peer_and_routed_rows_are_accepted_and_dds_refuses_routed():
     assert problem and problem[0] == "topology" and "client to server" in problem[2]
 
 
+def test_a_default_the_row_left_out_is_named_as_such(tmp_path):
+    from k8sdds.errors import ScheduleError
+    from k8sdds.schedule import load
+
+    sch = tmp_path / "z.csv"
+    sch.write_text("engine,dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                   "zenoh,64,false,1,false,0\n")
+    with pytest.raises(ScheduleError, match=r"line 2 \(test row 0\), column 'transport': value "
+                       r"'udp' \(the column's default: the row leaves it out\): .*set "
+                       r"transport=tcp"):
+        load(sch, engines=ENGINES)
+
+
 def test_roles_peer_to_peer_and_routed():
     zenoh = ENGINES["zenoh"]
     assert list(zenoh.roles(BASE)) == ["pub", "sub0", "sub1"]
