@@ -67,6 +67,25 @@ def test_one_middleware_alone_gives_no_table():
                              pd.DataFrame()).empty
 
 
+def test_the_broker_and_router_nodes_come_from_the_placements():
+    manifest = {"tests": [{"number": 1, "engine": "mqtt", "transport": "tcp",
+                           "best_effort": False, "mqtt_qos": -1, "topology": ""},
+                          {"number": 2, "engine": "zenoh", "transport": "tcp",
+                           "best_effort": False, "topology": "routed"},  # no mqtt_qos: older
+                          {"number": 3, "engine": "zenoh", "transport": "tcp",
+                           "best_effort": False, "mqtt_qos": -1, "topology": "peer"}],
+                "repeats": {"test-1/rep-1": {"placement": {"pub": "n1", "broker": "n0"}},
+                            "test-1/rep-2": {"placement": {"pub": "n1", "broker": "n3"}},
+                            "test-2/rep-1": {"placement": {"pub": "n1", "router": "n0"}},
+                            "test-3/rep-1": {"placement": {"pub": "n1", "sub0": "n2"}}}}
+    assert middlewares.hubs({"r": manifest}) == {"mqtt QoS 1": "n0/n3", "zenoh (routed)": "n0"}
+    tab = middlewares.table(_thr([(ZENOH, 900.0), (ROUTED, 600.0), (MQTT, 40.0)]),
+                            pd.DataFrame(), middlewares.hubs({"r": manifest}))
+    assert middlewares.sentences(tab) == [
+        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 Mb/s; zenoh (routed) via n0 "
+        "600, mqtt QoS 1 via n0/n3 40)."]
+
+
 def test_the_answer_says_which_moves_the_most_and_which_answers_first():
     tab = middlewares.table(_thr([({}, 250.0), (ZENOH, 900.0), (MQTT, 40.0)]),
                             _lat([({}, 105.0, 300.0), (ZENOH, 120.0, 900.0)]))

@@ -4,6 +4,8 @@ a table and sentences out (the figure is plots.middlewares)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from k8sdds.analysis.tables import base
@@ -12,6 +14,8 @@ from k8sdds.analysis.tables import base
 MIDDLEWARES = ("ddsperf", "rtiperftest", "zenoh", "mqtt")
 # what tells one middleware line from another: kept apart by the payload sweep
 KEYS = ("datapath", "data_len", "engine", "topology", "mqtt_qos", "best_effort", "transport")
+# the roles every message goes through, on a node of their own (placement.OWN_NODE)
+HUBS = ("broker", "router")
 
 
 def label(row: pd.Series) -> str:
@@ -30,6 +34,22 @@ def label(row: pd.Series) -> str:
     return name + (" best effort" if row["best_effort"] else "")
 
 
+def hubs(manifests: Mapping[str, dict]) -> dict[str, str]:
+    """Middleware line -> the node(s) its broker or router ran on, from the runs' placements
+    (the answer names them: where the traffic went through)."""
+    found: dict[str, set[str]] = {}
+    for manifest in manifests.values():
+        tests = {t.get("number"): t for t in manifest.get("tests") or []}
+        for key, entry in (manifest.get("repeats") or {}).items():
+            placed = entry.get("placement") or {}
+            role = next((r for r in HUBS if r in placed), None)
+            test = tests.get(int(key.split("/")[0].removeprefix("test-") or 0))
+            if role and test:
+                line = label(pd.Series({"topology": "", "mqtt_qos": -1, **test}))
+                found.setdefault(line, set()).add(placed[role])
+    return {line: "/".join(sorted(nodes)) for line, nodes in found.items()}
+
+
 def _sweep(table: pd.DataFrame) -> pd.DataFrame:
     if table.empty:
         return table
@@ -40,9 +60,11 @@ def _sweep(table: pd.DataFrame) -> pd.DataFrame:
     return t.assign(middleware=t.apply(label, axis=1))
 
 
-def table(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
-    """datapath, data_len, middleware -> throughput_mbps (mean per subscriber), p50_us, p99_us;
-    empty unless two middlewares or more were measured."""
+def table(thr: pd.DataFrame, lat: pd.DataFrame, via: Mapping[str, str] | None = None
+          ) -> pd.DataFrame:
+    """datapath, data_len, middleware -> throughput_mbps (mean per subscriber), p50_us, p99_us,
+    and `via`: the node of its broker or router (`hubs`), "" peer to peer; empty unless two
+    middlewares or more were measured."""
     keys = ["datapath", "data_len", "middleware"]
     t, lt = _sweep(thr), _sweep(lat)
     parts = []
@@ -59,6 +81,7 @@ def table(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
             out[column] = float("nan")
     if out["middleware"].nunique() < 2:
         return pd.DataFrame()
+    out["via"] = out["middleware"].map(lambda mw: (via or {}).get(mw, ""))
     return out.sort_values(keys).reset_index(drop=True)
 
 
@@ -78,6 +101,8 @@ def sentences(tab: pd.DataFrame) -> list[str]:
     if tab.empty:
         return out
     for (dp, size), g in tab.groupby(["datapath", "data_len"], sort=True):
+        g = g.assign(middleware=[f"{mw} via {v}" if v else mw
+                                 for mw, v in zip(g["middleware"], g["via"], strict=True)])
         parts = []
         for column, best, unit, verb in (("throughput_mbps", "idxmax", "Mb/s", "moves the most"),
                                          ("p50_us", "idxmin", "µs p50", "answers first")):

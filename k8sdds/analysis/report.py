@@ -125,7 +125,7 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     warnings = tables.warnings(thr, lat)
     failed = runs.failed()
 
-    mw = middlewares.table(thr, lat)
+    mw = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
     hist = history.series(runs)
     found = answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))
     said = answer.sentences(found) + middlewares.sentences(mw)
@@ -179,7 +179,8 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                        ("<p>Mean throughput per subscriber and pooled p50/p99 round trip of "
                         "each middleware on the same datapath and payload.</p>" + _table(
                             mw.rename(columns={"throughput_mbps": "Mb/s", "p50_us": "p50 (µs)",
-                                               "p99_us": "p99 (µs)"}))
+                                               "p99_us": "p99 (µs)",
+                                               "via": "broker or router on"}))
                         if not mw.empty else ""),
         "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
                       "repeats; qperf latency as a round trip, twice its one-way figure), "

@@ -240,7 +240,7 @@ def _answer(runs) -> list[str]:
         return []
     thr, lat = tables.throughput(runs), tables.latency(runs)
     return (answer.sentences(answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))) +
-            middlewares.sentences(middlewares.table(thr, lat)))
+            middlewares.sentences(middlewares.table(thr, lat, middlewares.hubs(runs.manifests))))
 
 
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
