@@ -4,7 +4,8 @@
 1. the figures are the middleware's: for each engine beyond DDS (zenoh peer to peer and
    routed, mqtt at QoS 1), throughput at 1 KiB on the host datapath through `k8sdds run`,
    against the same commands (the recorded argv and files) started by hand in the same node
-   namespaces, in pairs; ratio of the means (goal: within 3 %).
+   namespaces, in pairs (k8sdds first, then by hand first, in turn); ratio of the means (goal:
+   within 3 %).
    By hand means as a person runs them: each from its own shell, so each in a session of
    its own, as k8sdds starts them. The kernel's autogroup scheduling gives every session its
    own group; started from one session the three processes share one group, and the benchmark
@@ -90,10 +91,23 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
     return PARSERS[engine](out, "sub0", False).summary("throughput_mbps")
 
 
+def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """mean(a) / mean(b), its 95 % interval (delta method on the two means, Student's t) and
+    Welch's p that the means differ: how closely the pairs can tell the two apart."""
+    from scipy import stats as sps
+
+    ma, mb = statistics.mean(a), statistics.mean(b)
+    rel = (statistics.variance(a) / (len(a) * ma ** 2) +
+           statistics.variance(b) / (len(b) * mb ** 2)) ** 0.5
+    half = float(sps.t.ppf(0.975, len(a) + len(b) - 2)) * rel
+    p = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    return ma / mb, half, p
+
+
 def transparency(pairs: int, duration: float, names: list[str]) -> None:
     print("## The figures are the middleware's (1 KiB, host datapath, reliable)\n")
-    print("| engine | k8sdds Mb/s | by hand, a session each | ratio | by hand, one session "
-          "| ratio |\n|---|---|---|---|---|---|")
+    print("| engine | k8sdds Mb/s | by hand, a session each | ratio (95 % interval; Welch p) | "
+          "by hand, one session | ratio |\n|---|---|---|---|---|---|")
     tb = Testbed(default_nodes(4, name=TESTBED))
     tb.up()
     tb.use_datapath("host")
@@ -104,19 +118,28 @@ def transparency(pairs: int, duration: float, names: list[str]) -> None:
                 sch = Path(tmp) / "one.csv"
                 sch.write_text(HEADER + TRANSPARENCY[name] + ",1024,false,1,false,0,false\n")
                 harness, hand, shared = [], [], []
-                for _ in range(pairs):
+                run_dir = None
+                for i in range(pairs):
+                    # in turn k8sdds first and by hand first (the previous run's commands),
+                    # so a drift of the machine over the pairs falls on both alike
+                    if i % 2 and run_dir is not None:
+                        hand.append(by_hand(tb, run_dir, engine))
+                        shared.append(by_hand(tb, run_dir, engine, sessions=False))
                     out = k8sdds("run", "--sch", str(sch), "--datapath", "host", "--duration",
                                  f"{duration:g}", "--out", tmp, "--quiet", "--no-plot",
                                  "--testbed", TESTBED)
-                    df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
+                    run_dir = Path(out["run_dir"])
+                    df = pd.read_csv(run_dir / "results.csv")
                     harness.append(df[(df.kind == "summary") & (df.metric == "throughput_mbps")
                                       & (df.role == "sub0")].value.iloc[0])
-                    hand.append(by_hand(tb, Path(out["run_dir"]), engine))
-                    shared.append(by_hand(tb, Path(out["run_dir"]), engine, sessions=False))
-            ratio = statistics.mean(harness) / statistics.mean(hand)
+                    if not i % 2:
+                        hand.append(by_hand(tb, run_dir, engine))
+                        shared.append(by_hand(tb, run_dir, engine, sessions=False))
+            ratio, half, p = ratio_interval(harness, hand)
             one = statistics.mean(harness) / statistics.mean(shared)
             print(f"| {name} | {', '.join(f'{v:.0f}' for v in harness)} | "
-                  f"{', '.join(f'{v:.0f}' for v in hand)} | **{ratio:.3f}** | "
+                  f"{', '.join(f'{v:.0f}' for v in hand)} | **{ratio:.3f}** (±{half:.1%}; "
+                  f"p={p:.2f}) | "
                   f"{', '.join(f'{v:.0f}' for v in shared)} | {one:.3f} |", flush=True)
     finally:
         tb.down()
