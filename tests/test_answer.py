@@ -10,7 +10,8 @@ from k8sdds.analysis.load import PARAMS
 
 COMMON = {"engine": "ddsperf", "transport": "udp", "multicast": False, "num_subscribers": 1,
           "best_effort": False, "batch_size": 0, "latency_test": False,
-          "placement": "cross-node", "secure": False, "streams": 1}
+          "placement": "cross-node", "secure": False, "streams": 1, "topology": "",
+          "mqtt_qos": -1}
 
 
 def _thr(rows):
