@@ -65,6 +65,16 @@ def test_the_table_keeps_the_middlewares_apart_and_leaves_out_the_network_engine
 def test_one_middleware_alone_gives_no_table():
     assert middlewares.table(_thr([({}, 250.0), ({"data_len": 64}, 12.0)]),
                              pd.DataFrame()).empty
+    # one engine's reliability side by side (K8sDDS's schedule) is not a middleware comparison
+    assert middlewares.table(_thr([({}, 140.0), ({"best_effort": True}, 166.0)]),
+                             pd.DataFrame()).empty
+    mqtt = middlewares.table(_thr([(MQTT, 40.0), ({**MQTT, "best_effort": True}, 160.0),
+                                   ({**ZENOH, "data_len": 64}, 30.0), ({"data_len": 64}, 12.0)]),
+                             pd.DataFrame())
+    assert set(mqtt.middleware) == {"mqtt QoS 0", "mqtt QoS 1", "zenoh (peer)", "ddsperf"}
+    # at 1 KiB only mqtt measured: no line for it; at 64 B two engines: one line
+    assert [line.split(":")[0] for line in middlewares.sentences(mqtt)] == [
+        "flannel-vxlan, 64 B"]
 
 
 def test_the_broker_and_router_nodes_come_from_the_placements():

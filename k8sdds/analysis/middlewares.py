@@ -64,8 +64,9 @@ def table(thr: pd.DataFrame, lat: pd.DataFrame, via: Mapping[str, str] | None = 
           ) -> pd.DataFrame:
     """datapath, data_len, middleware -> throughput_mbps (mean per subscriber), p50_us, p99_us,
     and `via`: the node of its broker or router (`hubs`), "" peer to peer; empty unless two
-    middlewares or more were measured."""
-    keys = ["datapath", "data_len", "middleware"]
+    middlewares (engines) or more were measured: one engine's QoS settings side by side are
+    the report's reliability figure, not this."""
+    keys = ["datapath", "data_len", "middleware", "engine"]
     t, lt = _sweep(thr), _sweep(lat)
     parts = []
     if not t.empty:
@@ -79,7 +80,7 @@ def table(thr: pd.DataFrame, lat: pd.DataFrame, via: Mapping[str, str] | None = 
     for column in ("throughput_mbps", "p50_us", "p99_us"):
         if column not in out:
             out[column] = float("nan")
-    if out["middleware"].nunique() < 2:
+    if out["engine"].nunique() < 2:
         return pd.DataFrame()
     out["via"] = out["middleware"].map(lambda mw: (via or {}).get(mw, ""))
     return out.sort_values(keys).reset_index(drop=True)
@@ -95,8 +96,8 @@ def _size(n: int) -> str:
 
 
 def sentences(tab: pd.DataFrame) -> list[str]:
-    """One line per datapath and payload that two middlewares or more measured: which moves
-    the most and which answers first, with the others' figures."""
+    """One line per datapath and payload that two middlewares (engines) or more measured:
+    which moves the most and which answers first, with the others' figures."""
     out = []
     if tab.empty:
         return out
@@ -107,7 +108,7 @@ def sentences(tab: pd.DataFrame) -> list[str]:
         for column, best, unit, verb in (("throughput_mbps", "idxmax", "Mb/s", "moves the most"),
                                          ("p50_us", "idxmin", "µs p50", "answers first")):
             m = g.dropna(subset=[column])
-            if len(m) < 2:
+            if m["engine"].nunique() < 2:
                 continue
             top = m.loc[getattr(m[column], best)()]
             rest = ", ".join(f"{r['middleware']} {_num(r[column])}"

@@ -178,9 +178,9 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                             "throughput and round trip against payload, per middleware") +
                        ("<p>Mean throughput per subscriber and pooled p50/p99 round trip of "
                         "each middleware on the same datapath and payload.</p>" + _table(
-                            mw.rename(columns={"throughput_mbps": "Mb/s", "p50_us": "p50 (µs)",
-                                               "p99_us": "p99 (µs)",
-                                               "via": "broker or router on"}))
+                            mw.drop(columns="engine").rename(columns={
+                                "throughput_mbps": "Mb/s", "p50_us": "p50 (µs)",
+                                "p99_us": "p99 (µs)", "via": "broker or router on"}))
                         if not mw.empty else ""),
         "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
                       "repeats; qperf latency as a round trip, twice its one-way figure), "
