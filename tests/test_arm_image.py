@@ -141,6 +141,16 @@ def _elf_machine(path: Path) -> int:
     return head[18]
 
 
+def _await_listening(pid: int, port: int, timeout: float = 30) -> None:
+    """Until process `pid` listens on TCP `port` (as the runner waits before the driver)."""
+    from k8sdds.testbed import netns
+
+    deadline = time.monotonic() + timeout
+    while not netns.listening(pid, port):
+        assert time.monotonic() < deadline, f"nothing listened on {port} within {timeout} s"
+        time.sleep(0.05)
+
+
 def _middleware_roles(engine: str, tmp_path: Path) -> dict[str, list[str]]:
     """broker (mqtt only), sub0 and pub argv as k8sdds' engine makes them, on loopback."""
     from k8sdds.model import Test
@@ -171,6 +181,7 @@ def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, 
     broker; on arm64 the same for k8sdds-zenoh (and zenohd is there)."""
     from k8sdds.images.foreign import DEBIAN
     from k8sdds.parsers import PARSERS
+    from k8sdds.perftest import registry
     from k8sdds.perftest.base import engine_bin, engine_path
 
     archive = tmp_path / f"engines-{arch}.tar"
@@ -199,8 +210,8 @@ def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, 
                 procs[role] = subprocess.Popen(
                     ["ip", "netns", "exec", ns, *argv], env={**os.environ, "PATH": engine_path()},
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                if role != "pub":
-                    time.sleep(1.0)  # listening (broker, peer) before the next one dials
+                if role == next(iter(procs)):  # the first follower listens (broker, peer)
+                    _await_listening(procs[role].pid, registry()[engine].listen_port)
             procs["pub"].communicate(timeout=120)
             time.sleep(1.5)
             for p in procs.values():

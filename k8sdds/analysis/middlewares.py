@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from k8sdds.analysis.tables import base
+from k8sdds.results.manifest import RepeatKey
 
 # the engines that are middlewares (the others measure the network itself)
 MIDDLEWARES = ("ddsperf", "rtiperftest", "zenoh", "mqtt")
@@ -43,7 +44,7 @@ def hubs(manifests: Mapping[str, dict]) -> dict[str, str]:
         for key, entry in (manifest.get("repeats") or {}).items():
             placed = entry.get("placement") or {}
             role = next((r for r in HUBS if r in placed), None)
-            test = tests.get(int(key.split("/")[0].removeprefix("test-") or 0))
+            test = tests.get(RepeatKey.parse(key).test)
             if role and test:
                 line = label(pd.Series({"topology": "", "mqtt_qos": -1, **test}))
                 found.setdefault(line, set()).add(placed[role])

@@ -1,0 +1,96 @@
+"""What the engines on k8sdds' own clients share (k8sdds-mqtt, engines/mqtt; k8sdds-zenoh,
+engines/zenoh): messages of 16 bytes or more over TCP, the DDS columns they refuse, the
+publisher/subscriber and ping/pong modes, the driver's flags, and finding the built
+programs (`make engines` puts them in engine_bin())."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from k8sdds.model import Test
+from k8sdds.perftest.base import Problem, engine_bin, engine_path
+
+MIN_SIZE = 16  # the sequence number and the send time
+MAX_SIZE = 16 * 1024 * 1024
+PEER_WAIT = 10  # seconds the publisher waits for its subscribers (and they for their link)
+
+
+def built(program: str) -> str | None:
+    """Where `program` is: engine_bin() first, then PATH."""
+    return shutil.which(program, path=engine_path())
+
+
+def not_built(program: str, toolchain: str) -> str:
+    return (f"{program} is not built; run `make engines` (needs {toolchain}), which puts it "
+            f"in {engine_bin()}")
+
+
+def first_line(program: str, flag: str) -> str:
+    """The line `program flag` prints that starts with the program's name (zenohd logs a
+    line before it), else the name."""
+    try:
+        text = subprocess.run([built(program) or program, flag], capture_output=True,
+                              text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        text = ""
+    found = [line for line in text.splitlines() if line.startswith(program)]
+    return found[0].strip() if found else program
+
+
+class OwnClient:
+    """The shared part of an engine on one of k8sdds' own clients: subclasses name their
+    program (`binary`) and what sets them apart."""
+
+    binary: str  # the client program
+    drain = 1.0  # seconds the subscribers get to count the last messages
+    parallel_streams = False
+
+    transport_why: str  # why only tcp
+    # (field, why) of the DDS columns it has no counterpart for: refused when set
+    refusals: tuple[tuple[str, str], ...] = ()
+
+    def own_problem(self, test: Test) -> Problem:
+        """What else of `test` this middleware cannot honour."""
+        return None
+
+    def check(self, test: Test) -> Problem:
+        if not MIN_SIZE <= test.data_len <= MAX_SIZE:
+            return ("data_len", test.data_len,
+                    f"{self.binary} sends messages of {MIN_SIZE} to {MAX_SIZE} bytes")
+        if test.transport != "tcp":
+            return ("transport", test.transport, self.transport_why)
+        for field, why in self.refusals:
+            if getattr(test, field):
+                return (field, getattr(test, field), why)
+        problem = self.own_problem(test)
+        if problem:
+            return problem
+        if test.latency_test and test.pub_rate:
+            return ("pub_rate", test.pub_rate,
+                    "a latency test sends one ping after each pong; set pubRate=0")
+        return None
+
+    def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
+        return ()
+
+    def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
+        return None
+
+    def timeout(self, test: Test) -> float:
+        return test.duration + 2 * PEER_WAIT + 10
+
+    @staticmethod
+    def mode(test: Test, role: str) -> str:
+        """pub or sub; in a latency test ping or pong (the driver is `pub`)."""
+        driver = role == "pub"
+        if test.latency_test:
+            return "ping" if driver else "pong"
+        return "pub" if driver else "sub"
+
+    @staticmethod
+    def driver_flags(test: Test) -> list[str]:
+        """How long, for how many peers, at what rate: the driver's own flags."""
+        flags = ["-duration", f"{test.duration:g}", "-peers", str(test.num_subscribers)]
+        return flags + (["-rate", str(test.pub_rate)] if test.pub_rate else [])
