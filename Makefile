@@ -28,23 +28,25 @@ demo: install
 
 ## test: install everything the tests need, then lint and run the whole test suite: two test
 ## processes side by side, then the tests that must run alone (marker exclusive)
-test: test-deps install
+test: test-deps install $(VENV)/.test-extras engines
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
 	$(BIN)/pytest -q -rs -m exclusive
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
-docs: $(BIN)/k8sdds
+docs: $(BIN)/k8sdds $(VENV)/.test-extras
 	$(BIN)/sphinx-build -q -W --keep-going -b html docs docs/_build/html
 	@echo "docs: docs/_build/html/index.html"
 
 ## check: lint and the fast tests (no root, no namespaces, no network), for developers
-check: $(BIN)/k8sdds
+check: $(BIN)/k8sdds $(VENV)/.test-extras
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -m "$(FAST)" -n 2
 
-## install: Debian packages (as root), the Python package in .venv, and the engines k8sdds builds
-install: system-deps $(BIN)/k8sdds engines
+## install: Debian packages (as root) and the Python package in .venv: what `make demo` runs
+## (Cyclone DDS and the network engines); `make engines` builds k8sdds' own MQTT and Zenoh
+## clients, which the demo does not run
+install: system-deps $(BIN)/k8sdds
 
 ## engines: k8sdds-mqtt (Go), k8sdds-zenoh and zenohd (Rust), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
 engines:
@@ -84,10 +86,15 @@ system-deps:
 $(BIN)/k8sdds: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+# what only the tests and the docs need (pytest, ruff, Sphinx, schemathesis, ...)
+$(VENV)/.test-extras: $(BIN)/k8sdds
 	$(BIN)/pip install -q -e '.[test]'
 	@touch $@
 
-lint: install
+lint: $(VENV)/.test-extras
 	$(BIN)/ruff check .
 
 clean:
