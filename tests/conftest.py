@@ -9,20 +9,30 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytest_plugins = ["tests.skip_rule"]  # in CI a skip is a failure
 
 # The longest modules first. `make test` runs the suite in two processes (pytest-xdist,
-# --dist loadfile, in collection order: the first module to one, the second to the other,
+# --dist loadgroup, in collection order: the first group to one, the second to the other,
 # then one more each, then whichever is free takes the next), so the long ones start at once
-# and the short ones fill the gaps; the three with real kubelets mostly fall to one process,
-# one after the other.
+# and the short ones fill the gaps. A group is a module (its module-scoped fixtures made
+# once), but for the modules that bring up real Kubernetes clusters: one group, CLUSTERS, so
+# that two clusters never share the two cores.
 FIRST = ["test_kube_testbed", "test_baseline_emulated", "test_kubeadm_real",
          "test_kube_router_testbed", "test_weave_testbed", "test_kubernetes_backend",
          "test_emulated", "test_serve_tasks", "test_arm_image", "test_analysis_emulated",
          "test_storage_emulated", "test_secure_emulated"]
+CLUSTERS = ("test_kube_testbed", "test_kubeadm_real", "test_kube_router_testbed",
+            "test_weave_testbed")
 
 
+def _module(item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items) -> None:
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], len(FIRST))
-               if item.module else len(FIRST))
+    items.sort(key=lambda item: rank.get(_module(item), len(FIRST)))
+    for item in items:
+        module = _module(item)
+        item.add_marker(pytest.mark.xdist_group("clusters" if module in CLUSTERS else module))
 
 
 def user_python() -> str:

@@ -159,7 +159,7 @@ def _middleware_roles(engine: str, tmp_path: Path) -> dict[str, list[str]]:
 
     eng = registry()[engine]
     test = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=1,
-                best_effort=False, batch_size=0, duration=3, engine=engine, transport="tcp")
+                best_effort=False, batch_size=0, duration=2, engine=engine, transport="tcp")
     roles = list(eng.roles(test))
     out = {}
     for role in roles[1:] + roles[:1]:  # the broker first, the publisher last

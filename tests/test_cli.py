@@ -248,3 +248,31 @@ def test_a_listing_to_a_pipe_is_not_wrapped():
     rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
     names = [line.split("│")[1].strip() for line in rows]
     assert "" not in names and "flannel-vxlan" in names  # no row folded over two lines
+
+
+def test_engines_says_what_is_built_for_which_architecture_and_how_to_build_the_rest(tmp_path):
+    """A cache holding k8sdds-mqtt for this machine only (a script in its place: what is
+    checked is the listing): mqtt is built for this machine's architecture, the Pis' are
+    named with the command that builds them; zenoh, with nothing built, says how."""
+    import platform
+
+    host = {"x86_64": "amd64", "aarch64": "arm64"}[platform.machine()]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "k8sdds-mqtt"
+    fake.write_text("#!/bin/sh\necho 'k8sdds-mqtt 1 (a stand-in)'\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "COLUMNS": "250", "K8SDDS_ENGINE_BIN": str(bin_dir)}
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "engines"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:]]
+            for line in proc.stdout.splitlines() if line.count("│") >= 5}
+    assert rows["mqtt"][2] == host and rows["zenoh"][2] == "nothing yet"
+    assert rows["ddsperf"][2] == "-"  # Debian's package, not k8sdds' build
+    others = [a for a in ("amd64", "arm64", "armhf") if a != host]
+    text = " ".join(proc.stdout.split())
+    if "mosquitto is not installed" not in text:
+        assert (f"Not built for {', '.join(others)}: `make engines`, or "
+                f"ARCH={others[0]} ENGINES=mqtt engines/build") in text
+    assert "k8sdds-zenoh is not built; run `make engines`" in text

@@ -58,8 +58,8 @@ def test_kube_router_is_the_real_one(cluster):
 
 def test_ddsperf_pods_measure_across_kube_router(cluster, tmp_path):
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
-    outcome, rundir = run(cluster, tmp_path, head + "1024,false,1,false,0,false,3\n"
-                          "64,false,1,false,0,true,3\n")
+    outcome, rundir = run(cluster, tmp_path, head + "1024,false,1,false,0,false,2\n"
+                          "64,false,1,false,0,true,2\n")
     assert outcome["repeats"] == 2 and outcome["failed"] == []
     manifest = json.loads((rundir / "manifest.json").read_text())
     found = manifest["cluster"]

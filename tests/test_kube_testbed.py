@@ -52,7 +52,7 @@ def test_the_nodes_are_real_kubelets(cluster):
 def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_path):
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
     outcome, run = _run(cluster, tmp_path, head + "1024,false,1,false,0,false,3\n"
-                        "64,false,1,false,0,true,3\n")
+                        "64,false,1,false,0,true,2\n")
     assert outcome["repeats"] == 2 and outcome["failed"] == []
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "node1",
@@ -76,9 +76,9 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
 def test_zenoh_and_mqtt_pods_run_the_engines_the_image_carries(cluster, tmp_path):
     head = ("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
             "duration\n")
-    outcome, run = _run(cluster, tmp_path, head + "zenoh,tcp,peer,1024,false,1,false,0,3\n"
-                        "zenoh,tcp,routed,1024,false,1,false,0,3\n"
-                        "mqtt,tcp,,1024,false,1,false,0,3\n")
+    outcome, run = _run(cluster, tmp_path, head + "zenoh,tcp,peer,1024,false,1,false,0,2\n"
+                        "zenoh,tcp,routed,1024,false,1,false,0,2\n"
+                        "mqtt,tcp,,1024,false,1,false,0,2\n")
     assert outcome["repeats"] == 3 and outcome["failed"] == []
     manifest = json.loads((run / "manifest.json").read_text())
     # two workers: the router and the broker share the publisher's node
@@ -159,7 +159,7 @@ def test_external_nodeport_reaches_the_server_through_kube_proxy(cluster, tmp_pa
 
 def test_tls_and_dds_security_run_with_credentials_from_the_secret(cluster, tmp_path):
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
-    outcome, run = _run(cluster, tmp_path, head + "1024,false,1,false,0,3\n", "--transport",
+    outcome, run = _run(cluster, tmp_path, head + "1024,false,1,false,0,2\n", "--transport",
                         "tls", "--secure")
     assert outcome["failed"] == [], outcome["failed"]
     df = pd.read_csv(run / "results.csv")

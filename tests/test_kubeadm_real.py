@@ -237,7 +237,7 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
                    "1024,false,1,false,0\n")
     done = _cli("run", "--backend", "kubernetes", "--kubeconfig", str(admin), "--sch",
-                str(sch), "--duration", "3", "--out", str(tmp_path / "out"), "--json",
+                str(sch), "--duration", "2", "--out", str(tmp_path / "out"), "--json",
                 "--no-plot")
     assert done.returncode == 0, done.stdout + done.stderr
     outcome = json.loads(done.stdout)

@@ -81,8 +81,8 @@ def test_weave_is_the_real_one(cluster):
 
 
 def test_ddsperf_pods_measure_across_weave(cluster, tmp_path):
-    outcome, rundir = run(cluster, tmp_path, HEAD + "1024,false,1,false,0,false,3\n"
-                          "64,false,1,false,0,true,3\n")
+    outcome, rundir = run(cluster, tmp_path, HEAD + "1024,false,1,false,0,false,2\n"
+                          "64,false,1,false,0,true,2\n")
     assert outcome["repeats"] == 2 and outcome["failed"] == []
     found = json.loads((rundir / "manifest.json").read_text())["cluster"]
     assert found["datapath"] == "weave" and found["cni"] == "weave"

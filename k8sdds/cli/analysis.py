@@ -14,17 +14,33 @@ from k8sdds.errors import UserError
 
 
 def engines() -> None:
-    """List the measuring engines and whether each can run here."""
+    """List the measuring engines, whether each can run here and, for the engines k8sdds
+    builds itself (zenoh, mqtt), the architectures they are built for and how to build the
+    rest."""
     from k8sdds import perftest
+    from k8sdds.images.build import built_engine
+    from k8sdds.perftest.clients import OwnClient
+
+    def builds(engine: OwnClient) -> tuple[list[str], str]:
+        """The architectures its programs are built for here; how to build the rest."""
+        done = [a for a in engine.arches
+                if all(built_engine(p, a).exists() for p in engine.programs)]
+        rest = [a for a in engine.arches if a not in done]
+        how = "; ".join(f"ARCH={a} ENGINES={engine.name} engines/build" for a in rest)
+        return done, (f"Not built for {', '.join(rest)}: `make engines`, or {how}"
+                      if rest else "")
 
     table = Table(title="engines")
-    for col in ("engine", "available here", "version"):
+    for col in ("engine", "available here", "version", "built for"):
         table.add_column(col, overflow="fold")
     notes = []
     for name, engine in perftest.registry().items():
         reason = engine.unavailable()
-        table.add_row(name, "no" if reason else "yes", "-" if reason else engine.version())
-        notes.append(f"{name}: {engine.supports}" + (f". Not here: {reason}" if reason else ""))
+        arches, rest = builds(engine) if isinstance(engine, OwnClient) else (None, "")
+        table.add_row(name, "no" if reason else "yes", "-" if reason else engine.version(),
+                      "-" if arches is None else ", ".join(arches) or "nothing yet")
+        notes.append(f"{name}: {engine.supports}" + (f". Not here: {reason}" if reason else "")
+                     + (f". {rest}" if rest and not reason else ""))
     out_console.print(table)
     for line in notes:
         out_console.print(line, markup=False, highlight=False)

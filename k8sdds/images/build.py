@@ -112,15 +112,21 @@ DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 OWN_ENGINES = ("k8sdds-mqtt", "k8sdds-zenoh", "zenohd")
 
 
+def built_engine(name: str, arch: str) -> Path:
+    """Where engines/build puts program `name` for Debian architecture `arch`: NAME for this
+    machine's, NAME-ARCH for another's (in $K8SDDS_ENGINE_BIN)."""
+    from k8sdds.perftest.base import engine_bin
+
+    return engine_bin() / (name if arch == foreign.HOST else f"{name}-{arch}")
+
+
 def own_engines(arch: str, say: Callable[[str], None] = lambda _: None) -> dict[str, Path]:
     """/usr/local/bin/NAME -> the built binary, for each of OWN_ENGINES built for Debian
     architecture `arch` (in $K8SDDS_ENGINE_BIN); one not built is said and left out."""
-    from k8sdds.perftest.base import engine_bin
-
     suffix = "" if arch == foreign.HOST else f"-{arch}"
     out = {}
     for name in OWN_ENGINES:
-        path = engine_bin() / f"{name}{suffix}"
+        path = built_engine(name, arch)
         if path.exists():
             out[f"/usr/local/bin/{name}"] = path.resolve()
         else:

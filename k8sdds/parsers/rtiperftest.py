@@ -8,6 +8,9 @@ serialization columns), the CSV of 4.x (`Sample Size (Bytes)`, `Avg Samples/s`, 
 `CPU (%)`, `Intervals One-Way Latency`, `μs`) and JSON (`{"perftest":[{"length":...,
 "intervals":[...],"summary":{...}}]}`). RTI latency is one-way, in microseconds.
 
+pandas is imported where a table is read, not with the module: every `k8sdds` command imports
+the parsers, and most never read an RTI log.
+
 A refusal (`... cannot be used ...`), `command terminated with exit code N`, or no result at
 all is a failure with its reason, never a zero.
 """
@@ -20,7 +23,6 @@ import json
 import re
 
 import numpy as np
-import pandas as pd
 
 from k8sdds.parsers.base import SUMMARY, Column, Parsed, Value
 
@@ -103,6 +105,8 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
 
 
 def _numeric(series) -> np.ndarray:
+    import pandas as pd
+
     if pd.api.types.is_numeric_dtype(series):
         return series.to_numpy(dtype=float)
     return pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
@@ -111,6 +115,8 @@ def _numeric(series) -> np.ndarray:
 def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]]) -> list[Column]:
     """Interval lines of one layout, read by pandas' C tokenizer: `wanted` maps the label a
     value follows (`Mbps:`) to (metric, unit), positions taken from the first line."""
+    import pandas as pd
+
     tokens = lines[0].split()
     positions = {tokens.index(label) + 1: plan for label, plan in wanted.items()
                  if label in tokens and tokens.index(label) + 1 < len(tokens)}
@@ -191,6 +197,8 @@ _LAT_NAMES = ["latency_us_mean", "latency_us_std", "latency_us_min", "latency_us
 
 
 def _csv(text: str) -> tuple[list[Value], list[Column]]:
+    import pandas as pd
+
     if "Summary:" not in text and "Interval" not in text:
         return [], []
     out: list[Value] = []
@@ -262,6 +270,8 @@ _JSON_KEYS = {
 
 
 def _json(text: str) -> tuple[list[Value], list[Column]]:
+    import pandas as pd
+
     start = text.find("{")
     try:
         doc, _ = json.JSONDecoder().raw_decode(text[start:])

@@ -44,6 +44,8 @@ class OwnClient:
     program (`binary`) and what sets them apart."""
 
     binary: str  # the client program
+    programs: tuple[str, ...]  # what engines/build makes for it (the client, a router)
+    arches: tuple[str, ...]  # the Debian architectures engines/build makes them for
     drain = 1.0  # seconds the subscribers get to count the last messages
     parallel_streams = False
 

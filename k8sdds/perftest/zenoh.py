@@ -38,6 +38,8 @@ def router_argv() -> tuple[str, ...]:
 class Zenoh(OwnClient):
     name = "zenoh"
     binary = BINARY
+    programs = (BINARY, ZENOHD)
+    arches = ("amd64", "arm64")  # Rust: this machine's and a Pi 4/5's (Debian's cross gcc)
     supports = ("Zenoh throughput, latency; peer to peer (topology=peer) or through zenohd "
                 "(topology=routed); tcp; bestEffort drops under congestion")
     parser = "zenoh"  # k8sdds-zenoh prints ddsperf's lines; zenohd's errors
