@@ -30,7 +30,7 @@ demo: install
 ## processes side by side, then the tests that must run alone (marker exclusive)
 test: test-deps install $(VENV)/.test-extras engines
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q -rs -n 2 --dist loadgroup --no-loadscope-reorder -m "not exclusive"
+	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
 	$(BIN)/pytest -q -rs -m exclusive
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
