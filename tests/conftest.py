@@ -11,36 +11,18 @@ pytest_plugins = ["tests.skip_rule"]  # in CI a skip is a failure
 # The longest modules first. `make test` runs the suite in two processes (pytest-xdist,
 # --dist loadfile, in collection order: the first module to one, the second to the other,
 # then one more each, then whichever is free takes the next), so the long ones start at once
-# and the short ones fill the gaps. The modules that bring up real Kubernetes clusters
-# (CLUSTERS) are one unit of that schedule: they run one after the other in one process, so
-# that two clusters never share the two cores.
+# and the short ones fill the gaps; the three with real kubelets mostly fall to one process,
+# one after the other.
 FIRST = ["test_kube_testbed", "test_baseline_emulated", "test_kubeadm_real",
          "test_kube_router_testbed", "test_weave_testbed", "test_kubernetes_backend",
          "test_emulated", "test_serve_tasks", "test_arm_image", "test_analysis_emulated",
          "test_storage_emulated", "test_secure_emulated"]
-CLUSTERS = ("test_kube_testbed", "test_kubeadm_real", "test_kube_router_testbed",
-            "test_weave_testbed")
 
 
 def pytest_collection_modifyitems(items) -> None:
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], len(FIRST))
                if item.module else len(FIRST))
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with CLUSTERS as one unit (xdist's own xdist_group marks no longer
-    reach its scheduler under pytest 9.2, which made the test id read-only)."""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class ClustersTogether(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = super()._split_scope(nodeid)
-            return "clusters" if Path(module).stem in CLUSTERS else module
-
-    return ClustersTogether(config, log)
 
 
 def user_python() -> str:
