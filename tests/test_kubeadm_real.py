@@ -41,7 +41,8 @@ NODE_CONFIG = [
 # a node's state, as reset must leave it: files (not directories: kubeadm's packages own
 # /etc/kubernetes), links, routes, iptables rules and chains (empty built-in chains are no
 # rules), containers, mounts (but the network namespaces test processes hold on this machine:
-# make test runs two at once)
+# make test runs two at once; a second cluster of theirs is named with a letter after its
+# number, kk841b-node0)
 SNAPSHOT = r"""
 for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
          /opt/cni/bin /var/lib/kube-router /var/lib/weave; do
@@ -53,7 +54,7 @@ iptables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
 ip6tables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
 ctr -n k8s.io containers ls -q
 awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' \
-  | grep -v -E '^/run/netns/[a-z]{2,6}[0-9]{1,3}-' | sort
+  | grep -v -E '^/run/netns/[a-z]{2,6}[0-9]{1,3}[a-z]?-' | sort
 """
 # the Weave Net router's status, from its HTTP port on the node's loopback
 WEAVE_STATUS = ("import urllib.request; print(urllib.request.urlopen("
