@@ -40,7 +40,7 @@ def engines() -> None:
         table.add_row(name, "no" if reason else "yes", "-" if reason else engine.version(),
                       "-" if arches is None else ", ".join(arches) or "nothing yet")
         notes.append(f"{name}: {engine.supports}" + (f". Not here: {reason}" if reason else "")
-                     + (f". {rest}" if rest and not reason else ""))
+                     + (f". {rest}" if rest else ""))
     out_console.print(table)
     for line in notes:
         out_console.print(line, markup=False, highlight=False)

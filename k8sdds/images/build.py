@@ -123,14 +123,13 @@ def built_engine(name: str, arch: str) -> Path:
 def own_engines(arch: str, say: Callable[[str], None] = lambda _: None) -> dict[str, Path]:
     """/usr/local/bin/NAME -> the built binary, for each of OWN_ENGINES built for Debian
     architecture `arch` (in $K8SDDS_ENGINE_BIN); one not built is said and left out."""
-    suffix = "" if arch == foreign.HOST else f"-{arch}"
     out = {}
     for name in OWN_ENGINES:
         path = built_engine(name, arch)
         if path.exists():
             out[f"/usr/local/bin/{name}"] = path.resolve()
         else:
-            how = "make engines" if not suffix else f"ARCH={arch} engines/build"
+            how = "make engines" if arch == foreign.HOST else f"ARCH={arch} engines/build"
             say(f"{name} for {arch} is not built ({how}): this image cannot run its engine")
     return out
 
