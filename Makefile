@@ -19,8 +19,9 @@ TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server
 
 .PHONY: demo test check docs install engines system-deps test-deps k8s-test-binaries lint clean
 
-# the tests that need no root, no namespaces, no sshd and no kube-apiserver
-FAST := not emulated and not kube and not ssh and not image and not kubelet
+# the tests that need no root, no namespaces, no sshd, no kube-apiserver, no database server
+# and no fuzzer's minutes
+FAST := not emulated and not kube and not ssh and not image and not kubelet and not service
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
 demo: install

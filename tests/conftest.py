@@ -6,7 +6,8 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-pytest_plugins = ["tests.skip_rule"]  # in CI a skip is a failure
+pytest_plugins = ["tests.skip_rule",  # in CI a skip is a failure
+                  "pytester"]  # a pytest session inside a test (test_layout)
 
 # The longest modules first. `make test` runs the suite in two processes (pytest-xdist,
 # --dist loadfile, in collection order: the first module to one, the second to the other,

@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from .cli_support import Done, invoke
 from .conftest import user_python
 
 ROOT = Path(__file__).parent.parent
 
 
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "K8SDDS_STATE_DIR": str(cwd / "state")}
-    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=60)
+def _run(*args: str, cwd: Path) -> Done:
+    """The command in this process (the entry points themselves are tested as real processes
+    below: `python -m k8sdds`, perftest.py, a terminal, a pipe)."""
+    return invoke(*args, cwd=cwd, env={"COLUMNS": "200", "K8SDDS_STATE_DIR": str(cwd / "state")})
 
 
 BAD = {
@@ -90,19 +91,18 @@ def test_legacy_perftest_py_reports_bad_schedule(tmp_path):
 
 
 def test_parse_of_a_missing_run_dir(tmp_path):
-    proc = _run("parse", "nowhere", cwd=tmp_path)
+    """A user mistake through the real entry point: one line, exit 2, no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "parse", "nowhere"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and "not a run directory" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_an_option_of_another_backend_is_refused(tmp_path):
-    import subprocess
-    import sys
-
     sch = tmp_path / "s.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n1024,false,1,false,0\n")
-    done = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--sch", str(sch),
-                           "--kubeconfig", str(tmp_path / "k"), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
+    done = invoke("run", "--sch", str(sch), "--kubeconfig", str(tmp_path / "k"), "--out",
+                  str(tmp_path / "o"))
     assert done.returncode == 2
     assert "--kubeconfig is an option of --backend kubernetes, not emulated" in done.stderr
     assert not (tmp_path / "o").exists()

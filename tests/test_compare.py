@@ -4,9 +4,6 @@ ddsperf output (no root needed)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -14,12 +11,12 @@ import pytest
 from k8sdds.analysis import compare, load, tables
 from k8sdds.reparse import reparse
 
+from .cli_support import Done, invoke
 from .conftest import fake_run
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "200"}, timeout=120)
+def _cli(*args: str) -> Done:
+    return invoke(*args, env={"COLUMNS": "200"})
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from k8sdds.analysis import load, tables
 from k8sdds.reparse import reparse
 
+from .cli_support import Done, invoke
 from .conftest import fake_run
 
 REASON = "sub0: the subscriber stopped after 2 of 10 s"
@@ -61,9 +60,8 @@ def test_failed_repeats_are_pure_to_find():
     assert load.failed_repeats(manifest) == {(1, 2)}
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
-                          text=True, timeout=300)
+def _cli(*args: str) -> Done:
+    return invoke(*args)
 
 
 def test_export_and_report_leave_them_out_unless_asked_and_the_report_lists_them(run,

@@ -15,6 +15,7 @@ import pytest
 from k8sdds.errors import UserError
 from k8sdds.importer import configuration, import_tree
 
+from .cli_support import invoke
 from .conftest import FIXTURES
 
 R = FIXTURES / "rtiperftest"
@@ -91,9 +92,7 @@ def test_import_makes_run_directories_that_report_works_on(tmp_path):
     assert set(p50.latency_test) == {True}
     # and the report works on old data as on new
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "report", str(thr_run),
-                           str(lat_run), "--out", str(out)], capture_output=True, text=True,
-                          env={**os.environ}, timeout=300)
+    proc = invoke("report", str(thr_run), str(lat_run), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     page = (out / "report.html").read_text()
     assert "flannel-vxlan" in page and "Batching cannot be used" in page
@@ -109,8 +108,7 @@ def test_import_errors_are_clear(tmp_path):
                        r"\(test-11: its logs do not say data_len, num_subscribers \(Batching "
                        r"cannot be used in a Latency test\..*give a schedule with --schedule"):
         import_tree(tree, tmp_path / "logs")
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data",
-                           str(tmp_path / "nowhere")], capture_output=True, text=True)
+    proc = invoke("import", "k8sdds-data", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "not a directory" in proc.stderr
 
 
@@ -141,10 +139,8 @@ def test_the_report_of_an_imported_tree_draws_each_protection(tmp_path):
     out = tmp_path / "report"
     # the TLS test has no publisher's log, so it is a failed repeat: its subscriber's rows
     # count only when asked for
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "report",
-                           *[str(r) for r in runs if "throughput" in r.name], "--out",
-                           str(out), "--include-failed"], capture_output=True, text=True,
-                          timeout=300)
+    proc = invoke("report", *[str(r) for r in runs if "throughput" in r.name], "--out",
+                  str(out), "--include-failed")
     assert proc.returncode == 0, proc.stderr
     assert (out / "protection.png").stat().st_size > 10_000
     svg = (out / "protection.svg").read_text()
@@ -159,8 +155,7 @@ def test_a_bad_folder_is_skipped_and_the_rest_imported_once(tmp_path):
     shutil.copy(R / "legacy-throughput-sub.log",
                 tree / "throughput-test" / "flannel-udp" / "rtiperftest-sub0.log")  # stray
     out = tmp_path / "logs"
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    proc = invoke("import", "k8sdds-data", str(tree), "--out", str(out))
     assert proc.returncode == 1, proc.stderr
     assert "skipped throughput-test/cilium-udp: cilium-udp: unknown CNI 'cilium'" in \
         " ".join(proc.stderr.split())
@@ -170,8 +165,7 @@ def test_a_bad_folder_is_skipped_and_the_rest_imported_once(tmp_path):
                           .read_text())
     assert manifest["imported"]["skipped"] == [
         "rtiperftest-sub0.log: outside any test-<i> folder, so no test to give it"]
-    again = subprocess.run([sys.executable, "-m", "k8sdds", "import", "k8sdds-data", str(tree),
-                            "--out", str(out)], capture_output=True, text=True, timeout=120)
+    again = invoke("import", "k8sdds-data", str(tree), "--out", str(out))
     assert again.returncode == 1 and "exists already" in again.stderr
     assert sorted(p.name for p in out.iterdir()) == [
         "k8sdds-latency-test-weave-tls", "k8sdds-throughput-test-flannel-udp"]  # never twice

@@ -4,11 +4,6 @@ rules a reset keeps, and the errors for bad input (no host needed)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import yaml
 
@@ -17,6 +12,8 @@ from k8sdds.cluster import images, kubeadm
 from k8sdds.cni import manifests
 from k8sdds.errors import UserError
 from k8sdds.images import kubernetes as kimages
+
+from .cli_support import Done, invoke
 
 
 def _objects(text: str) -> list[dict]:
@@ -191,11 +188,8 @@ def test_build_refuses_an_image_whose_binary_has_another_version(tmp_path, monke
         kimages.build("docker.io/calico/node:v3.29.3")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
-                          text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "200",
-                               "PYTHONPATH": str(Path(__file__).parent.parent)})
+def _cli(*args: str) -> Done:
+    return invoke(*args, env={"COLUMNS": "200"})
 
 
 def test_bad_options_are_refused_before_any_host(tmp_path):

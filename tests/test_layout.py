@@ -4,9 +4,6 @@ at the bottom, small modules, thin commands; and the one rule for skips."""
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
@@ -167,21 +164,16 @@ def test_commands_reach_the_backends_only_through_the_registry():
     assert not {m for m in graph["k8sdds.runner"] if m.startswith("k8sdds.deployment.")}
 
 
-def test_a_skip_fails_where_every_test_must_run(tmp_path):
-    (tmp_path / "test_skips.py").write_text(
-        "import pytest\n\n@pytest.mark.skipif(True, reason='no such machine')\n"
-        "def test_it():\n    pass\n")
-
-    def pytest_with(env: dict) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "tests.skip_rule",
-             "-p", "no:cacheprovider", str(tmp_path / "test_skips.py")],
-            capture_output=True, text=True, cwd=ROOT, timeout=120,
-            env={**{k: v for k, v in os.environ.items()
-                    if k not in ("CI", "K8SDDS_REQUIRE_E2E")}, **env, "PYTHONPATH": str(ROOT)})
-
-    here = pytest_with({})
-    assert here.returncode == 0 and "1 skipped" in here.stdout
-    ci = pytest_with({"CI": "true"})
-    assert ci.returncode == 1 and ("1 failed" in ci.stdout or "1 error" in ci.stdout)
-    assert "no such machine" in ci.stdout
+def test_a_skip_fails_where_every_test_must_run(pytester, monkeypatch):
+    """The rule as a plugin of its own, in a pytest session of its own (pytester's)."""
+    pytester.makepyfile(test_skips="import pytest\n\n"
+                        "@pytest.mark.skipif(True, reason='no such machine')\n"
+                        "def test_it():\n    pass\n")
+    for name in ("CI", "K8SDDS_REQUIRE_E2E"):
+        monkeypatch.delenv(name, raising=False)
+    here = pytester.runpytest("-p", "tests.skip_rule", "-p", "no:cacheprovider")
+    here.assert_outcomes(skipped=1)
+    monkeypatch.setenv("CI", "true")
+    ci = pytester.runpytest("-p", "tests.skip_rule", "-p", "no:cacheprovider")
+    assert ci.ret == 1 and ci.parseoutcomes().keys() & {"failed", "errors", "error"}
+    assert "no such machine" in ci.stdout.str()

@@ -66,7 +66,12 @@ def postgres():
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# PostgreSQL is a real server of its own, started as its postgres user (root): `make test`
+# runs it, `make check` (no root) leaves it out (marker service)
+POSTGRESQL = pytest.param("postgresql", marks=pytest.mark.service)
+
+
+@pytest.fixture(params=["sqlite", POSTGRESQL])
 def db_url(request, tmp_path):
     if request.param == "sqlite":
         return store.default_url(tmp_path)
@@ -193,7 +198,7 @@ def service(db_url, tmp_path):
         yield made
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", POSTGRESQL])
 def shared_service(request, tmp_path_factory):
     """One service per database for the requests that must change nothing (each is
     refused with a 4xx): started once, not once per request."""

@@ -21,8 +21,10 @@ from .test_serve import _clear, _free_port, _get, _runs, db_url, postgres  # noq
 
 ROOT = Path(__file__).parent.parent
 SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
-pytestmark = pytest.mark.skipif(SCHEMATHESIS is None,
-                                reason="needs schemathesis (pip install -e '.[test]')")
+# a fuzzer's minutes against the real service: `make test` runs it, `make check` does not
+pytestmark = [pytest.mark.service,
+              pytest.mark.skipif(SCHEMATHESIS is None,
+                                 reason="needs schemathesis (pip install -e '.[test]')")]
 CEILING = 0.5  # seconds: every real schedule measures longer
 
 

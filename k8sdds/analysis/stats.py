@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 UNSTABLE_CV = 0.10  # std >= 10 % of the mean: say the result is unstable
 
@@ -43,6 +42,8 @@ def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
     mean = float(x.mean())
     if n == 1:
         return Summary(1, mean, math.nan, math.nan, math.nan)
+    from scipy import stats as sps  # a second of imports: only where an interval is drawn
+
     std = float(x.std(ddof=1))
     half = float(sps.t.ppf((1 + confidence) / 2, n - 1)) * std / math.sqrt(n)
     return Summary(n, mean, std, mean - half, mean + half)
@@ -61,6 +62,8 @@ def significance(a: Sequence[float], b: Sequence[float], test: str = "welch",
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if len(a) < 2 or len(b) < 2:
         return None
+    from scipy import stats as sps
+
     if test == "mannwhitney":
         p = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     else:

@@ -82,10 +82,12 @@ def report(
     """Plots (PNG, SVG) and one self-contained report.html over one or more runs. Failed
     repeats are listed with their reasons; their rows are left out unless --include-failed."""
     from k8sdds.analysis.load import load
-    from k8sdds.analysis.report import build
+
+    runs = load(run_dirs, include_failed)  # a damaged run is refused before the plotting
+    from k8sdds.analysis.report import build  # imports (matplotlib, seaborn) are paid
 
     target = out or (run_dirs[0] if len(run_dirs) == 1 else Path("report"))
-    path = build(run_dirs, target, load(run_dirs, include_failed))
+    path = build(run_dirs, target, runs)
     out_console.print(f"report: {path}")
 
 
