@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -26,13 +27,18 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     assert out["file"] == str(cal) and out["board"] == "rpi3b"
     # the link-bound rate of a 100 Mbit/s uplink, measured with no CPU limit
     assert 80 <= out["link_mbps"] <= 100
-    assert len(out["steps"]) == 2 and out["steps"][0][0] == pytest.approx(0.1)
+    fitted = "fitted through the CPU-bound steps" in proc.stderr  # then checked: a step more
+    assert len(out["steps"]) == 2 + fitted and out["steps"][0][0] == pytest.approx(0.1)
     assert all(v > 0 for _, v in out["steps"])  # every step measured traffic
     assert 0.01 <= out["cpu"] <= 1.0
     assert out["machine"]["cpus"] == os.cpu_count()
     assert "link-bound: 16384 B" in proc.stderr and "0.1000 CPU: 1024 B" in proc.stderr
     saved = json.loads(cal.read_text())["boards"]["rpi3b"]
     assert saved["cpu"] == out["cpu"]
+    # the ratio stored is what a run at the chosen budget measured, never the target
+    [last] = re.findall(rf"{out['cpu']:.4f} CPU: 1024 B at ([0-9.]+) Mbit/s", proc.stderr)[-1:]
+    assert out["ratio"] == pytest.approx(float(last) / out["link_mbps"], abs=2e-3)
+    assert any(c == out["cpu"] and abs(v - float(last)) < 0.06 for c, v in out["steps"])
     # nothing of its testbed is left: namespaces, cgroups, state
     assert namespaces(name) == []
     assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))

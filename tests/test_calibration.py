@@ -81,6 +81,10 @@ def test_the_shipped_reference_calibrates_rpi3b():
     assert 0.01 <= shipped["cpu"] <= 1.0
     assert abs(shipped["ratio"] - shipped["target_ratio"]) <= 0.1  # the search converged
     assert len(shipped["steps"]) >= 5
+    # its ratio is what a run measured at its budget (the last such step), not the target
+    at_budget = [v for c, v in shipped["steps"] if c == shipped["cpu"]]
+    assert at_budget, shipped["steps"]
+    assert shipped["ratio"] == pytest.approx(at_budget[-1] / shipped["link_mbps"], abs=1e-3)
 
 
 def test_a_damaged_calibration_file_is_named(tmp_path, monkeypatch):
@@ -153,6 +157,9 @@ def test_the_emulator_says_what_it_cannot_show():
     assert any("repeats spread more than on the board" in line
                and "k8sdds testbed steadiness --profile rpi3b" in line for line in lines)
     assert any("release machine, not on this one" in line for line in lines)
+    # no other machine's spread is written into this run's record as if it were this one's
+    [spread] = [line for line in lines if "repeats spread" in line]
+    assert "not measured before the run" in spread and "%" not in spread
     assert not any(line.startswith("cloud") for line in lines)
     guess = fidelity.cannot_show([{"name": "x", "cpu": 0.5, "cpu_origin": "guess"}])
     assert any("is a guess" in line for line in guess)

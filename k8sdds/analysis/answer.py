@@ -1,18 +1,17 @@
 """The answer, in a few lines: what each datapath costs against the `host` baseline
-(throughput at each payload, p50 and p99 round trip), with the confidence of each figure and
-a mark where the difference is within noise. Pure: tables in, rows and sentences out."""
+(throughput at each payload, p50 and p99 round trip, the subscribers' CPU per gigabit), with
+the confidence of each figure and a mark where the difference is within noise. Every change
+rests on an interval over repeats, latency as throughput: a percentile per repeat, Student's
+t over the repeats. Pure: tables in, rows and sentences out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from k8sdds.analysis import known_error
 from k8sdds.analysis.tables import base
-
-# a round-trip difference smaller than this is not claimed (pooled percentiles carry no
-# confidence interval of their own)
-LATENCY_NOISE_PCT = 3.0
 
 
 @dataclass(frozen=True)
@@ -24,20 +23,39 @@ class Cost:
     value: float
     change_pct: float
     noise: bool | None  # within noise: not shown to be real; None: unknown (one repeat)
-    confidence: str  # what backs the figure ("±4 %, 5 repeats", "1200 round trips")
-    repeats: int = 1  # repeats behind a mean (a round trip's percentiles are pooled)
+    confidence: str  # what backs the figure ("±4 %, 5 repeats", "1 repeat, no interval")
+    repeats: int = 1  # the fewer repeats of the two sides
+    known: str = ""  # the emulator's known error at this cell (a calibrated profile's run)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: a mean over repeats and its 95 % interval (NaN: one repeat)."""
+
+    mean: float
+    low: float
+    high: float
+    repeats: int
 
 
 def _size(n: int) -> str:
     return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
 
 
-def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None
-          ) -> list[Cost]:
+def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None,
+          profile: str | None = None) -> list[Cost]:
     """Every datapath's change against host on the payload sweep (same other parameters):
-    throughput, p50 and p99 round trip, and (`cpu`: the same table as `thr` of the
-    subscribers' CPU) what the subscribers' CPU becomes."""
+    throughput, p50 and p99 round trip, and (`cpu`: `tables.cpu_per_gigabit`) the
+    subscribers' CPU per gigabit. `profile`: the calibrated profile the nodes ran (see
+    `calibrated_profile`); each throughput figure then carries the emulator's known error
+    at its cell."""
     out = _means(thr, "throughput")
+    if profile:
+        rows = {(r["datapath"], int(r["data_len"])): r for _, r in base(thr).iterrows()}
+        out = [replace(c, known=known_error.said(
+                   profile, rows[(c.datapath, c.data_len)]["transport"],
+                   bool(rows[(c.datapath, c.data_len)]["secure"]), c.datapath, c.data_len))
+               for c in out]
     out += _latency(lat)
     if cpu is not None:
         out += _means(cpu, "cpu")
@@ -45,54 +63,78 @@ def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None
     return sorted(out, key=lambda c: (c.datapath, order[c.metric], c.data_len))
 
 
-def _means(thr: pd.DataFrame, metric: str) -> list[Cost]:
-    """Changes of a mean over repeats, within noise where the 95 % intervals overlap."""
-    out: list[Cost] = []
-    t = base(thr) if not thr.empty else thr
-    if not t.empty and "host" in set(t["datapath"]):
-        host = t[t["datapath"] == "host"].set_index("data_len")
-        for _, row in t[t["datapath"] != "host"].sort_values(["datapath", "data_len"]).iterrows():
-            if row["data_len"] not in host.index:
-                continue
-            h = host.loc[row["data_len"]]
-            overlap = not (row["ci_high"] < h["ci_low"] or row["ci_low"] > h["ci_high"])
-            noise = None if pd.isna(row["ci_low"]) or pd.isna(h["ci_low"]) else bool(overlap)
-            half = (row["ci_high"] - row["ci_low"]) / 2 / row["mean"] * 100 if row["mean"] else 0
-            conf = (f"±{half:.0f} %, {int(row['repeats'])} repeats" if not pd.isna(half)
-                    else f"{int(row['repeats'])} repeat, no interval")
-            if not h["mean"]:
-                continue
-            out.append(Cost(row["datapath"], metric, int(row["data_len"]), h["mean"],
-                            row["mean"], (row["mean"] / h["mean"] - 1) * 100, noise, conf,
-                            min(int(row["repeats"]), int(h["repeats"]))))
+def calibrated_profile(manifests: dict[str, dict]) -> str | None:
+    """The calibrated profile (one with a board's CPU budget, such as rpi3b) the nodes of
+    these runs ran, if they ran one; None for none, or for several."""
+    names = set()
+    for m in manifests.values():
+        cluster = m.get("cluster") or {}
+        profiles = cluster.get("profiles") or {}
+        names |= {n.get("profile") for n in cluster.get("nodes", [])
+                  if (profiles.get(n.get("profile")) or {}).get("board")}
+    return names.pop() if len(names) == 1 else None
+
+
+def _pairs(table: pd.DataFrame):
+    """(datapath row, host row) on the payload sweep, each datapath against host's payload."""
+    t = base(table) if not table.empty else table
+    if t.empty or "host" not in set(t["datapath"]):
+        return
+    host = t[t["datapath"] == "host"].set_index("data_len")
+    for _, row in t[t["datapath"] != "host"].sort_values(["datapath", "data_len"]).iterrows():
+        if row["data_len"] in host.index:
+            yield row, host.loc[row["data_len"]]
+
+
+def compared(datapath: str, metric: str, data_len: int, value: Side, host: Side,
+             enough: bool = True, backing: str = "") -> Cost | None:
+    """The change of `value` against `host`: within noise where the 95 % intervals overlap
+    (or `enough` is false: too few samples behind a percentile), unknown with one repeat."""
+    if not host.mean or pd.isna(host.mean) or pd.isna(value.mean):
+        return None
+    one = pd.isna(value.low) or pd.isna(host.low)
+    overlap = not (value.high < host.low or value.low > host.high)
+    noise = None if one else (overlap or not enough)
+    if one:
+        conf = f"{min(value.repeats, host.repeats)} repeat, no interval"
+    else:
+        half = (value.high - value.low) / 2 / value.mean * 100 if value.mean else 0.0
+        conf = f"±{half:.0f} %, {value.repeats} repeats"
+    return Cost(datapath, metric, data_len, host.mean, value.mean,
+                (value.mean / host.mean - 1) * 100, noise, conf + backing,
+                min(value.repeats, host.repeats))
+
+
+def _means(table: pd.DataFrame, metric: str) -> list[Cost]:
+    """Changes of a mean over repeats."""
+    out = []
+    for row, h in _pairs(table):
+        c = compared(row["datapath"], metric, int(row["data_len"]),
+                     Side(row["mean"], row["ci_low"], row["ci_high"], int(row["repeats"])),
+                     Side(h["mean"], h["ci_low"], h["ci_high"], int(h["repeats"])))
+        out += [c] if c else []
     return out
 
 
 def _latency(lat: pd.DataFrame) -> list[Cost]:
-    out: list[Cost] = []
-    la = base(lat) if not lat.empty else lat
-    if not la.empty and "host" in set(la["datapath"]):
-        host = la[la["datapath"] == "host"].set_index("data_len")
-        for _, row in la[la["datapath"] != "host"].sort_values(
-                ["datapath", "data_len"]).iterrows():
-            if row["data_len"] not in host.index:
-                continue
-            h = host.loc[row["data_len"]]
-            for name in ("p50", "p99"):
-                if pd.isna(row[name]) or pd.isna(h[name]) or not h[name]:
-                    continue
-                change = (row[name] / h[name] - 1) * 100
-                enough = bool(row.get(f"{name}_enough", True))
-                out.append(Cost(row["datapath"], name, int(row["data_len"]), h[name],
-                                row[name], change,
-                                abs(change) < LATENCY_NOISE_PCT or not enough,
-                                f"{int(row['roundtrips'])} round trips"))
+    """Changes of the p50 and p99 round trip: each repeat's percentile, over repeats."""
+    out = []
+    for row, h in _pairs(lat):
+        for name in ("p50", "p99"):
+            def side(r, name=name):
+                return Side(r[f"{name}_mean"], r[f"{name}_ci_low"], r[f"{name}_ci_high"],
+                            int(r["repeats"]))
+            enough = bool(row[f"{name}_enough_each"]) and bool(h[f"{name}_enough_each"])
+            fewest = int(min(row["roundtrips_fewest"], h["roundtrips_fewest"]))
+            c = compared(row["datapath"], name, int(row["data_len"]), side(row), side(h),
+                         enough, f"; ≥ {fewest} round trips a repeat")
+            out += [c] if c else []
     return out
 
 
 # how each metric reads: its words, and whether a rise is better
 METRICS = {"throughput": ("throughput", True), "p50": ("p50 round trip", False),
-           "p99": ("p99 round trip", False), "cpu": ("subscriber CPU", False)}
+           "p99": ("p99 round trip", False), "cpu": ("subscriber CPU per gigabit", False)}
 
 
 def sentences(found: list[Cost]) -> list[str]:
@@ -106,7 +148,9 @@ def sentences(found: list[Cost]) -> list[str]:
         parts = [_phrase(name, [c for c in mine if c.metric == metric])
                  for metric, (name, _) in METRICS.items()
                  if any(c.metric == metric for c in mine)]
-        lines.append(f"{dp}: " + "; ".join(parts) + _backing(mine))
+        known = list(dict.fromkeys(c.known for c in mine if c.known))
+        lines.append(f"{dp}: " + "; ".join(parts) + _backing(mine)
+                     + ("; the emulator here: " + "; ".join(known) if known else ""))
     return lines
 
 
@@ -134,21 +178,25 @@ def _verdict(c: Cost) -> str:
 
 
 def _backing(mine: list[Cost]) -> str:
-    """What the means rest on: repeats and intervals (percentiles are pooled, not averaged)."""
-    means = [c for c in mine if c.metric in ("throughput", "cpu")]
-    if not means:
+    """What the changes rest on: repeats and intervals."""
+    if not mine:
         return ""
-    if any(c.noise is None for c in means):
+    if any(c.noise is None for c in mine):
         return "; one repeat, no interval"
-    repeats = min(c.repeats for c in means)
+    repeats = min(c.repeats for c in mine)
     return f"; {repeats} repeats, 95 % intervals"
+
+
+UNITS = {"throughput": "Mb/s", "p50": "µs", "p99": "µs", "cpu": "core-seconds per gigabit"}
 
 
 def table(found: list[Cost]) -> pd.DataFrame:
     """The answer as a table: one row per datapath, metric and payload."""
     return pd.DataFrame([{
-        "datapath": c.datapath, "metric": c.metric, "payload": _size(c.data_len),
-        "host": c.host, "datapath value": c.value, "change %": c.change_pct,
+        "datapath": c.datapath, "metric": c.metric, "unit": UNITS[c.metric],
+        "payload": _size(c.data_len), "host": c.host, "datapath value": c.value,
+        "change %": c.change_pct,
         "within noise": {True: "yes", False: "no", None: "unknown"}[c.noise],
-        "confidence": c.confidence}
+        "confidence": c.confidence,
+        **({"the emulator's known error": c.known} if any(x.known for x in found) else {})}
         for c in found])

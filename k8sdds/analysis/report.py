@@ -127,7 +127,8 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
 
     mw = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
     hist = history.series(runs)
-    found = answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))
+    found = answer.costs(thr, lat, tables.cpu_per_gigabit(runs),
+                         answer.calibrated_profile(runs.manifests))
     said = answer.sentences(found) + middlewares.sentences(mw)
     thr_figs = (_img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                 _img(out, plots.throughput(runs, out, "samples_per_s"),
@@ -144,10 +145,14 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     bodies = {
         "answer": ("".join(f"<p class='answer'><b>{html.escape(line)}</b></p>"
                            for line in said) +
-                   f"<p class='note'>Throughput: mean per subscriber, change against host, "
-                   f"within noise where the 95 % intervals overlap. Round trip: pooled "
-                   f"percentiles, within noise under {answer.LATENCY_NOISE_PCT:g} % or with "
-                   f"too few round trips.</p>" + _table(answer.table(found))) if said else "",
+                   "<p class='note'>Each change against host is a mean over repeats with "
+                   "its 95 % interval (Student's t), within noise where the two intervals "
+                   "overlap, and unknown with one repeat. Throughput: per subscriber. Round "
+                   "trip: each repeat's percentile (from its ddsperf per-second quantiles), "
+                   "then over the repeats; within noise too where a repeat has too few "
+                   "round trips for the percentile. Subscriber CPU: per unit of work, "
+                   "core-seconds per gigabit received (CPU per second is in the CPU "
+                   "section).</p>" + _table(answer.table(found))) if said else "",
         "throughput": thr_figs + (
             "<p>Mean per subscriber over repeats, with the 95 % confidence interval "
             "(Student's t) and the coefficient of variation.</p>" + _table(thr_view)

@@ -57,19 +57,48 @@ def throughput(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
 
 def latency(runs: Runs) -> pd.DataFrame:
     """Per test parameters: p50/p90/p99 of the distribution pooled over repeats (never an
-    average of percentiles), with the number of round trips behind them."""
+    average of percentiles), with the number of round trips behind them; and, for comparing,
+    each percentile taken per repeat and summarized over the repeats (`p50_mean`,
+    `p50_ci_low`, `p50_ci_high`: Student's t, as for throughput). The repeats are the
+    independent samples: round trips inside one repeat share its machine's state, so their
+    count says how well a repeat's percentile is known, not how a second sitting would read."""
     iv = intervals(runs.results)
     if iv.empty:
         return pd.DataFrame()
     rows = []
     for key, group in iv.groupby(PARAMS, dropna=False):
         count = group["cnt"].sum()
-        row = {**dict(zip(PARAMS, key, strict=True)), "repeats": group["repeat"].nunique(),
-               "roundtrips": int(count)}
+        repeats = [g for _, g in group.groupby(["run_id", "test", "repeat"], dropna=False)]
+        fewest = min(int(g["cnt"].sum()) for g in repeats)
+        row = {**dict(zip(PARAMS, key, strict=True)), "repeats": len(repeats),
+               "roundtrips": int(count), "roundtrips_fewest": fewest}
         for name, q in PERCENTILES:
             row[name] = pooled_quantile(group, q)
             row[f"{name}_enough"] = count >= MIN_SAMPLES / (1 - q)
+            s = summarize([pooled_quantile(g, q) for g in repeats])
+            row |= {f"{name}_mean": s.mean, f"{name}_ci_low": s.ci_low,
+                    f"{name}_ci_high": s.ci_high,
+                    f"{name}_enough_each": fewest >= MIN_SAMPLES / (1 - q)}
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cpu_per_gigabit(runs: Runs) -> pd.DataFrame:
+    """The subscribers' CPU per unit of work: core-seconds per gigabit received (CPU % / 100
+    over Gb/s), per repeat, then summarized over repeats as `throughput` does. A datapath
+    that moves less data in the same second spends less CPU per second and may still spend
+    more per gigabit: this is the cost a user compares."""
+    cpu = repeat_values(runs.results, "cpu_pct")
+    thr = repeat_values(runs.results, "throughput_mbps")
+    both = cpu.merge(thr, on=PARAMS + ["run_id", "test", "repeat"], suffixes=("_cpu", "_thr"))
+    both = both[(~both["latency_test"]) & (both["value_thr"] > 0)]
+    rows = []
+    for key, group in both.groupby(PARAMS, dropna=False):
+        per = (group["value_cpu"] / 100 / (group["value_thr"] / 1000)).tolist()
+        s = summarize(per)
+        rows.append({**dict(zip(PARAMS, key, strict=True)), "repeats": s.n, "mean": s.mean,
+                     "std": s.std, "ci_low": s.ci_low, "ci_high": s.ci_high, "cv": s.cv,
+                     "unstable": s.unstable})
     return pd.DataFrame(rows)
 
 

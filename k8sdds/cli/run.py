@@ -239,7 +239,9 @@ def _answer(runs) -> list[str]:
     if runs is None:
         return []
     thr, lat = tables.throughput(runs), tables.latency(runs)
-    return (answer.sentences(answer.costs(thr, lat, tables.throughput(runs, "cpu_pct"))) +
+    found = answer.costs(thr, lat, tables.cpu_per_gigabit(runs),
+                         answer.calibrated_profile(runs.manifests))
+    return (answer.sentences(found) +
             middlewares.sentences(middlewares.table(thr, lat, middlewares.hubs(runs.manifests))))
 
 

@@ -144,19 +144,20 @@ def calibrate(settings: Settings, board: Board,
 
             cpu, trace = calibration.solve(measure, target, settings.low, settings.high,
                                            settings.steps)
+            fitted = calibration.fit(trace, target, link)
+            if fitted is not None:
+                cpu = round(fitted, 4)
+                say(f"fitted through the CPU-bound steps: {cpu:.4f} CPU; measuring it")
+                measured = measure(cpu)  # what the emulation shows there, not the target
+                trace.append((cpu, measured))  # the last step: the check at the budget
+            else:
+                measured = dict(trace)[cpu]
     finally:
         lock.acquire()
         try:
             tb.down()
         finally:
             lock.release()
-    fitted = calibration.fit(trace, target, link)
-    if fitted is not None:
-        cpu = fitted
-        measured = target  # on the fitted line
-        say(f"fitted through the CPU-bound steps: {cpu:.4f} CPU")
-    else:
-        measured = dict(trace)[cpu]
     return Calibration(board=settings.profile, cpu=round(cpu, 4),
                        target_ratio=round(board.target_ratio(), 4),
                        ratio=round(measured / link, 4), link_mbps=round(link, 2),

@@ -67,7 +67,8 @@ class Calibration:
     link_mbps: float  # emulated host throughput at the link-bound payload
     machine: dict = field(default_factory=dict)
     when: str = ""
-    steps: list = field(default_factory=list)  # [cpu, Mbit/s] tried, in order
+    steps: list = field(default_factory=list)  # [cpu, Mbit/s] tried, in order (a fitted
+    # budget's check last: `ratio` is its Mbit/s over link_mbps)
 
     def describe(self, reference: bool) -> str:
         where = ("on the release machine" if reference else "on this machine") + \

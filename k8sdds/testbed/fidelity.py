@@ -36,11 +36,12 @@ def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> lis
                    f"in periods of {period:g} ms; a node out of budget waits for the next "
                    f"period, so latency tails reach {period:g} ms where the board's would "
                    "not, and the parallelism of the board's cores is not emulated")
-        out.append(f"{name}: repeats spread more than on the board: the CV of 1 KiB "
-                   "throughput over 5 repeats of 10 s was 2 to 13 % on the release machine, "
-                   "which runs work under the budget unsteadily (README, Fidelity; `k8sdds "
-                   f"testbed steadiness --profile {name}` measures this machine); use "
-                   "several repeats and read the confidence intervals")
+        out.append(f"{name}: repeats spread more than on the board (work under a CPU "
+                   "budget runs unsteadily on a shared machine); this machine's spread was "
+                   f"not measured before the run (`k8sdds testbed steadiness --profile {name}` "
+                   "measures it); the spread of this run's own repeats is each test's CV in "
+                   "the report's throughput table: use several repeats and read the "
+                   "confidence intervals")
     return out + budget_notes(profiles, now)
 
 
@@ -65,6 +66,6 @@ def budget_notes(profiles: Iterable[dict], now: dt.datetime | None = None) -> li
             if age is not None and age > STALE_HOURS:
                 out.append(f"{name}: the CPU budget was calibrated {age:.0f} hours before "
                            f"this run ({p['cpu_when'][:16]}); on a shared machine it moves "
-                           "between sittings (by 18 % from one day to the next on the release "
-                           "machine): `k8sdds testbed calibrate` in the sitting you measure in")
+                           "between sittings: `k8sdds testbed calibrate` in the sitting you "
+                           "measure in")
     return out

@@ -1,0 +1,76 @@
+"""The emulator's known error, cell by cell: where an emulated Pi's throughput ratio stood
+against the published Pi's in the last measured sitting, so that an answer on a calibrated
+profile says how far to trust the cell it speaks of. Data (`known_error.csv`), not prose.
+
+Each cell: the throughput of one transport through one datapath at one payload as a ratio to
+UDP over the host's network at that payload (one subscriber, reliable, unicast, no
+batching); `emulated` is the median of 3 rounds of `benchmarks/fidelity.py` on 2026-11-25
+(`rpi3b` calibrated in that sitting, 0.1888 CPU), `published` the K8sDDS tree's
+(`benchmarks/fidelity-tree.csv`). docs/explanation/fidelity.md reads the same cells. Pure."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("known_error.csv")
+SITTING = "benchmarks/fidelity.py, 2026-11-25"
+TOLERANCE = 0.10  # the benchmark's: a cell within it follows the published Pi
+
+
+@dataclass(frozen=True)
+class Cell:
+    profile: str
+    transport: str  # "UDP", "TCP", "TLS", "DDS Security/UDP", "DDS Security/TCP"
+    datapath: str
+    data_len: int
+    emulated: float  # ratio to UDP host, this emulator
+    published: float  # the same ratio, the published Pi
+
+    @property
+    def follows(self) -> bool:
+        """Within TOLERANCE of the published Pi."""
+        return abs(self.emulated - self.published) <= TOLERANCE
+
+
+@cache
+def cells() -> dict[tuple[str, str, str, int], Cell]:
+    """Every measured cell by (profile, transport, datapath, data_len)."""
+    with DATA.open(newline="") as f:
+        rows = [Cell(r["profile"], r["transport"], r["datapath"], int(r["data_len"]),
+                     float(r["emulated"]), float(r["published"])) for r in csv.DictReader(f)]
+    return {(c.profile, c.transport, c.datapath, c.data_len): c for c in rows}
+
+
+def transport_of(transport: str, secure: bool) -> str:
+    """The table's name of a protection: 'TLS', 'DDS Security/UDP', ..."""
+    name = transport.upper()
+    return f"DDS Security/{name}" if secure else name
+
+
+def profiles() -> set[str]:
+    """The profiles the table has cells of."""
+    return {key[0] for key in cells()}
+
+
+def lookup(profile: str, transport: str, secure: bool, datapath: str,
+           data_len: int) -> Cell | None:
+    return cells().get((profile, transport_of(transport, secure), datapath, data_len))
+
+
+def said(profile: str, transport: str, secure: bool, datapath: str, data_len: int) -> str:
+    """In words, for an answer: the emulator against the published Pi at this cell, or that
+    the error here is not known."""
+    size = f"{data_len // 1024} KiB" if data_len >= 1024 and data_len % 1024 == 0 \
+        else f"{data_len} B"
+    cell = lookup(profile, transport, secure, datapath, data_len)
+    if cell is None:
+        what = f"{transport_of(transport, secure)} {size}"
+        if profile not in profiles():
+            return f"{what}: {profile} has no cell measured against a published board"
+        return f"{what}: no published Pi cell, the emulator's error here is not known"
+    head = (f"{cell.transport} {size}: emulated {cell.emulated:.2f} of UDP host, "
+            f"the published Pi {cell.published:.2f}")
+    return head + ("" if cell.follows else ": trust the order, not the size")
