@@ -23,9 +23,10 @@ TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server
 # and no fuzzer's minutes
 FAST := not emulated and not kube and not ssh and not image and not kubelet and not service
 
-## demo: install everything, run schedules/quick.csv on three datapaths, write the report, print where
+## demo: install everything, run schedules/quick.csv on three datapaths, three repeats each in
+## rounds (so that every change the answer states has an interval), write the report, print where
 demo: install
-	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --out logs --report
+	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --repeats 3 --order rounds --out logs --report
 
 ## test: install everything the tests need, then lint and run the whole test suite: two test
 ## processes side by side, then the tests that must run alone (marker exclusive)

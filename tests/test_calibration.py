@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from dataclasses import asdict
 
 import pytest
 
@@ -42,9 +43,10 @@ def test_rpi3b_target_is_the_study_host_ratio_of_1k_to_16k():
     assert "host" in board.source.lower() or "hostNetwork" in board.source
 
 
-def _cal(cpu: float = 0.06) -> Calibration:
+def _cal(cpu: float = 0.06, machine: dict | None = None) -> Calibration:
+    """A calibration made on this machine (or on `machine`)."""
     return Calibration(board="rpi3b", cpu=cpu, target_ratio=0.868, ratio=0.87,
-                       link_mbps=95.0, machine={"cpu": "Test CPU", "cpus": 2},
+                       link_mbps=95.0, machine=machine or calibration.machine(),
                        when="2026-11-23T12:00:00+00:00", steps=[[0.1, 95.0], [cpu, 82.6]])
 
 
@@ -55,7 +57,8 @@ def test_profiles_take_their_budget_from_this_machines_calibration(tmp_path, mon
     assert saved["version"] == 1 and saved["boards"]["rpi3b"]["cpu"] == 0.06
     pi3, pi4, wifi = resolve("rpi3b"), resolve("rpi4"), resolve("rpi3b-wifi")
     assert pi3.cpu == 0.06 and wifi.cpu == 0.06 and pi4.cpu == pytest.approx(0.12)
-    assert "on this machine (Test CPU, 2 CPUs)" in pi3.cpu_from
+    here = calibration.machine()
+    assert f"on this machine ({here['cpu']}, {here['cpus']} CPUs)" in pi3.cpu_from
     assert "0.87 of the link-bound rate" in pi3.cpu_from
     assert pi3.cpu_origin == pi4.cpu_origin == "this machine"
     assert pi4.cpu_from.startswith("2 x the rpi3b budget")
@@ -69,11 +72,42 @@ def test_without_a_calibration_here_the_release_machines_is_used_and_said(tmp_pa
     monkeypatch.setattr(calibration, "REFERENCE", reference)
     assert resolve("rpi3b").cpu_from.startswith("not calibrated: a guess")
     assert resolve("rpi3b").cpu_origin == "guess"
-    calibration.save(_cal(0.05), reference)
+    calibration.save(_cal(0.05, {"cpu": "Release CPU", "cpus": 2}), reference)
     got = resolve("rpi3b")
     assert got.cpu == 0.05 and "on the release machine" in got.cpu_from
     assert "run `k8sdds testbed calibrate` for this machine" in got.cpu_from
     assert got.cpu_origin == "release"
+
+
+def test_a_calibration_holds_only_on_the_machine_it_was_made_on():
+    made = {"cpu": "AMD EPYC", "cpus": 2, "kernel": "6.18.44", "udp_loopback_pps": 200_000}
+    assert calibration.elsewhere(made, dict(made)) is None
+    assert calibration.elsewhere(made, {**made, "udp_loopback_pps": 150_000}) is None
+    assert calibration.elsewhere(made, {**made, "cpu": "Intel(R) Xeon(R) Processor"}) == (
+        "CPU 'AMD EPYC' there, 'Intel(R) Xeon(R) Processor' here")
+    # one CPU model, another VM: the measured fingerprint tells them apart
+    assert calibration.elsewhere(made, {**made, "udp_loopback_pps": 90_000}) == (
+        "200000 loopback datagrams a second there, 90000 here")
+    old = {k: v for k, v in made.items() if k != "udp_loopback_pps"}
+    assert "no fingerprint measured there" in calibration.elsewhere(old, made)
+
+
+def test_this_machines_fingerprint_is_measured_and_holds_from_one_measurement_to_the_next():
+    here = calibration.machine()
+    assert here["udp_loopback_pps"] > 1000  # a real loopback exchange, not a constant
+    again = {**here, "udp_loopback_pps": calibration.fingerprint()}
+    assert calibration.elsewhere(here, again) is None
+
+
+def test_a_calibration_file_from_another_machine_is_not_this_machines(tmp_path, monkeypatch):
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
+    calibration.save(_cal(0.06, {**calibration.machine(), "cpu": "Other CPU"}))
+    got = resolve("rpi3b")
+    assert got.cpu == 0.06 and got.cpu_origin == "another machine"
+    assert "not this machine: CPU 'Other CPU' there" in got.cpu_from
+    [note] = fidelity.budget_notes([asdict(got)])
+    assert note.startswith("rpi3b: the CPU budget was calibrated on another machine, not on "
+                           "this one (CPU 'Other CPU' there")
 
 
 def test_the_shipped_reference_calibrates_rpi3b():

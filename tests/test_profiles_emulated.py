@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -207,9 +208,9 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
     from k8sdds.testbed import calibration
 
     cal = tmp_path / "cal.json"
+    here = calibration.machine()  # made on this machine, in another sitting
     calibration.save(calibration.Calibration(board="rpi3b", cpu=0.25, target_ratio=0.87,
-                                             ratio=0.87, link_mbps=95.0,
-                                             machine={"cpu": "Test CPU", "cpus": 2},
+                                             ratio=0.86, link_mbps=95.0, machine=here,
                                              when="2026-01-02T03:04:00+00:00"), cal)
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
            "K8SDDS_CALIBRATION": str(cal)}
@@ -222,7 +223,7 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
     run = json.loads(proc.stdout)["run_dir"]
     manifest = json.loads(open(f"{run}/manifest.json").read())
     pi = manifest["cluster"]["profiles"]["rpi3b"]
-    assert pi["cpu"] == 0.25 and "calibrated on this machine (Test CPU" in pi["cpu_from"]
+    assert pi["cpu"] == 0.25 and f"calibrated on this machine ({here['cpu']}" in pi["cpu_from"]
     assert any("periods of 10 ms" in line for line in manifest["cluster"]["cannot_show"])
     # a calibration from another sitting is said, in the manifest and in the run's outcome
     [stale] = json.loads(proc.stdout)["budget_notes"]
@@ -239,3 +240,17 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
     assert f"note: {stale}" in proc.stderr
     report = open(f"{run}/report.html").read()
     assert "the emulator cannot show" in report and "rpi3b: 0.25 CPU (calibrated" in report
+    # a calibration file made on another machine: said in the answer, loudly, with why
+    calibration.save(calibration.Calibration(board="rpi3b", cpu=0.25, target_ratio=0.87,
+                                             ratio=0.86, link_mbps=95.0,
+                                             machine={**here, "cpu": "Other CPU"},
+                                             when=dt.datetime.now(dt.timezone.utc)
+                                             .isoformat()), cal)
+    proc = cli("run", "--sch", str(sch), "--profile", "rpi3b", "--datapath", "host",
+               "--duration", "1", "--out", str(tmp_path / "logs"), "--testbed",
+               "kdb" + str(os.getpid() % 1000), "--no-plot", env={**env, "COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    [away] = [line for line in proc.stdout.splitlines() if line.startswith("rpi3b: ")]
+    assert away.startswith("rpi3b: the CPU budget was calibrated on another machine, not on "
+                           f"this one (CPU 'Other CPU' there, {here['cpu']!r} here)")
+    assert "note:" not in proc.stderr  # said once, in the answer

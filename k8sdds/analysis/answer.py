@@ -75,6 +75,15 @@ def calibrated_profile(manifests: dict[str, dict]) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
+def budget_notes(manifests: dict[str, dict]) -> list[str]:
+    """What the runs' CPU budgets rest on where it is not this machine's calibration of this
+    sitting (a guess, another machine's, an old one), as each run recorded it: every figure
+    of those nodes rests on it, so the answer says it with them."""
+    notes = [n for m in manifests.values() for n in (m.get("cluster") or {}).get(
+        "budget_notes", []) if isinstance(n, str)]
+    return list(dict.fromkeys(notes))
+
+
 def _pairs(table: pd.DataFrame):
     """(datapath row, host row) on the payload sweep, each datapath against host's payload."""
     t = base(table) if not table.empty else table

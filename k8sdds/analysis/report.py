@@ -129,7 +129,8 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     hist = history.series(runs)
     found = answer.costs(thr, lat, tables.cpu_per_gigabit(runs),
                          answer.calibrated_profile(runs.manifests))
-    said = answer.sentences(found) + middlewares.sentences(mw)
+    said = answer.sentences(found) + middlewares.sentences(mw) + answer.budget_notes(
+        runs.manifests)
     thr_figs = (_img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                 _img(out, plots.throughput(runs, out, "samples_per_s"),
                      "throughput (samples/s) against payload") +

@@ -242,7 +242,8 @@ def _answer(runs) -> list[str]:
     found = answer.costs(thr, lat, tables.cpu_per_gigabit(runs),
                          answer.calibrated_profile(runs.manifests))
     return (answer.sentences(found) +
-            middlewares.sentences(middlewares.table(thr, lat, middlewares.hubs(runs.manifests))))
+            middlewares.sentences(middlewares.table(thr, lat, middlewares.hubs(runs.manifests)))
+            + answer.budget_notes(runs.manifests))
 
 
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
@@ -281,7 +282,8 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         err_console.print(f"[red]failed[/red] {failure}")
     for line in outcome.not_applied:
         err_console.print(f"[yellow]not applied:[/yellow] {line}")
-    for line in outcome.budget_notes:
+    # what a CPU budget rests on: in the answer's lines, else (--quiet, or no results) here
+    for line in outcome.budget_notes if quiet or runs is None else []:
         err_console.print(f"[yellow]note:[/yellow] {escape(line)}", highlight=False)
     if not quiet:
         err_console.print(f"{outcome.repeats - len(outcome.failed)}/{outcome.repeats} repeats "

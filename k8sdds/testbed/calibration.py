@@ -14,6 +14,7 @@ that made the release (REFERENCE, shipped in the package) is used, and says so.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -80,13 +81,58 @@ class Calibration:
                 + ("; run `k8sdds testbed calibrate` for this machine" if reference else ""))
 
 
+# a calibration holds on a machine whose fingerprint is within this factor of the one it
+# was made on: two sittings of one VM differ by far less, two VMs of one CPU model by more
+# (the budget this VM needed was 2.3 times the release VM's; docs/explanation/fidelity.md)
+FINGERPRINT_FACTOR = 1.5
+
+
+def fingerprint(seconds: float = 0.3) -> int:
+    """1 KiB UDP datagrams this machine sends and receives over loopback in a second of one
+    process's CPU time (user and system: a busy machine that takes the CPU away from it
+    leaves it alike): the per-packet kernel work a CPU budget is calibrated on, measured in a
+    moment. Machines that report the same CPU model can differ in it by twice."""
+    import socket
+    import time
+
+    payload = bytes(1024)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        rx.bind(("127.0.0.1", 0))
+        to = rx.getsockname()
+        count, start = 0, time.process_time()
+        while (elapsed := time.process_time() - start) < seconds:
+            for _ in range(200):
+                tx.sendto(payload, to)
+                rx.recv(2048)
+            count += 200
+    return round(count / elapsed)
+
+
+@functools.cache
 def machine() -> dict:
     """What a calibration holds for: CPU model and count, kernel (as a run's manifest has
-    them)."""
+    them), and the measured fingerprint (measured once a process)."""
     from k8sdds.environment import capture
 
     env = capture()
-    return {"cpu": env["cpu_model"], "cpus": env["cpu_count"], "kernel": env["kernel"]}
+    return {"cpu": env["cpu_model"], "cpus": env["cpu_count"], "kernel": env["kernel"],
+            "udp_loopback_pps": fingerprint()}
+
+
+def elsewhere(made: dict, here: dict) -> str | None:
+    """Why a calibration made on the machine `made` describes does not hold on `here` (both
+    as machine() gives them), or None where it holds. Pure."""
+    why = [f"{what} {made.get(key)!r} there, {here.get(key)!r} here"
+           for key, what in (("cpu", "CPU"), ("cpus", "CPUs"), ("kernel", "kernel"))
+           if made.get(key) != here.get(key)]
+    there, now = made.get("udp_loopback_pps"), here.get("udp_loopback_pps")
+    if not there:
+        why.append("no fingerprint measured there (a calibration older than k8sdds' "
+                   "fingerprint)")
+    elif now and not 1 / FINGERPRINT_FACTOR <= now / there <= FINGERPRINT_FACTOR:
+        why.append(f"{there} loopback datagrams a second there, {now} here")
+    return "; ".join(why) or None
 
 
 def _read(path: Path) -> dict[str, Calibration]:

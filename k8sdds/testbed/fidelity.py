@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from k8sdds.testbed import cgroups
-from k8sdds.testbed.profiles import GUESS, HERE, RELEASE
+from k8sdds.testbed.profiles import ELSEWHERE, GUESS, HERE, RELEASE
 
 STALE_HOURS = 12  # a calibration older than this is from another sitting of the machine
 
@@ -58,9 +58,12 @@ def budget_notes(profiles: Iterable[dict], now: dt.datetime | None = None) -> li
         if origin == GUESS:
             out.append(f"{name}: the CPU budget is a guess, not calibrated "
                        "(`k8sdds testbed calibrate`)")
-        elif origin == RELEASE:
-            out.append(f"{name}: the CPU budget was calibrated on the release machine, not "
-                       "on this one (`k8sdds testbed calibrate`)")
+        elif origin in (RELEASE, ELSEWHERE):
+            where = "the release machine" if origin == RELEASE else "another machine"
+            reason = p.get("cpu_from", "").partition("; not this machine: ")[2]
+            out.append(f"{name}: the CPU budget was calibrated on {where}, not on this one"
+                       + (f" ({reason})" if reason else "") + ": every figure of its nodes "
+                       f"rests on it (`k8sdds testbed calibrate --profile {name}`)")
         elif origin == HERE:
             age = _age_hours(p.get("cpu_when") or "", now)
             if age is not None and age > STALE_HOURS:

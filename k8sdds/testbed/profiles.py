@@ -58,6 +58,7 @@ class Profile:
 # What a profile's CPU budget rests on (Profile.cpu_origin), for what the emulator says it
 # cannot show: no budget, set by hand, a guess, calibrated here or on the release machine.
 NO_LIMIT, BY_HAND, GUESS, HERE, RELEASE = "none", "hand", "guess", "this machine", "release"
+ELSEWHERE = "another machine"  # this machine's calibration file, made on another machine
 
 
 PROFILES: dict[str, Profile] = {
@@ -95,9 +96,12 @@ def _budget(p: Profile) -> Profile:
                                    f"--profile {p.board}`", cpu_origin=GUESS)
     cal, reference = found
     scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
+    away = calibration.elsewhere(cal.machine, calibration.machine())
+    origin = HERE if away is None else RELEASE if reference else ELSEWHERE
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4),
-                   cpu_from=scale + cal.describe(reference), cpu_when=cal.when,
-                   cpu_origin=RELEASE if reference else HERE)
+                   cpu_from=scale + cal.describe(reference)
+                   + (f"; not this machine: {away}" if away else ""),
+                   cpu_when=cal.when, cpu_origin=origin)
 
 
 def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> int:
