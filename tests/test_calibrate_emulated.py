@@ -12,9 +12,10 @@ import pytest
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
-pytestmark = [pytest.mark.emulated, pytest.mark.exclusive, requires_namespaces()]
+pytestmark = [pytest.mark.emulated, requires_namespaces()]
 
 
+@pytest.mark.exclusive  # its link-bound figure wants a quiet machine
 def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     name = "kdc" + str(os.getpid() % 1000)
     cal = tmp_path / "cal.json"
@@ -46,3 +47,36 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     # and what comes after takes the budget from the file
     shown = cli("testbed", "profiles", env=env)
     assert f"{out['cpu']:g}" in shown.stdout and "calibrated on this machine" in shown.stdout
+
+
+def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monkeypatch):
+    """The backend of `k8sdds run --profile rpi3b`, its calibration file made on another
+    machine: it calibrates here (the real search, shortened), keeps the result as this
+    machine's, and the testbed it brings up takes that budget."""
+    from dataclasses import replace
+
+    from k8sdds.deployment.emulated import EmulatedBackend
+    from k8sdds.deployment.options import EmulatedOptions
+    from k8sdds.testbed import calibrate, calibration
+
+    cal = tmp_path / "cal.json"
+    calibration.save(calibration.Calibration(
+        board="rpi3b", cpu=0.5, target_ratio=0.87, ratio=0.8, link_mbps=95.0,
+        machine={**calibration.machine(), "cpu": "Other CPU"}, when="2026-01-01T00:00:00"), cal)
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(cal))
+    monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(calibrate, "AUTO", replace(calibrate.AUTO, steps=2, repeats=1,
+                                                   duration=2, testbed="kdq" + str(
+                                                       os.getpid() % 1000)))
+    name = "kdr" + str(os.getpid() % 1000)
+    backend = EmulatedBackend(EmulatedOptions(testbed=name, nodes=3, profile="rpi3b"))
+    backend.up()
+    try:
+        saved = json.loads(cal.read_text())["boards"]["rpi3b"]
+        assert saved["machine"]["cpu"] == calibration.machine()["cpu"]  # this machine's now
+        assert saved["cpu"] != 0.5 and len(saved["steps"]) >= 2
+        profile = backend.testbed.profiles()["rpi3b"]
+        assert profile["cpu"] == saved["cpu"] and profile["cpu_origin"] == "this machine"
+    finally:
+        backend.down()
+    assert namespaces(name) == [] and namespaces("kdq" + str(os.getpid() % 1000)) == []

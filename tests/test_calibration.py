@@ -305,3 +305,18 @@ def test_pi_profiles_keep_openssl_off_this_machines_aes_instructions():
         assert "no OpenSSL mask for riscv64" in not_emulated(PROFILES[name], "riscv64")
     assert engine_env(PROFILES["cloud"], "x86_64") == {}
     assert not_emulated(PROFILES["cloud"], "riscv64") is None
+
+
+def test_a_run_calibrates_first_only_a_calibrated_budget_not_made_here():
+    from dataclasses import replace
+
+    from k8sdds.testbed.calibrate import AUTO, not_here
+
+    pi = resolve("rpi3b")
+    mine = replace(pi, cpu_origin="this machine", cpu_from="calibrated on this machine")
+    assert not_here([mine, resolve("cloud")]) == {}
+    for origin in ("guess", "release", "another machine"):
+        assert not_here([replace(pi, cpu_origin=origin, cpu_from="x")]) == {"rpi3b": "x"}
+    rpi4 = replace(resolve("rpi4"), cpu_origin="release", cpu_from="y")
+    assert not_here([rpi4]) == {"rpi3b": "y"}  # rpi4 takes the rpi3b budget: that board
+    assert round(AUTO.minutes) == 4  # `k8sdds testbed calibrate`'s defaults, as said

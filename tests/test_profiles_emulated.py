@@ -30,7 +30,7 @@ def rpi3b(tmp_path_factory):
     old = os.environ.get("K8SDDS_STATE_DIR")
     os.environ["K8SDDS_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
     backend = EmulatedBackend(EmulatedOptions(testbed="kdp" + str(os.getpid() % 1000),
-                                              nodes=3, profile="rpi3b"))
+                                              nodes=3, profile="rpi3b", no_calibrate=True))
     backend.up()
     backend.use_datapath("host")
     yield backend
@@ -248,8 +248,10 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
                                              .isoformat()), cal)
     proc = cli("run", "--sch", str(sch), "--profile", "rpi3b", "--datapath", "host",
                "--duration", "1", "--out", str(tmp_path / "logs"), "--testbed",
-               "kdb" + str(os.getpid() % 1000), "--no-plot", env={**env, "COLUMNS": "300"})
+               "kdb" + str(os.getpid() % 1000), "--no-plot", "--no-calibrate",
+               env={**env, "COLUMNS": "300"})
     assert proc.returncode == 0, proc.stderr
+    assert "calibrating it here first" not in proc.stderr
     [away] = [line for line in proc.stdout.splitlines() if line.startswith("rpi3b: ")]
     assert away.startswith("rpi3b: the CPU budget was calibrated on another machine, not on "
                            f"this one (CPU 'Other CPU' there, {here['cpu']!r} here)")

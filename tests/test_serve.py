@@ -328,7 +328,8 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
                         context="c", namespace="n", inventory="/i", pub_node="a",
                         sub_nodes="b", engines="iperf3", paths="node-node", dds=False,
                         order="rounds", image="ghcr.io/k8sdds/engines:0.1", arch="arm64",
-                        pod_timeout=30.0, testbed_spec="/s.yaml", known_hosts="/kh")
+                        pod_timeout=30.0, testbed_spec="/s.yaml", known_hosts="/kh",
+                        no_calibrate=True)
     from k8sdds.errors import UserError
 
     with pytest.raises(UserError, match="transport, order: not an option of a baseline task"):
@@ -341,6 +342,9 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
         assert word.split("=")[0] in flags["run"], word
     assert "--pub-node=a" in baseline.argv("baseline") and "--no-dds" in baseline.argv("baseline")
     assert "--order=rounds" in schedule.argv("schedule")
+    assert "--no-calibrate" in schedule.argv("schedule")  # a flag: given, with no value
+    assert not any("calibrate" in w for w in schedule.model_copy(
+        update={"no_calibrate": False}).argv("schedule"))
 
 
 def test_task_options_take_the_bounds_of_the_flags():

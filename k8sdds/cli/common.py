@@ -93,9 +93,11 @@ check_available = request.available  # every datapath asked for can be offered h
 def _option(f, about: str = "") -> Any:
     meta = f.metadata
     shown = f.default if f.default is not MISSING else None
-    default = "" if shown in (None, ()) else f" [{shown}]"
+    flag = meta["cli_type"] is bool  # given or not: no value, no default to show
+    default = "" if shown in (None, ()) or flag else f" [{shown}]"
     return typer.Option(None, meta["flag"], *meta["aliases"],
-                        help=escape(f"{about}{meta['help']}{default}."), **meta["bounds"])
+                        help=escape(f"{about}{meta['help']}{default}."), **meta["bounds"],
+                        **({"metavar": ""} if flag else {}))
 
 
 @dataclass(frozen=True)

@@ -195,8 +195,7 @@ def testbed_calibrate(
         err_console.print(line, markup=False, highlight=False)
 
     say(f"calibrating {profile} against the {board.name} ({board.source}): {steps} steps "
-        f"of {repeats} x {duration:g} s, about {(steps + 2) * repeats * (duration + 3) / 60:.0f}"
-        " min")
+        f"of {repeats} x {duration:g} s, about {settings.minutes:.0f} min")
     cal = calibrate(settings, board, say)
     path = calibration.save(cal, output)
     if json_out:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -17,6 +18,7 @@ from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command, engine_path
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
+from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.cluster import KubeCluster
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
@@ -44,6 +46,7 @@ class EmulatedBackend:
                 self.testbed = existing
         else:
             self.testbed = Testbed(spec.default_nodes(options.nodes, options.profile, name))
+        self.calibrate = not options.no_calibrate  # a budget not of this machine, first
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None
         self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()
@@ -71,6 +74,9 @@ class EmulatedBackend:
             raise UserError(f"testbed {self.testbed.spec.name} runs a Kubernetes cluster: run "
                             f"on it with --backend kubernetes --kubeconfig {kube.kubeconfig}, "
                             "or use another --testbed")
+        if self.calibrate and not self.testbed.is_up():  # a running one keeps its budgets
+            calibrate_here([n.profile for n in self.testbed.nodes],
+                           lambda line: print(line, file=sys.stderr, flush=True))
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
         try:

@@ -33,6 +33,11 @@ class EmulatedOptions:
     testbed_spec: Path | None = option(
         None, "--testbed-spec", "testbed spec (YAML): nodes with name, role, arch, profile "
         "(--cluster is the old spelling)", "--cluster", cli_type=Path)
+    no_calibrate: bool = option(
+        False, "--no-calibrate", "run a calibrated profile (rpi3b, rpi4, rpi3b-wifi) on the "
+        "CPU budget in use even where it was not calibrated on this machine (the answer says "
+        "so); without it, the run calibrates that budget here first (`k8sdds testbed "
+        "calibrate`, about 4 minutes, kept for the runs after it)", cli_type=bool)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def _backend_options() -> tuple[dict[str, Any], dict[str, str]]:
                 Path: (str | None, Field(None, pattern=PATH, max_length=4096)),
                 int: (int | None, Field(None, **numbers)),
                 float: (float | None, Field(None, **numbers)),
+                bool: (bool | None, None),
             }.get(meta["cli_type"], (str | None, Field(None, pattern=TEXT, max_length=4096)))
             flags[f.name] = meta["flag"]
     return out, flags
@@ -87,7 +88,9 @@ class _Options(BaseModel):
         out = [f"--backend={self.backend}"]
         for name, value in self.model_dump(exclude={"backend"}).items():
             flag = FLAGS.get(name, "--" + name.replace("_", "-"))
-            if value is True or value is False:
+            if name in FLAGS and isinstance(value, bool):  # a backend's flag: given or not
+                out += [flag] if value else []
+            elif value is True or value is False:
                 out.append(flag if value else f"--no-{name}")
             elif value is not None:
                 out.append(f"{flag}={value}")

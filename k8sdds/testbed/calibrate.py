@@ -10,15 +10,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.testbed import calibration
 from k8sdds.testbed.calibration import BOARDS, Board, Calibration
 from k8sdds.testbed.lock import TestbedLock
-from k8sdds.testbed.profiles import PROFILES
+from k8sdds.testbed.profiles import ELSEWHERE, GUESS, PROFILES, RELEASE, Profile, resolve
 from k8sdds.testbed.spec import check_profile, default_nodes
 from k8sdds.testbed.testbed import Testbed
 
@@ -34,6 +35,42 @@ class Settings:
     low: float = 0.01  # CPUs: the bisection's range
     high: float = 1.0
     testbed: str = "kdcalib"
+
+    @property
+    def minutes(self) -> float:
+        """About how long it takes: the steps, the link-bound rate and a fitted budget's
+        check, each `repeats` runs of `duration` and about 3 s of start."""
+        return (self.steps + 2) * self.repeats * (self.duration + 3) / 60
+
+
+# what a run calibrates with when its profile's budget is not this machine's (`k8sdds
+# testbed calibrate`'s defaults)
+AUTO = Settings()
+
+
+def not_here(profiles: Iterable[Profile]) -> dict[str, str]:
+    """board -> where its budget in use comes from, for each calibrated profile among
+    `profiles` (resolved) whose budget is a guess or was made on another machine. Pure."""
+    return {p.board: p.cpu_from for p in profiles
+            if p.board and p.cpu_origin in (GUESS, RELEASE, ELSEWHERE)}
+
+
+def calibrate_here(profiles: Iterable[str], say: Callable[[str], None]) -> list[Calibration]:
+    """Calibrate on this machine, and keep, the board budget of each of `profiles` (names)
+    that is not this machine's (see not_here); what a run does first unless told not to."""
+    made = []
+    for board, source in not_here(resolve(name) for name in dict.fromkeys(profiles)).items():
+        settings = replace(AUTO, profile=board)
+        say(f"{board}: the CPU budget in use is not this machine's ({source}); calibrating "
+            f"it here first, about {settings.minutes:.0f} min (--no-calibrate runs on it as "
+            "it is)")
+        started = time.monotonic()
+        cal = calibrate(settings, BOARDS[board], say)
+        path = calibration.save(cal)
+        say(f"{board}: {cal.cpu:g} CPU ({cal.ratio:.2f} of the link-bound rate at 1 KiB), "
+            f"kept in {path}, in {time.monotonic() - started:.0f} s")
+        made.append(cal)
+    return made
 
 
 def board_of(profile: str, figures: Path | None) -> Board:
