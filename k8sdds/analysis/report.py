@@ -153,7 +153,7 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                    "then over the repeats; within noise too where a repeat has too few "
                    "round trips for the percentile. Subscriber CPU: per unit of work, "
                    "core-seconds per gigabit received (CPU per second is in the CPU "
-                   "section).</p>" + _table(answer.table(found))) if said else "",
+                   "section).</p>" + _table(answer.table(found), "{:.3g}")) if said else "",
         "throughput": thr_figs + (
             "<p>Mean per subscriber over repeats, with the 95 % confidence interval "
             "(Student's t) and the coefficient of variation.</p>" + _table(thr_view)
