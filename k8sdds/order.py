@@ -6,7 +6,7 @@ every test, then the second of every test, and so on: on a machine whose speed d
 minutes (a shared VM; README, Fidelity), a slow stretch then falls on every test alike
 instead of on one test's repeats (the idea of Google Benchmark's random interleaving). It
 switches datapaths more often: the emulated backend rewires the testbed at each switch, which
-takes a second or two and may cost the next repeat a little (README, Fidelity).
+takes a second or two and may cost the next repeat a little (docs/explanation/fidelity.md).
 """
 
 from __future__ import annotations

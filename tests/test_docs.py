@@ -71,6 +71,32 @@ def test_every_command_and_option_has_a_reference_entry(site):
             assert (p.help or "").strip(), f"{' '.join(path)} {p.opts[0]} has no help text"
 
 
+def test_help_shows_every_help_text_whole_and_points_only_to_pages_that_exist():
+    """Each command's --help, as a user sees it: a bracketed default is printed, not taken
+    for markup and dropped; a page it names is in the repository; never the README (which
+    holds neither the inventory format nor the sysctl keys)."""
+    import typer
+
+    from k8sdds.cli import app
+
+    from .cli_support import invoke
+
+    root = typer.main.get_command(app)
+    ctx = root.make_context("k8sdds", [], resilient_parsing=True)
+    repo = DOCS.parent
+    for path, cmd in _commands(root, ["k8sdds"]):
+        done = invoke(*path[1:], "--help")
+        assert done.returncode == 0, (path, done.stderr)
+        shown = "".join(done.stdout.split())  # wrapped anywhere, even at a hyphen
+        for p in cmd.get_params(ctx):
+            for bracket in re.findall(r"\[[^\]]+\]", p.help or ""):
+                assert "".join(bracket.split()) in shown, \
+                    f"{' '.join(path)} {p.opts[0]}: {bracket} not shown"
+        for page in re.findall(r"docs/[\w./-]+\.md", shown):
+            assert (repo / page).is_file(), f"{' '.join(path)} --help names {page}"
+        assert "README" not in shown, " ".join(path)
+
+
 def test_the_api_reference_lists_every_operation(site):
     from sqlalchemy import create_engine
 
@@ -134,3 +160,16 @@ def test_an_option_without_help_text_is_reported():
     text, bare = k8sdds_reference.cli_page(demo)
     assert bare == ["k8sdds go --untold"]
     assert "--told" in text and "said" in text
+
+
+def test_the_pages_name_every_engine():
+    """The results reference's `engine` row and the front page name every engine k8sdds runs."""
+    from k8sdds import perftest
+
+    [row] = [line for line in (DOCS / "reference" / "results.md").read_text().splitlines()
+             if line.startswith("| `engine` |")]
+    front = (DOCS / "index.md").read_text()
+    for name in perftest.registry():
+        assert f"`{name}`" in row, name
+    for said in ("ddsperf", "RTI Perftest", "Zenoh", "MQTT", "iperf3", "qperf", "ping", "ab"):
+        assert said in front, said

@@ -9,13 +9,14 @@ import typer
 from rich.table import Table
 
 from k8sdds.cli.common import choice, err_console, out_console
+from k8sdds.cluster import tune
 from k8sdds.cluster.images import DEFAULT_ADDRESS
 
 cluster_app = typer.Typer(no_args_is_help=True,
                           help="Bare hosts over SSH: preflight checks, network tuning, "
                           "kubeadm bring-up.")
 INVENTORY = typer.Option(..., "--inventory", "-i", help="Inventory (YAML): hosts with name, "
-                         "address, user, key, role, arch (see README).")
+                         "address, user, key, role, arch (docs/how-to/bare-hosts.md).")
 KNOWN_HOSTS = typer.Option(None, "--known-hosts", help="known_hosts file host keys are "
                            "checked against [the inventory's known_hosts, ~/.ssh/known_hosts].")
 DRY_RUN = typer.Option(False, "--dry-run", help="Print every remote command per host; "
@@ -126,7 +127,8 @@ def cluster_tune(
     revert: bool = typer.Option(False, "--revert", help="Restore the values the first tune "
                                 "replaced, and remove the drop-in."),
     keys: str | None = typer.Option(None, "--keys", help="Comma-separated subset of the "
-                                    "sysctls [all of them, see README]."),
+                                    "sysctls [all of them: " + ", ".join(tune.SETTINGS)
+                                    + "; docs/how-to/bare-hosts.md]."),
     root: str = typer.Option("", "--root", help="Prefix of the files written on the hosts "
                              "(/etc/sysctl.d/..., /etc/k8sdds/...), for tests; {host} in it "
                              "is the host's name [none]."),

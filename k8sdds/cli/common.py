@@ -13,7 +13,6 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -96,8 +95,7 @@ def _option(f, about: str = "") -> Any:
     flag = meta["cli_type"] is bool  # given or not: no value, no default to show
     default = "" if shown in (None, ()) or flag else f" [{shown}]"
     return typer.Option(None, meta["flag"], *meta["aliases"],
-                        help=escape(f"{about}{meta['help']}{default}."), **meta["bounds"],
-                        **({"metavar": ""} if flag else {}))
+                        help=f"{about}{meta['help']}{default}.", **meta["bounds"])
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> 
     whole period's traffic within its quota's slice, then waits. A bucket smaller than that
     made a CPU-bound node look link-bound: the tail of each slice queued in the tbf, and the
     tbf's timer sent it later, charged to whatever task it interrupted rather than to the
-    node. Repeats then ran in one mode or the other (README, Fidelity)."""
+    node. Repeats then ran in one mode or the other (docs/explanation/fidelity.md)."""
     if not rate_mbit or not cpu:
         return burst_kb
     window_s = BURST_PERIODS * period_us(cpu) / 1e6

@@ -5,7 +5,7 @@ others in between. What it gets done in its millisecond depends on what the cach
 the pause, and on a shared machine (a cloud VM) that moves with the neighbours. A probe that
 touches memory as a network stack does (a pointer chase over about 1 MB) measures it, in a
 cgroup of its own on one CPU, with no limit and under the budget. Its spread under the budget
-is the floor under the spread of repeats on budgeted nodes (README, Fidelity).
+is the floor under the spread of repeats on budgeted nodes (docs/explanation/fidelity.md).
 """
 
 from __future__ import annotations
