@@ -93,15 +93,20 @@ class Defaults:
     no_print: bool | None = None
 
 
+# the architecture names users give (the inventory's, Kubernetes' kubernetes.io/arch, OCI's)
+# -> Debian's, which engine builds and images are made for
+DEBIAN_ARCH = {"amd64": "amd64", "arm64": "arm64", "arm": "armhf"}
+
+
 @dataclass(frozen=True)
 class Limits:
     """What the backend can place; checked at load time."""
 
     max_subscribers: int = 64
-    engines: Sequence[str] = field(default_factory=lambda: ("ddsperf",))
     paths: Sequence[str] = tuple(p for p in PATHS if p not in SERVICE_PATHS)
-    # engines this backend cannot run, and why
-    missing_engines: Mapping[str, str] = field(default_factory=dict)
+    # node -> Debian architecture, of the nodes a role may land on where the engine runs
+    # there (pods, bare hosts); empty where engines run on this machine (emulated)
+    arches: Mapping[str, str] = field(default_factory=dict)
 
 
 # ---- datapaths: how pod traffic crosses the network, whatever backend provides it ----

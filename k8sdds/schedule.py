@@ -282,8 +282,13 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         extra = f" (did you mean '{hint[0]}'?)" if hint else ""
         return ("engine", test.engine,
                 "unknown engine; allowed: " + ", ".join(engines) + extra)
-    if test.engine in limits.missing_engines:
-        return ("engine", test.engine, limits.missing_engines[test.engine])
+    built = engines[test.engine].arches
+    lacking = {node: arch for node, arch in limits.arches.items() if built and arch not in built}
+    if lacking:
+        nodes = ", ".join(f"{node} ({arch})" for node, arch in sorted(lacking.items()))
+        return ("engine", test.engine,
+                f"{test.engine} is built for {', '.join(built)} only, and roles may land on "
+                f"{nodes}: leave those nodes out (kubernetes: --arch; ssh: the inventory)")
     if test.num_subscribers > limits.max_subscribers:
         return ("num_subscribers", test.num_subscribers,
                 f"more subscribers than this cluster can place (at most "

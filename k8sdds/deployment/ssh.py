@@ -22,7 +22,7 @@ from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.options import SshOptions
 from k8sdds.deployment.placement import place
 from k8sdds.errors import SshError, UserError
-from k8sdds.model import Limits, Test
+from k8sdds.model import DEBIAN_ARCH, Limits, Test
 from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
 
@@ -54,7 +54,9 @@ class SshBackend:
 
     def limits(self) -> Limits:
         workers = max(1, len(self.inventory.workers()) - 1)
-        return Limits(max_subscribers=workers * MAX_PER_HOST, paths=("node-node",))
+        arches = {h.name: DEBIAN_ARCH.get(h.arch, h.arch) for h in self.inventory.workers()}
+        return Limits(max_subscribers=workers * MAX_PER_HOST, paths=("node-node",),
+                      arches=arches)
 
     def datapaths(self) -> Sequence[str]:
         return ["host"]

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.images.dockerfile import DockerfileError, Recipe
+from k8sdds.model import DEBIAN_ARCH
 
-# the architecture names users give (the inventory's, Kubernetes' kubernetes.io/arch, OCI's)
-# -> Debian's, and back
-DEBIAN = {"amd64": "amd64", "arm64": "arm64", "arm": "armhf"}
+DEBIAN = DEBIAN_ARCH  # the names users give -> Debian's (k8sdds.model), and back
 OCI = {debian: name for name, debian in DEBIAN.items()}
 HOST = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}.get(platform.machine(),
                                                                        platform.machine())

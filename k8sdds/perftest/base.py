@@ -47,6 +47,8 @@ class Engine(Protocol):
     listen_port: int | None  # TCP port the other role must listen on before the driver starts
     topologies: tuple[str, ...]  # the `topology` values it runs (the first: its own); ()
     # for a client-server network engine
+    arches: tuple[str, ...]  # the Debian architectures it is built for; (): every one
+    # (Debian's own package in each image)
 
     def check(self, test: Test) -> Problem:
         """Why this engine cannot run `test`, or None."""

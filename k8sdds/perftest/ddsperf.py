@@ -70,6 +70,7 @@ def security_plugins() -> str | None:
 
 class Ddsperf:
     name = "ddsperf"
+    arches: tuple[str, ...] = ()  # Debian's package, or RTI's image: any
     supports = ("DDS throughput, latency; udp, tcp, tls; DDS Security; multicast; batching; "
                 "discovery by multicast or peers")
     parser = "ddsperf"

@@ -32,6 +32,7 @@ class _Network:
     package: str  # the Debian package that provides the binary
     binary: str
     drain = 1.0  # the server gets this long after the client ends
+    arches: tuple[str, ...] = ()  # Debian's packages: every architecture
     listen_port: int | None = None  # the server's TCP port: the client starts once it listens
     topologies: tuple[str, ...] = ()  # client to server: no topology to choose
     transports: tuple[str, ...] = ("tcp", "udp")

@@ -71,6 +71,7 @@ class RtiSettings:
 
 class RtiPerftest:
     name = "rtiperftest"
+    arches: tuple[str, ...] = ()  # Debian's package, or RTI's image: any
     supports = ("DDS throughput, latency; udp, tcp, tls, dtls; DDS Security; multicast; "
                 "batching; discovery by multicast, peers or cds")
     parser = "rtiperftest"

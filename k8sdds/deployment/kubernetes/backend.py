@@ -27,7 +27,7 @@ from k8sdds.deployment.kubernetes.usage import Usage
 from k8sdds.deployment.options import KubernetesOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import KubernetesError, UserError
-from k8sdds.model import PATHS, SERVICE_PATHS, Limits, Test
+from k8sdds.model import DEBIAN_ARCH, PATHS, SERVICE_PATHS, Limits, Test
 from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
 
@@ -64,8 +64,11 @@ class KubernetesBackend:
     # ---- the cluster ------------------------------------------------------------------
 
     def limits(self) -> Limits:
-        return Limits(max_subscribers=max(1, len(self.cluster.workers())) * MAX_PODS_PER_NODE,
-                      paths=PATHS)
+        workers = set(self.cluster.workers())
+        arches = {n["name"]: DEBIAN_ARCH.get(n["arch"], n["arch"])
+                  for n in self.cluster.nodes() if n["name"] in workers}
+        return Limits(max_subscribers=max(1, len(workers)) * MAX_PODS_PER_NODE, paths=PATHS,
+                      arches=arches)
 
     def datapaths(self) -> Sequence[str]:
         """The cluster's own datapath (the default), and `host`: the nodes' own network."""
