@@ -273,6 +273,21 @@ def test_a_missing_node_name_is_refused_before_anything_is_made(cp, tmp_path):
     assert _managed(cp) == {}
 
 
+def test_a_zenoh_row_is_refused_where_a_worker_is_a_pi_3(cp, tmp_path):
+    """k8sdds-zenoh has no armhf build: on the hybrid cluster (pi3-a is arm) a zenoh row is
+    refused before anything is made, naming the node (tests/test_engine_mqtt.py has the
+    accepted cases of the check itself)."""
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,transport\n"
+                   "1024,false,1,false,0,zenoh,tcp\n")
+    done = _cli(cp, "run", "--sch", str(sch), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "column 'engine': value 'zenoh'" in said and "pi3-a (armhf)" in said, said
+    assert "zenoh is built for amd64, arm64 only" in said and "Traceback" not in said
+    assert not (tmp_path / "out").exists() and _managed(cp) == {}
+
+
 def test_pod_failures_end_their_repeat_with_the_reason_and_the_run_goes_on(cp, tmp_path):
     sch = tmp_path / "s.csv"
     sch.write_text(HEAD + "1024,false,1,false,0,2\n")
