@@ -26,7 +26,6 @@ DISCOVERIES = ("multicast", "peers", "cds")
 # how messages go from the publisher to the subscribers: directly, or through a broker or
 # router the run deploys as one more role (MQTT's broker, Zenoh's zenohd)
 TOPOLOGIES = ("peer", "routed")
-MQTT_QOS = (0, 1, 2)
 
 
 @dataclass(frozen=True)

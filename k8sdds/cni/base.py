@@ -101,7 +101,6 @@ class Install:
     pod_cidr: str
     datapath: str  # what a run on the cluster it makes detects
     options: Mapping[str, Any] = field(default_factory=dict)  # the CNI's own knobs
-    needs: tuple[str, ...] = ()  # programs the control plane needs
     secret: str | None = None  # a Secret of a generated password its manifest reads
 
 

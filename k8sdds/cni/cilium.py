@@ -27,7 +27,7 @@ CNI = Cni(
     "cilium",
     (Datapath("cilium", "Cilium: eBPF datapath, VXLAN tunnel by default", "VXLAN (eBPF)",
               1450, False),),
-    installs=(Install("cilium", "10.244.0.0/16", "cilium", needs=("cilium",)),),
+    installs=(Install("cilium", "10.244.0.0/16", "cilium"),),
     installer=installer, detect=detect, config_maps=CONFIG_MAPS,
     reset=Reset(files=("/opt/cni/bin/cilium-cni",), links=("cilium_host", "cilium_vxlan"),
                 chains=("CILIUM_",)),

@@ -52,10 +52,5 @@ def options_of(name: str, given: Mapping[str, Any]) -> Any:
     return build(cls, dict(given))
 
 
-def create(name: str, given: Mapping[str, Any]) -> Backend:
-    """Backend `name`, built from the options given (see `options_of`)."""
-    return BACKENDS[name].factory(options_of(name, given))
-
-
-__all__ = ["BACKENDS", "Backend", "BackendType", "Handle", "Placement", "create", "options_of",
+__all__ = ["BACKENDS", "Backend", "BackendType", "Handle", "Placement", "options_of",
            "owner"]

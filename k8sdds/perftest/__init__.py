@@ -10,17 +10,14 @@ from k8sdds.perftest.network import Ab, Iperf3, Ping, Qperf
 from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 from k8sdds.perftest.zenoh import Zenoh
 
-# every engine's name, in the order `k8sdds engines` lists them
-NAMES = ("ddsperf", "rtiperftest", "zenoh", "mqtt", "iperf3", "qperf", "ping", "ab")
-
 
 def registry(rti: RtiSettings | None = None) -> dict[str, Engine]:
-    """A fresh engine per name, for one run; `rti` says where the user's RTI Perftest is
-    [from the environment]."""
+    """A fresh engine per name, for one run, in the order `k8sdds engines` lists them; `rti`
+    says where the user's RTI Perftest is [from the environment]."""
     engines = (Ddsperf(), RtiPerftest(rti or RtiSettings.from_environment()), Zenoh(),
                Mqtt(),
                Iperf3(), Qperf(), Ping(), Ab())
     return {e.name: e for e in engines}
 
 
-__all__ = ["NAMES", "Command", "Engine", "RoleContext", "RtiSettings", "registry"]
+__all__ = ["Command", "Engine", "RoleContext", "RtiSettings", "registry"]

@@ -64,11 +64,6 @@ BOOLEANS = [c.name for c in SPEC if c.type is bool]
 NOT_COLUMNS = {"repeats": "how many repeats the test has: each row names its own (repeat)"}
 
 
-def test_columns() -> list[str]:
-    """The columns a test's parameters fill (Test.params, its path and its row)."""
-    return [c.name for c in SPEC if c.source == "test"]
-
-
 def test_values(test: Test) -> dict[str, Any]:
     """A test's parameters as the columns of its rows."""
     params = {k: v for k, v in test.params().items() if k not in NOT_COLUMNS}

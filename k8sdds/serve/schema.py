@@ -74,7 +74,8 @@ tasks = Table(
     "tasks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("kind", String(16), nullable=False),  # schedule (k8sdds run), baseline
-    Column("status", String(16), nullable=False, index=True),  # see tasks.STATES
+    # queued, running, done, stopped, failed, cancelled
+    Column("status", String(16), nullable=False, index=True),
     Column("target", String(512), nullable=False),  # one run at a time per target
     Column("schedule", Text, nullable=False),
     Column("options", JSON, nullable=False),

@@ -30,7 +30,6 @@ from k8sdds.serve import store
 from k8sdds.serve.limits import DEFAULT_MAX_SECONDS, baseline_seconds, planned_seconds
 from k8sdds.serve.schema import tasks
 
-STATES = ("queued", "running", "done", "stopped", "failed", "cancelled")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9,._-]*$"  # never an option: no leading '-'
 PATH = r"^/[^\x00\n]*$"
 TEXT = r"^[A-Za-z0-9][A-Za-z0-9,._:/@+-]*$"  # names, lists of them, image references

@@ -135,7 +135,6 @@ class PodParams:
     arch: str | None = None  # kubernetes.io/arch the node must have
     listen: int | None = None  # TCP port: the pod is Ready once it accepts connections
     pull_policy: str = "IfNotPresent"
-    license_secret: str | None = None  # RTI license Secret, mounted beside the credentials
     peers: tuple[str, ...] = ()  # DNS names that must resolve before the engine starts
 
 
@@ -226,10 +225,6 @@ def peers_container(image: str, pull_policy: str, peers: Sequence[str],
     return {"name": "peers", "image": image, "imagePullPolicy": pull_policy,
             "command": ["sh", "-c", WAIT_FOR_PEERS, "sh", *peers],
             "securityContext": security}
-
-
-def pod_name(test: int, repeat: int, role: str) -> str:
-    return f"t{test}-r{repeat}-{role}"
 
 
 def dns_name(pod: str) -> str:

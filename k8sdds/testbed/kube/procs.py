@@ -66,17 +66,6 @@ def _members(groups: list[int]) -> list[int]:
     return out
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie of ours is gone for this purpose
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def mount_namespace(pid: int) -> str | None:
     """The mount namespace `pid` is in (as /proc names it), or None when it is gone."""
     try:
