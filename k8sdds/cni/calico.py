@@ -51,7 +51,8 @@ CNI = Cni(
         "https://raw.githubusercontent.com/projectcalico/calico/v3.29.3/manifests/calico.yaml"),
     installs=(Install("calico", POD_CIDR, "calico-ipip"),),
     detect=detect,
-    reset=Reset(files=("/opt/cni/bin/calico", "/opt/cni/bin/calico-ipam"),
+    reset=Reset(files=("/opt/cni/bin/calico", "/opt/cni/bin/calico-ipam", "/var/lib/calico",
+                       "/var/run/calico", "/var/log/calico", "/var/run/nodeagent"),
                 links=("tunl0", "vxlan.calico"), chains=("cali-",)),
     aliases={"calico": "calico-vxlan"},
 )
