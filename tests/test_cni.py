@@ -109,7 +109,7 @@ def test_cluster_reset_removes_the_state_each_upstream_manifest_mounts():
 
 
 def test_the_testbeds_real_cnis_are_the_records_with_a_testbed_part(tmp_path):
-    from k8sdds.testbed.kube import cni as testbed_cni
+    from k8sdds.testbed.kube import pod_network as testbed_cni
 
     assert set(testbed_cni.REAL) == {d for c in cni.CNIS.values() if c.testbed
                                      for d in c.testbed.datapaths}

@@ -17,7 +17,8 @@ from k8sdds import cni as detection
 from k8sdds.cni import flannel, kube_router, manifests, weave
 from k8sdds.errors import UserError
 from k8sdds.images.kubernetes import built_version
-from k8sdds.testbed.kube import cni, forward, node, pki
+from k8sdds.testbed.kube import forward, node, pki
+from k8sdds.testbed.kube import pod_network as cni
 from k8sdds.testbed.testbed import Node
 
 tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11")

@@ -26,7 +26,7 @@ from k8sdds.testbed.netfilter import UNTRACKED_OFF
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
 
 if TYPE_CHECKING:
-    from k8sdds.testbed.kube.cni import Cni
+    from k8sdds.testbed.kube.pod_network import PodNetwork
 
 API_PORT = 6443
 SERVICE_RANGE = "10.96.0.0/16"
@@ -114,7 +114,7 @@ class KubeCluster:
         return proc
 
     # ---- up --------------------------------------------------------------------------
-    def up(self, images: list[Path], cni: Cni, timeout: float = 180) -> Path:
+    def up(self, images: list[Path], cni: PodNetwork, timeout: float = 180) -> Path:
         """Bring the cluster up with `cni` carrying the pods; return the admin kubeconfig
         (API on this machine's loopback)."""
         reason = missing()
@@ -224,7 +224,7 @@ class KubeCluster:
         self._spawn("coredns", [str(binaries() / "coredns"), "-conf", str(corefile)],
                     control.ns)
 
-    def _node(self, node: Node, images: list[Path], cni: Cni) -> None:
+    def _node(self, node: Node, images: list[Path], cni: PodNetwork) -> None:
         files = self._files(node.name)
         for path in (files.root, files.run):
             path.mkdir(parents=True, exist_ok=True)

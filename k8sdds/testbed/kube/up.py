@@ -8,8 +8,8 @@ from pathlib import Path
 from k8sdds import model
 from k8sdds.errors import UserError
 from k8sdds.testbed.kube.cluster import KubeCluster
-from k8sdds.testbed.kube.cni import choose
 from k8sdds.testbed.kube.node import PAUSE
+from k8sdds.testbed.kube.pod_network import choose
 from k8sdds.testbed.testbed import Testbed
 
 

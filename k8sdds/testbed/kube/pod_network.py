@@ -25,7 +25,7 @@ MODES = ("auto", "real", "emulated")
 
 
 @dataclass
-class Cni:
+class PodNetwork:
     """The emulated wiring of `datapath`; subclasses run a real CNI instead."""
 
     datapath: str
@@ -65,7 +65,7 @@ class Cni:
 
 
 @dataclass
-class Real(Cni):
+class Real(PodNetwork):
     """A CNI's own DaemonSet, from its pinned upstream manifest (adapted to the testbed as its
     record's `testbed.adapt` says), in images built here from its Go modules."""
 
@@ -199,22 +199,22 @@ def missing(record: base.Cni, binaries: Path) -> str | None:
     return None
 
 
-def choose(datapath: str, mode: str, binaries: Path) -> Cni:
+def choose(datapath: str, mode: str, binaries: Path) -> PodNetwork:
     """The CNI for `datapath`: `real` (refused when it cannot run here), `emulated`, or
     `auto` (real where it can run here, else emulated with the reason)."""
     if mode not in MODES:
         raise UserError(f"--cni {mode}: use one of {', '.join(MODES)}")
     record = REAL.get(datapath)
     if mode == "emulated":
-        return Cni(datapath)
+        return PodNetwork(datapath)
     if record is None:
         if mode == "real":
             raise UserError(f"--cni real: k8sdds runs no real CNI for {datapath} here (real: "
                             f"{', '.join(REAL)}); use --cni emulated")
-        return Cni(datapath, fallback=f"no real CNI for {datapath} here")
+        return PodNetwork(datapath, fallback=f"no real CNI for {datapath} here")
     reason = missing(record, binaries)
     if reason:
         if mode == "real":
             raise UserError(f"--cni real: {reason}")
-        return Cni(datapath, fallback=f"real {record.name} unavailable: {reason}")
+        return PodNetwork(datapath, fallback=f"real {record.name} unavailable: {reason}")
     return Real(datapath, record=record)
