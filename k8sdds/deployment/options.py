@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.flags import option
-
-DEFAULT_IMAGE = "ghcr.io/k8sdds/engines:0.1"
+from k8sdds.images import DEFAULT_IMAGE  # the engine image's tag: the image owns it
 
 
 def _names(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from k8sdds.deployment.options import DEFAULT_IMAGE  # the tag pods use (IfNotPresent)
+from k8sdds import caches
 from k8sdds.errors import UserError
-from k8sdds.images import foreign
+from k8sdds.images import DEFAULT_IMAGE, foreign
 from k8sdds.images.dockerfile import Recipe, parse
 from k8sdds.results.files import sha256
 
@@ -33,7 +33,7 @@ STEP_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("K8SDDS_CACHE", "/var/cache/k8sdds")) / "images"
+    return caches.images()
 
 
 @contextlib.contextmanager

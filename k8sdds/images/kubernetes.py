@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds import cni
+from k8sdds.caches import k8s_bin as binaries  # the one cache of Go-built binaries
 from k8sdds.cni.base import Image
 from k8sdds.errors import UserError
 from k8sdds.images import foreign
-from k8sdds.testbed.kube.cluster import binaries  # the one cache of Go-built binaries
 
 
 def split(ref: str) -> tuple[str, str]:

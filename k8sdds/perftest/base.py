@@ -6,9 +6,9 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
+from k8sdds.caches import engine_bin  # where `make engines` puts its engines
 from k8sdds.model import Test
 
 # (field of Test, offending value, reason), as schedule.check reports it
@@ -90,11 +90,6 @@ def debian_version(package: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
-
-
-def engine_bin() -> Path:
-    """Where `make engines` puts the engines k8sdds builds ($K8SDDS_ENGINE_BIN)."""
-    return Path(os.environ.get("K8SDDS_ENGINE_BIN", "/var/cache/k8sdds/bin"))
 
 
 def engine_path() -> str:

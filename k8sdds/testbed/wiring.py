@@ -31,7 +31,7 @@ from k8sdds.testbed import capabilities, netfilter, netns
 from k8sdds.testbed.netns import ip, run
 
 if TYPE_CHECKING:
-    from k8sdds.testbed.testbed import Node, Testbed
+    from k8sdds.testbed.testbed import Node, Testbed  # type only: the testbed wires itself
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ recorded before they are used)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import ssl
 import subprocess
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from k8sdds.caches import k8s_bin as binaries  # the Go-built parts
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
 from k8sdds.testbed.kube import metrics_server, pki, procs
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
 
 API_PORT = 6443
 SERVICE_RANGE = "10.96.0.0/16"
-
-
-def binaries() -> Path:
-    return Path(os.environ.get("K8SDDS_K8S_BIN", "/var/cache/k8sdds/bin"))
 
 
 NEEDED = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",

@@ -17,7 +17,7 @@ from k8sdds.errors import TestbedError, UserError
 from k8sdds.testbed.kube import node as agent
 
 if TYPE_CHECKING:
-    from k8sdds.testbed.testbed import Node
+    from k8sdds.testbed.testbed import Node  # type only: a node the testbed hands it
 
 # where the deployment's CNI detection reads the datapath of an emulated wiring
 MARKER = cnis.MARKER
@@ -88,8 +88,8 @@ class Real(PodNetwork):
 
     @property
     def version(self) -> str:
+        from k8sdds.caches import k8s_bin as binaries
         from k8sdds.images.kubernetes import built_version
-        from k8sdds.testbed.kube.cluster import binaries
 
         return built_version(binaries(), self.part.binaries[0])
 

@@ -16,7 +16,7 @@ from k8sdds.testbed.testbed import Testbed
 def check_datapath(name: str, cni_mode: str = "emulated") -> None:
     """What carries the pods: a real CNI wires its own datapath; the emulated wiring gives
     each node's pods its own /24 on the bridge, so a routed datapath."""
-    from k8sdds.testbed.kube.cluster import binaries
+    from k8sdds.caches import k8s_bin as binaries
 
     dp = model.datapath(name)
     if dp.host_network:
@@ -33,8 +33,8 @@ def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: s
              say: Callable[[str], None] = lambda _: None) -> Path:
     """The pause, engine and CNI images (built once, cached), the datapath (wired by the
     testbed, or by the real CNI), then the cluster; the kubeconfig."""
+    from k8sdds.caches import k8s_bin as binaries
     from k8sdds.images.build import engine_image, pause
-    from k8sdds.testbed.kube.cluster import binaries
 
     cni = choose(datapath, cni_mode, binaries())
     if cni.fallback:
