@@ -8,15 +8,17 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from k8sdds import perftest
 from k8sdds.analysis.tables import base
 from k8sdds.results.manifest import RepeatKey
 
-# the engines that are middlewares (the others measure the network itself)
-MIDDLEWARES = ("ddsperf", "rtiperftest", "zenoh", "mqtt")
+# the engines that are middlewares (the others measure the network itself), as their
+# records say
+MIDDLEWARES = perftest.middlewares()
 # what tells one middleware line from another: kept apart by the payload sweep
 KEYS = ("datapath", "data_len", "engine", "topology", "mqtt_qos", "best_effort", "transport")
 # the roles every message goes through, on a node of their own (placement.OWN_NODE)
-HUBS = ("broker", "router")
+HUBS = perftest.hubs()
 
 
 def label(row: pd.Series) -> str:

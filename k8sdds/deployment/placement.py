@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# roles that take a node no other role uses, where there is one: the MQTT broker, the Zenoh
-# router
-OWN_NODE = ("broker", "router")
+from k8sdds.perftest import hubs
+
+# roles that take a node no other role uses, where there is one: the engines' hubs (the MQTT
+# broker, the Zenoh router)
+OWN_NODE = hubs()
 
 
 def place(roles: Sequence[str], nodes: Sequence[str], placement: str,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from k8sdds import caches
+from k8sdds import caches, perftest
 from k8sdds.errors import UserError
 from k8sdds.images import DEFAULT_IMAGE, foreign
 from k8sdds.images.dockerfile import Recipe, parse
@@ -108,8 +108,9 @@ def build(options: BuildOptions, say: Callable[[str], None] = lambda _: None,
 DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 
 
-# the engines k8sdds builds itself (engines/build), which the engine image carries
-OWN_ENGINES = ("k8sdds-mqtt", "k8sdds-zenoh", "zenohd")
+# the engines k8sdds builds itself (engines/build), which the engine image carries, as the
+# engine records say
+OWN_ENGINES = perftest.programs()
 
 
 def built_engine(name: str, arch: str) -> Path:

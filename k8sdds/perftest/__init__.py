@@ -20,4 +20,20 @@ def registry(rti: RtiSettings | None = None) -> dict[str, Engine]:
     return {e.name: e for e in engines}
 
 
-__all__ = ["Command", "Engine", "RoleContext", "RtiSettings", "registry"]
+def hubs() -> tuple[str, ...]:
+    """The roles that take a node of their own, of every engine (a broker, a router)."""
+    return tuple(dict.fromkeys(h for e in registry().values() for h in e.hubs))
+
+
+def middlewares() -> tuple[str, ...]:
+    """The engines that are pub/sub middlewares (the others measure the network itself)."""
+    return tuple(n for n, e in registry().items() if e.middleware)
+
+
+def programs() -> tuple[str, ...]:
+    """What engines/build makes, of every engine: the engine image carries them."""
+    return tuple(dict.fromkeys(p for e in registry().values() for p in e.programs))
+
+
+__all__ = ["Command", "Engine", "RoleContext", "RtiSettings", "hubs", "middlewares", "programs",
+           "registry"]

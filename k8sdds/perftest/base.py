@@ -49,6 +49,11 @@ class Engine(Protocol):
     # for a client-server network engine
     arches: tuple[str, ...]  # the Debian architectures it is built for; (): every one
     # (Debian's own package in each image)
+    middleware: bool  # pub/sub middleware (the answer sets them side by side), or the network
+    hubs: tuple[str, ...]  # roles every message goes through (a broker, a router): each takes
+    # a node of its own
+    programs: tuple[str, ...]  # what engines/build makes for it (the engine image carries them)
+    qos_levels: tuple[int, ...]  # the values of the mqttQos column it takes; (): none
 
     def check(self, test: Test) -> Problem:
         """Why this engine cannot run `test`, or None."""

@@ -46,6 +46,9 @@ class OwnClient:
     binary: str  # the client program
     programs: tuple[str, ...]  # what engines/build makes for it (the client, a router)
     arches: tuple[str, ...]  # the Debian architectures engines/build makes them for
+    middleware = True
+    hubs: tuple[str, ...] = ()  # a broker or router role, where it has one
+    qos_levels: tuple[int, ...] = ()
     drain = 1.0  # seconds the subscribers get to count the last messages
     parallel_streams = False
 

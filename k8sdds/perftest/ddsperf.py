@@ -70,7 +70,11 @@ def security_plugins() -> str | None:
 
 class Ddsperf:
     name = "ddsperf"
-    arches: tuple[str, ...] = ()  # Debian's package, or RTI's image: any
+    arches: tuple[str, ...] = ()  # Debian's package: any
+    middleware = True
+    hubs: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
+    qos_levels: tuple[int, ...] = ()
     supports = ("DDS throughput, latency; udp, tcp, tls; DDS Security; multicast; batching; "
                 "discovery by multicast or peers")
     parser = "ddsperf"

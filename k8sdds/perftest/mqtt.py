@@ -47,6 +47,8 @@ class Mqtt(OwnClient):
     name = "mqtt"
     binary = BINARY
     programs = (BINARY,)  # mosquitto is Debian's, for every architecture
+    hubs = (BROKER,)
+    qos_levels = (0, 1, 2)
     arches = ("amd64", "arm64", "armhf")  # Go: this machine's, a Pi 4/5's and a Pi 3's
     supports = ("MQTT throughput, latency through a broker (mosquitto); tcp; QoS 0 "
                 "(bestEffort), 1 and 2 (mqttQos)")

@@ -33,6 +33,10 @@ class _Network:
     binary: str
     drain = 1.0  # the server gets this long after the client ends
     arches: tuple[str, ...] = ()  # Debian's packages: every architecture
+    middleware = False  # the network itself
+    hubs: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
+    qos_levels: tuple[int, ...] = ()
     listen_port: int | None = None  # the server's TCP port: the client starts once it listens
     topologies: tuple[str, ...] = ()  # client to server: no topology to choose
     transports: tuple[str, ...] = ("tcp", "udp")

@@ -71,7 +71,11 @@ class RtiSettings:
 
 class RtiPerftest:
     name = "rtiperftest"
-    arches: tuple[str, ...] = ()  # Debian's package, or RTI's image: any
+    arches: tuple[str, ...] = ()  # RTI's image: any
+    middleware = True
+    hubs: tuple[str, ...] = ()  # the CDS serves discovery only
+    programs: tuple[str, ...] = ()
+    qos_levels: tuple[int, ...] = ()
     supports = ("DDS throughput, latency; udp, tcp, tls, dtls; DDS Security; multicast; "
                 "batching; discovery by multicast, peers or cds")
     parser = "rtiperftest"

@@ -39,6 +39,7 @@ class Zenoh(OwnClient):
     name = "zenoh"
     binary = BINARY
     programs = (BINARY, ZENOHD)
+    hubs = (ROUTER,)  # zenohd, in the routed topology
     arches = ("amd64", "arm64")  # Rust: this machine's and a Pi 4/5's (Debian's cross gcc)
     supports = ("Zenoh throughput, latency; peer to peer (topology=peer) or through zenohd "
                 "(topology=routed); tcp; bestEffort drops under congestion")
