@@ -122,3 +122,13 @@ def test_k8sdds_data_names_map_to_datapaths():
                                      "weavenet-encrypted", "hostnetwork")} == {
         "flannel-vxlan", "flannel-hostgw", "kube-router", "weave", "weave-encrypted", "host"}
     assert set(cni.ALIASES.values()) <= set(cni.DATAPATHS)
+
+
+def test_the_tunnel_ports_are_the_projects_own():
+    """Each tunnel's UDP port as its project documents it: VXLAN's IANA 4789 (calico), Weave
+    Net's 6784, the Linux kernel's VXLAN default 8472 (flannel), WireGuard's 51820; the
+    testbed's untracked-traffic rule names exactly these."""
+    from k8sdds.testbed import netfilter
+
+    assert cni.tunnel_ports() == (4789, 6784, 8472, 51820)
+    assert "udp dport { 4789, 6784, 8472, 51820 } notrack" in netfilter.UNTRACKED

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from k8sdds.cni import calico, cilium, flannel, host, kube_router, weave
+from k8sdds.cni import base, calico, cilium, flannel, host, kube_router, weave
 from k8sdds.cni.base import Cni, Datapath, Detected, Plan
 
 CNIS: dict[str, Cni] = {c.name: c for c in (
@@ -43,6 +43,18 @@ def detect(daemonsets: Iterable[Mapping], config_maps: Mapping[tuple[str, str], 
                         "k8sdds testbed (no CNI DaemonSet)", "/".join(MARKER))
     known = ", ".join(c.name for c in CNIS.values() if c.detect)
     return Detected("unknown", f"no known CNI DaemonSet ({known}) found")
+
+
+def tunnel_ports() -> tuple[int, ...]:
+    """The UDP ports of every tunnel a wiring uses (VXLAN, the L2 segments', WireGuard's)."""
+    ports = []
+    for d in DATAPATHS.values():
+        w = d.wiring
+        if isinstance(w, (base.Vxlan, base.L2Segment)):
+            ports.append(w.port)
+        if isinstance(w, base.WireGuard) or (isinstance(w, base.L2Segment) and w.encrypted):
+            ports.append(base.TUNNEL.port)
+    return tuple(sorted(set(ports)))
 
 
 def reset_files() -> tuple[str, ...]:

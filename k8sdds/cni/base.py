@@ -43,7 +43,14 @@ class Ipip:
 
 @dataclass(frozen=True)
 class WireGuard:
-    """A WireGuard device per node; pod CIDRs routed through it."""
+    """A WireGuard device per node; pod CIDRs routed through it (also the tunnel an
+    encrypted L2 segment rides in)."""
+
+    port: int = 51820  # WireGuard's UDP port
+    mtu: int = 1420  # its device's
+
+
+TUNNEL = WireGuard()  # the WireGuard every encrypted wiring uses
 
 
 @dataclass(frozen=True)

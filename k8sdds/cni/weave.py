@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from k8sdds.cni.base import (
+    TUNNEL,
     Argv,
     Cni,
     Datapath,
@@ -50,7 +51,6 @@ BUILT = "2.6.5"  # what k8sdds builds (the newest the Go module proxy serves): t
 # `cluster init` pins, upstream's or built here alike
 MTU = 1376
 SEGMENT = L2Segment("weave.vx", 6784, MTU, "datapath", ("vethwe-bridge", "vethwe-datapath"))
-WG_MTU = 1420  # the WireGuard tunnel the emulation carries the encrypted segment in
 
 DATAPATHS = (
     Datapath("weave", "Weave Net: one L2 segment over all nodes; the pods' bridge "
@@ -61,7 +61,7 @@ DATAPATHS = (
              "carried node to node through a WireGuard tunnel", "VXLAN in WireGuard",
              1370, True, encryption="WireGuard (ChaCha20-Poly1305)", pod_prefix=16,
              kernel_links=("vxlan",), unencrypted="weave",
-             wiring=L2Segment(SEGMENT.dev, SEGMENT.port, WG_MTU - 50, SEGMENT.bridge,
+             wiring=L2Segment(SEGMENT.dev, SEGMENT.port, TUNNEL.mtu - 50, SEGMENT.bridge,
                               SEGMENT.veth, encrypted=True)),
 )
 

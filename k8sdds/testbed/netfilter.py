@@ -19,12 +19,14 @@ import base64
 import hashlib
 from collections.abc import Sequence
 
+from k8sdds import cni
 from k8sdds.testbed import netns
 
 POD_NETWORK = "10.244.0.0/16"
 SERVICE_NETWORK = "10.96.0.0/12"  # kubeadm's default Service range
 NODE_PORTS = "30000:32767"
-TUNNEL_PORTS = "4789, 6784, 8472, 51820"  # VXLAN (calico, weave, flannel), WireGuard
+# the tunnels' own UDP ports, as the CNI records say (VXLAN: calico, weave, flannel; WireGuard)
+TUNNEL_PORTS = ", ".join(map(str, cni.tunnel_ports()))
 UNTRACKED = (f"ip saddr {POD_NETWORK} ip daddr {POD_NETWORK} notrack",
              f"udp dport {{ {TUNNEL_PORTS} }} notrack")
 RAW_CHAINS = ("raw_prerouting", "raw_output")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from k8sdds import model
-from k8sdds.cni.base import Ipip, L2Segment, Routed, Vxlan, WireGuard
+from k8sdds.cni.base import TUNNEL, Ipip, L2Segment, Routed, Vxlan, WireGuard
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import capabilities, netfilter, netns
 from k8sdds.testbed.netns import ip, run
@@ -131,8 +131,7 @@ def _ipip_teardown(tun: Ipip, tb: Testbed) -> None:
 
 # ---- WireGuard between nodes: flannel wireguard, and the underlay of weave encrypted ------
 TUNNEL_PROCESSES = ("wireguard-go",)  # userspace datapath processes in the nodes
-WG_PORT = 51820
-WG_MTU = 1420
+WG_PORT, WG_MTU = TUNNEL.port, TUNNEL.mtu  # the CNI records' WireGuard
 TUNNEL_NET = "10.98.0"  # node tunnel addresses: 10.98.0.<10+n>/24
 
 
