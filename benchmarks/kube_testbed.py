@@ -70,7 +70,7 @@ def summary(run_dir: Path, name: str = "results.csv") -> pd.DataFrame:
 def bring_up(name: str, workers: int, datapath: str, cni: str, env: dict
              ) -> tuple[str, float]:
     t0 = time.monotonic()
-    up = k8sdds("testbed", "up", "--name", name, "--nodes", str(workers + 1), "--kubernetes",
+    up = k8sdds("testbed", "up", "--testbed", name, "--nodes", str(workers + 1), "--kubernetes",
                 "--datapath", datapath, "--cni", cni, env=env)
     return up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: "), \
         time.monotonic() - t0
@@ -105,7 +105,7 @@ def main() -> None:
             _, seconds = bring_up(name, args.workers, "flannel-hostgw", "real", cold_env)
             ups.append(("cold: images built, Go binaries cached", "real flannel", seconds))
         finally:
-            k8sdds("testbed", "down", "--name", name, env=env)
+            k8sdds("testbed", "down", "--testbed", name, env=env)
     results, failed, idle = {}, {}, None
     for dp in datapaths:
         # pods on the emulated wiring need a routed /24 per node
@@ -128,11 +128,11 @@ def main() -> None:
                                                   "--kubeconfig", kubeconfig, *common,
                                                   env=env).stdout))
             finally:
-                k8sdds("testbed", "down", "--name", name, env=env)
+                k8sdds("testbed", "down", "--testbed", name, env=env)
             results[(dp, cni)] = (_mean([summary(Path(o["run_dir"])) for o in procs]),
                                   _mean([summary(Path(o["run_dir"])) for o in pods]))
             failed[f"{dp} {cni}"] = [f for o in procs + pods for f in o["failed"]]
-    k8sdds("testbed", "down", "--name", name + "p", env=env)
+    k8sdds("testbed", "down", "--testbed", name + "p", env=env)
     print(f"testbed up --kubernetes, {args.workers} workers: seconds to every node Ready, "
           "the CNI ready and metrics-server Available")
     for kind, what, seconds in ups:

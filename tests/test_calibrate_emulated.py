@@ -22,7 +22,7 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
            "K8SDDS_CALIBRATION": str(cal), "COLUMNS": "300"}
     proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--steps", "2", "--repeats", "1",
-               "--duration", "2", "--name", name, "--json", env=env, timeout=600)
+               "--duration", "2", "--testbed", name, "--json", env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["file"] == str(cal) and out["board"] == "rpi3b"

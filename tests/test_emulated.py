@@ -119,7 +119,7 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
     reason = capabilities.datapath_unavailable(dp)
     if reason:  # this kernel lacks it: what must hold is that k8sdds says so and builds nothing
         env = {**os.environ, "COLUMNS": "200"}
-        up = cli("testbed", "up", "--name", "kdx" + str(os.getpid() % 1000), "--datapath",
+        up = cli("testbed", "up", "--testbed", "kdx" + str(os.getpid() % 1000), "--datapath",
                  name, env=env)
         assert up.returncode == 2 and "Traceback" not in up.stderr
         assert f"datapath {name} is not available here: {reason}" in " ".join(up.stderr.split())
@@ -339,9 +339,9 @@ def test_testbed_down_after_the_runner_was_killed(tmp_path, env):
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     assert all(alive(pid) for pid in left)  # orphans, as after a crash
-    status = cli("testbed", "status", "--name", name, env=env)
+    status = cli("testbed", "status", "--name", name, env=env)  # the old spelling, kept
     assert status.returncode == 0 and "pods" in status.stdout
-    down = cli("testbed", "down", "--name", name, env=env)
+    down = cli("testbed", "down", "--testbed", name, env=env)
     assert down.returncode == 0, down.stderr
     assert namespaces(name) == []
     assert not any(alive(pid) for pid in left)
@@ -367,7 +367,7 @@ def test_ctrl_c_stops_cleanly(tmp_path, env):
 
 def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
     name = "kdm" + str(os.getpid() % 1000)
-    assert cli("testbed", "up", "--name", name, "--datapath", "flannel-hostgw",
+    assert cli("testbed", "up", "--testbed", name, "--datapath", "flannel-hostgw",
                env=env).returncode == 0
     try:
         for i in range(4):  # cut every cross-node pod route: nobody can discover anybody
@@ -394,7 +394,7 @@ def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
         assert df.empty or not ((df.metric == "throughput_mbps") & (df.value == 0)).any()
         assert namespaces(name) != []  # a testbed the run did not build is left up
     finally:
-        cli("testbed", "down", "--name", name, env=env)
+        cli("testbed", "down", "--testbed", name, env=env)
     assert namespaces(name) == []
 
 
@@ -431,7 +431,7 @@ def test_a_second_run_on_a_busy_testbed_is_refused(tmp_path, env):
         assert second.returncode == 1
         assert f"testbed {name} is in use by another run (pid {proc.pid})" in second.stderr
         assert not (tmp_path / "other").exists() or not list((tmp_path / "other").iterdir())
-        down = cli("testbed", "down", "--name", name, env=env)  # nor pulled from under it
+        down = cli("testbed", "down", "--testbed", name, env=env)  # nor pulled from under it
         assert down.returncode == 1 and "in use by another run" in down.stderr
         assert namespaces(name)
     finally:

@@ -58,7 +58,7 @@ def _refused(done: Done | subprocess.CompletedProcess, *words: str) -> None:
 ])
 def test_hostile_testbed_specs_are_refused_at_once(name, words, tmp_path):
     started = time.monotonic()
-    done = _cli("testbed", "up", "--spec", str(CORPUS / name), "--name", "hx")
+    done = _cli("testbed", "up", "--testbed-spec", str(CORPUS / name), "--testbed", "hx")
     _refused(done, str(CORPUS / name), *words)
     assert time.monotonic() - started < 30  # no expansion, no minutes of parsing
 

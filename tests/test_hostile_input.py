@@ -150,6 +150,6 @@ def test_testbed_names_cannot_escape(name):
 
     with pytest.raises(UserError, match="testbed name"):
         check_name(name)
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "status", "--name", name],
+    proc = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "status", "--testbed", name],
                           capture_output=True, text=True, env={**os.environ})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

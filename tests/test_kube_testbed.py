@@ -179,7 +179,7 @@ def test_an_image_loaded_into_the_running_cluster_runs_a_pod(cluster, tmp_path):
     archive = busybox_image(tag, {}, ["--config.cmd=/bin/sh", "--config.cmd=-c",
                                       "--config.cmd=echo loaded here"], "test-loaded",
                             cache=tmp_path)
-    done = cli("image", "load", "--name", cluster["name"], "--archive", str(archive),
+    done = cli("image", "load", "--testbed", cluster["name"], "--archive", str(archive),
                env=cluster["env"])
     assert done.returncode == 0, done.stderr
     assert "loaded into node1, node2" in done.stdout
@@ -250,7 +250,7 @@ def test_a_second_cluster_runs_beside_the_first(cluster, tmp_path):
     """Two testbed clusters at once: flannel host-gw (real) beside the module's vxlan one;
     a run on each; down of the second leaves the first Ready."""
     name = cluster["name"] + "b"
-    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+    up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--kubernetes", "--datapath",
              "flannel-hostgw", env=cluster["env"], cwd=ROOT, timeout=600)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -263,11 +263,11 @@ def test_a_second_cluster_runs_beside_the_first(cluster, tmp_path):
         assert outcome["failed"] == []
         manifest = json.loads((run / "manifest.json").read_text())
         assert manifest["cluster"]["datapath"] == "flannel-hostgw"
-        status = cli("testbed", "status", "--name", name, env=cluster["env"])
+        status = cli("testbed", "status", "--testbed", name, env=cluster["env"])
         assert "flannel" in status.stdout and "node2" in status.stdout, status.stdout
         assert status.stdout.count("yes") >= 2  # both workers Ready
     finally:
-        down = cli("testbed", "down", "--name", name, env=cluster["env"])
+        down = cli("testbed", "down", "--testbed", name, env=cluster["env"])
     assert down.returncode == 0, down.stderr
     assert namespaces(name) == []
     test_the_nodes_are_real_kubelets(cluster)  # the first is as it was
@@ -275,7 +275,7 @@ def test_a_second_cluster_runs_beside_the_first(cluster, tmp_path):
 
 def test_the_emulated_wiring_carries_pods_when_asked(cluster, tmp_path):
     name = cluster["name"] + "e"
-    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+    up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--kubernetes", "--datapath",
              "flannel-hostgw", "--cni", "emulated", env=cluster["env"], cwd=ROOT, timeout=600)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -287,7 +287,7 @@ def test_the_emulated_wiring_carries_pods_when_asked(cluster, tmp_path):
         found = json.loads((run / "manifest.json").read_text())["cluster"]
         assert found["datapath"] == "flannel-hostgw" and "emulated wiring" in found["cni"]
     finally:
-        down = cli("testbed", "down", "--name", name, env=cluster["env"])
+        down = cli("testbed", "down", "--testbed", name, env=cluster["env"])
     assert down.returncode == 0, down.stderr
 
 
@@ -296,7 +296,7 @@ def test_a_killed_bring_up_is_cleaned_by_down(cluster, tmp_path):
     removes every process, mount, namespace and file it had made."""
     name = cluster["name"] + "k"
     before = (host_mounts(name), root_links())
-    up = subprocess.Popen([sys.executable, "-m", "k8sdds", "testbed", "up", "--name", name,
+    up = subprocess.Popen([sys.executable, "-m", "k8sdds", "testbed", "up", "--testbed", name,
                            "--nodes", "3", "--kubernetes", "--cni", "emulated"],
                           env=cluster["env"], cwd=ROOT, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
@@ -308,7 +308,7 @@ def test_a_killed_bring_up_is_cleaned_by_down(cluster, tmp_path):
     up.kill()
     up.wait()
     assert subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True).stdout
-    down = cli("testbed", "down", "--name", name, env=cluster["env"])
+    down = cli("testbed", "down", "--testbed", name, env=cluster["env"])
     assert down.returncode == 0, down.stderr
     assert subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
                           text=True).stdout.split() == []

@@ -159,7 +159,7 @@ def test_engines_on_a_pi_node_run_without_aes_instructions(rpi3b, tmp_path):
 def test_netem_parts_are_applied_or_reported(tmp_path):
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
     name = "kdn" + str(os.getpid() % 1000)
-    proc = cli("testbed", "up", "--name", name, "--nodes", "2", "--profile", "rpi3b-wifi",
+    proc = cli("testbed", "up", "--testbed", name, "--nodes", "2", "--profile", "rpi3b-wifi",
                env=env)
     try:
         assert proc.returncode == 0, proc.stderr
@@ -172,7 +172,7 @@ def test_netem_parts_are_applied_or_reported(tmp_path):
             assert "not applied: node1 (rpi3b-wifi): delay 2 ms and loss 0.1 %" in proc.stderr
             assert "no netem" in proc.stderr
     finally:
-        cli("testbed", "down", "--name", name, env=env)
+        cli("testbed", "down", "--testbed", name, env=env)
 
 
 def test_profile_mtu_shrinks_pod_and_tunnel_mtus(tmp_path, monkeypatch):

@@ -33,11 +33,11 @@ def testbed(tmp_path_factory):
     state = tmp_path_factory.mktemp("state")
     env = {**os.environ, "K8SDDS_STATE_DIR": str(state), "COLUMNS": "200"}
     name = "kds" + str(os.getpid() % 1000)
-    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--datapath", "flannel-hostgw",
+    up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--datapath", "flannel-hostgw",
              env=env)
     assert up.returncode == 0, up.stderr
     yield name, env
-    assert cli("testbed", "down", "--name", name, env=env).returncode == 0
+    assert cli("testbed", "down", "--testbed", name, env=env).returncode == 0
     assert namespaces(name) == []
 
 

@@ -298,7 +298,7 @@ def test_nodes_online_are_the_testbeds_nodes_while_it_is_up(tmp_path):
     (tmp_path / "logs").mkdir()
     service = Service(default_url(tmp_path), tmp_path / "logs")
     env = service.env()
-    up = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "up", "--name", name,
+    up = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "up", "--testbed", name,
                          "--nodes", "3"], capture_output=True, text=True, env=env, timeout=120)
     assert up.returncode == 0, up.stderr
     try:
@@ -307,12 +307,12 @@ def test_nodes_online_are_the_testbeds_nodes_while_it_is_up(tmp_path):
         mine = [n for n in json.loads(body) if n["where"] == name]
         assert status == 200 and len(mine) == 3
         assert all(n["state"] == "up" and n["last_seen"] for n in mine)
-        subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--name", name],
+        subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--testbed", name],
                        capture_output=True, env=env, timeout=120, check=True)
         mine = [n for n in json.loads(_get(f"{service.base}/api/nodes")[1])
                 if n["where"] == name]
         assert mine == []
     finally:
         service.stop()
-        subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--name", name],
+        subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--testbed", name],
                        capture_output=True, env=env, timeout=120)

@@ -40,7 +40,7 @@ def up_cluster(name: str, datapath: str, env: dict, says: str,
     """A 3-node testbed cluster (a control plane, two workers) carried by `datapath`'s CNI;
     bring-up must print `says`. Down afterwards, and the machine as it was."""
     before = (sysctls(), root_links(), host_mounts(name), fixed_paths())
-    up = cli("testbed", "up", "--name", name, "--nodes", "3", "--kubernetes", "--datapath",
+    up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--kubernetes", "--datapath",
              datapath, "--cni", cni, env=env, cwd=ROOT, timeout=1800)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
@@ -49,7 +49,7 @@ def up_cluster(name: str, datapath: str, env: dict, says: str,
         assert sysctls() == before[0]  # the kubelets changed nothing host-wide
         yield {"name": name, "env": env, "kubeconfig": kubeconfig}
     finally:
-        down = cli("testbed", "down", "--name", name, env=env)
+        down = cli("testbed", "down", "--testbed", name, env=env)
         assert down.returncode == 0, down.stderr
         assert (sysctls(), root_links(), host_mounts(name), fixed_paths()) == before
         assert namespaces(name) == []

@@ -89,13 +89,19 @@ def image_index(
 
 
 def image_load(
-    name: str = typer.Option("k8sdds", "--name", help="The testbed whose cluster gets it."),
+    name: str | None = typer.Option(None, "--testbed", help="The testbed whose cluster gets "
+                                    "it [k8sdds]."),
+    old_name: str | None = typer.Option(None, "--name", hidden=True,
+                                        help="The old spelling of --testbed."),
     archives: list[Path] = typer.Option(None, "--archive", help="Image archive(s) "
                                         "(docker-archive) [the engine image, built by `k8sdds "
                                         "image build`, cached]."),
 ) -> None:
     """Put images into every node of a testbed cluster (`testbed up --kubernetes`): each
     worker's containerd imports them; pods find them with imagePullPolicy IfNotPresent."""
+    from k8sdds.cli.testbed import one_of
+
+    name = one_of(name, old_name, "--testbed", "--name") or "k8sdds"
     from k8sdds.images.index import describe
     from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.lock import TestbedLock

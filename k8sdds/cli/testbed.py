@@ -38,18 +38,31 @@ def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Pa
 DEFAULT_NAME = "k8sdds"
 
 
-NAME = typer.Option(None, "--name", help="Testbed name (namespace prefix) [the spec's "
-                    "name, else k8sdds].")
+NAME = typer.Option(None, "--testbed", help="Testbed name (namespace prefix) [the spec's "
+                    "name, else k8sdds], as `k8sdds run --testbed`.")
+OLD_NAME = typer.Option(None, "--name", hidden=True, help="The old spelling of --testbed.")
+
+
+def one_of(new, old, flag: str, old_flag: str):
+    """An option given in its spelling or its old one (not both, unless alike)."""
+    if new is not None and old is not None and new != old:
+        raise typer.BadParameter(f"give {flag} once ({old_flag} is its old spelling)",
+                                 param_hint=flag)
+    return new if new is not None else old
 
 
 def testbed_up(name: str | None = NAME,
+               old_name: str | None = OLD_NAME,
                nodes: int = typer.Option(4, "--nodes", min=2, max=64,
                                          help="Nodes: node0 is the control plane."),
                profile: str | None = typer.Option(None, "--profile",
                                                   help="Edge profile of every worker."),
                testbed_spec: Path | None = typer.Option(
-                   None, "--spec", "--cluster", help="Testbed spec (YAML): nodes with name, "
-                   "role, arch, profile (--cluster is the old spelling)."),
+                   None, "--testbed-spec", help="Testbed spec (YAML): nodes with name, role, "
+                   "arch, profile, as `k8sdds run --testbed-spec`."),
+               old_spec: Path | None = typer.Option(
+                   None, "--spec", "--cluster", hidden=True,
+                   help="The old spellings of --testbed-spec."),
                datapath: str | None = typer.Option(
                    None, "--datapath", help="Datapath to wire [host; with --kubernetes: "
                    "flannel-hostgw]."),
@@ -67,6 +80,8 @@ def testbed_up(name: str | None = NAME,
                    "Debian's bridge plugin; auto: real where it can run here, else emulated."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
+    name = one_of(name, old_name, "--testbed", "--name")
+    testbed_spec = one_of(testbed_spec, old_spec, "--testbed-spec", "--spec")
     from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.wiring import WIRING
 
@@ -170,8 +185,9 @@ def testbed_calibrate(
         output: Path | None = typer.Option(
             None, "--output", help="Calibration file to write [K8SDDS_CALIBRATION, else "
             "/var/lib/k8sdds/calibration.json]."),
-        name: str = typer.Option("kdcalib", "--name", help="Name of the testbed the "
-                                 "calibration brings up and takes down."),
+        name: str | None = typer.Option(None, "--testbed", help="Name of the testbed the "
+                                        "calibration brings up and takes down [kdcalib]."),
+        old_name: str | None = OLD_NAME,
         json_out: bool = typer.Option(False, "--json", help="Print the calibration as JSON."),
 ) -> None:
     """Derive a profile's CPU budget from a measurement: the share of this machine's CPU at
@@ -186,6 +202,7 @@ def testbed_calibrate(
     from k8sdds.testbed.testbed import check_name, preflight
 
     board = board_of(profile, figures)
+    name = one_of(name, old_name, "--testbed", "--name") or "kdcalib"
     check_name(name)
     preflight()
     settings = Settings(profile=profile, duration=duration, repeats=repeats, steps=steps,
@@ -265,9 +282,10 @@ def _or_dash(value) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def testbed_status(name: str | None = NAME) -> None:
+def testbed_status(name: str | None = NAME, old_name: str | None = OLD_NAME) -> None:
     """Show the emulated cluster: nodes, datapath, pods, processes; and its Kubernetes
     cluster's nodes, when it runs one."""
+    name = one_of(name, old_name, "--testbed", "--name")
     from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.testbed import Testbed
 
@@ -282,8 +300,9 @@ def testbed_status(name: str | None = NAME) -> None:
         out_console.print(f"kubeconfig: {kube.kubeconfig}", markup=False, highlight=False)
 
 
-def testbed_down(name: str | None = NAME) -> None:
+def testbed_down(name: str | None = NAME, old_name: str | None = OLD_NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
+    name = one_of(name, old_name, "--testbed", "--name")
     from k8sdds.testbed.kube.cluster import KubeCluster
     from k8sdds.testbed.spec import TestbedSpec
     from k8sdds.testbed.testbed import Testbed

@@ -153,7 +153,7 @@ def calibrate(settings: Settings, board: Board,
     try:
         if tb.is_up():
             raise UserError(f"testbed {tb.spec.name} is up: calibration needs its own; "
-                            f"`k8sdds testbed down --name {tb.spec.name}` or another name")
+                            f"`k8sdds testbed down --testbed {tb.spec.name}` or another name")
         tb.up()
     finally:
         lock.release()
