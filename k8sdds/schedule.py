@@ -44,6 +44,11 @@ def _bool(text: str) -> bool:
     raise _Bad("true or false")
 
 
+# the bounds of the numbers a run may also be given as options (`--duration`, `--repeats`;
+# a service task's fields take the same)
+BOUNDS = {"duration": (1, 86_400), "repeats": (1, 1000)}
+
+
 def _number(cast: Callable[[str], Any], lo: int, hi: int) -> Callable[[str], Any]:
     """A parser for numbers of type `cast` (int or float) within lo..hi."""
     allowed = f"{'a whole number' if cast is int else 'a number'} from {lo} to {hi}"
@@ -81,8 +86,8 @@ COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "latencyTest": ("latency_test", _bool),
     "transport": ("transport", _choice(TRANSPORTS)),
     "secure": ("secure", _bool),
-    "duration": ("duration", _number(float, 1, 86_400)),
-    "repeats": ("repeats", _number(int, 1, 1000)),
+    "duration": ("duration", _number(float, *BOUNDS["duration"])),
+    "repeats": ("repeats", _number(int, *BOUNDS["repeats"])),
     "datapath": ("datapath", _choice(tuple(model.DATAPATHS))),
     "placement": ("placement", _choice(PLACEMENTS)),
     "pubRate": ("pub_rate", _number(int, 0, 10**9)),

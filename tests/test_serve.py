@@ -410,3 +410,25 @@ def test_progress_comes_from_the_childs_events():
     for junk in ('{"event": "step", "description": "x"}', "not json", "[1]",
                  '{"event": "repeat", "done": "3"}'):
         assert progress_of(junk) == {}
+
+
+def test_a_task_and_the_command_line_take_one_set_of_bounds(tmp_path):
+    """repeats 1 to 1000 and duration 1 to 86,400 s, as the schedule's columns: a task
+    refuses what `k8sdds run` refuses, and takes what it takes."""
+    from pydantic import ValidationError
+
+    from k8sdds.serve.tasks import TaskOptions
+
+    from .cli_support import invoke
+
+    TaskOptions(repeats=1000, duration=1.0)
+    TaskOptions(repeats=1, duration=86400.0)
+    sch = Path(__file__).parent.parent / "schedules" / "quick.csv"
+    for field, value in (("repeats", 1001), ("repeats", 0), ("duration", 0.5),
+                         ("duration", 86401.0)):
+        with pytest.raises(ValidationError):
+            TaskOptions(**{field: value})
+        done = invoke("run", "--sch", str(sch), f"--{field}", str(value), "--out",
+                      str(tmp_path / "out"), env={"K8SDDS_STATE_DIR": str(tmp_path / "s")})
+        assert done.returncode == 2 and f"option --{field}" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()

@@ -26,6 +26,7 @@ from k8sdds import model
 from k8sdds.errors import UserError
 from k8sdds.order import ORDERS
 from k8sdds.request import OptionError, RunRequest, prepare
+from k8sdds.schedule import BOUNDS  # the CLI's bounds, one set
 from k8sdds.serve import store
 from k8sdds.serve.limits import DEFAULT_MAX_SECONDS, baseline_seconds, planned_seconds
 from k8sdds.serve.schema import tasks
@@ -37,8 +38,9 @@ TEXT = r"^[A-Za-z0-9][A-Za-z0-9,._:/@+-]*$"  # names, lists of them, image refer
 RUN_OPTIONS: dict[str, Any] = {
     "datapath": (str | None, Field(None, pattern=NAME, max_length=256)),
     "transport": (str | None, Field(None, pattern=NAME, max_length=64)),
-    "repeats": (int | None, Field(None, ge=1, le=100)),
-    "duration": (float | None, Field(None, gt=0, le=86400)),
+    "repeats": (int | None, Field(None, ge=BOUNDS["repeats"][0], le=BOUNDS["repeats"][1])),
+    "duration": (float | None, Field(None, ge=BOUNDS["duration"][0],
+                                     le=BOUNDS["duration"][1])),
     "order": (Literal[tuple(ORDERS)] | None, None),  # `k8sdds run --order`
     # a baseline's own (`k8sdds baseline`): a network test between two named nodes is
     # engines=iperf3 (or ping, qperf), one path, pub_node and sub_nodes
