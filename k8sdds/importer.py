@@ -27,7 +27,7 @@ from k8sdds.errors import UserError
 from k8sdds.guarded import FileRefused, read_bytes
 from k8sdds.model import Test
 from k8sdds.parsers.perftest_header import header
-from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write
+from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest, atomic_write
 from k8sdds.schedule import load
 
 KINDS = {"throughput-test": False, "latency-test": True}
@@ -154,7 +154,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
 def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder: Path,
           sch: Path | None, rows: list | None, base: int, tests_dirs: dict, engines,
           datapath: str, transport: str, variant: str) -> None:
-    manifest = Manifest(
+    manifest = RunManifest(
         run_id=run_id, backend="imported", tests=[], status="complete",
         command_line=["k8sdds", "import", "k8sdds-data", str(root)],
         schedule={}, cluster={"source": str(folder)},

@@ -15,7 +15,7 @@ from k8sdds import deployment, model, perftest, schedule
 from k8sdds.errors import UserError
 from k8sdds.flags import recorded
 from k8sdds.order import ORDERS
-from k8sdds.results import Manifest, RunDir
+from k8sdds.results import RunDir, RunManifest
 from k8sdds.runner import NoProgress, Outcome, Progress, Runner, RunOptions, resumable, same_backend
 
 DEFAULT_BACKEND = "emulated"
@@ -64,7 +64,7 @@ class Prepared:
     options: RunOptions
     tests: list[model.Test] = field(default_factory=list)
     resume: RunDir | None = None
-    manifest: Manifest | None = None
+    manifest: RunManifest | None = None
 
     def describe(self) -> str:
         """What will run, in one line."""

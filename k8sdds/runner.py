@@ -20,7 +20,7 @@ from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, Schedu
 from k8sdds.model import Test
 from k8sdds.order import ORDERS
 from k8sdds.perftest import Engine, RoleContext
-from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir, atomic_write, now
+from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest, atomic_write, now
 
 
 class Progress(Protocol):
@@ -80,14 +80,14 @@ def check_engines(tests: Sequence[Test], engines: Mapping[str, Engine]) -> None:
             raise EngineUnavailable(reason)
 
 
-def same_backend(path: Path, manifest: Manifest, name: str) -> None:
+def same_backend(path: Path, manifest: RunManifest, name: str) -> None:
     """A run continues on the backend it ran on."""
     if manifest.backend != name:
         raise UserError(f"{path} ran on the {manifest.backend} backend; resume it with "
                         f"--backend {manifest.backend}")
 
 
-def resumable(run: RunDir, backend: Backend, engines: Mapping[str, Engine]) -> Manifest:
+def resumable(run: RunDir, backend: Backend, engines: Mapping[str, Engine]) -> RunManifest:
     """The manifest of a run to continue on `backend`, its tests checked again as a schedule
     is (a manifest is a file like any other)."""
     manifest = run.read_manifest()
@@ -118,7 +118,7 @@ class Runner:
 
     def run(self, tests: Sequence[Test]) -> Outcome:
         """Run `tests` into a new run directory under `options.out`."""
-        def prepare() -> tuple[RunDir, Manifest]:
+        def prepare() -> tuple[RunDir, RunManifest]:
             manifest = self._manifest(tests)  # all that can fail before the directory
             run = RunDir.create(self.options.out)
             manifest.run_id = run.run_id
@@ -128,10 +128,10 @@ class Runner:
 
         return self._session(tests, self.options.out, prepare)
 
-    def resume(self, run: RunDir, manifest: Manifest) -> Outcome:
+    def resume(self, run: RunDir, manifest: RunManifest) -> Outcome:
         """Continue the run in `run` (see `resumable`): its finished repeats are kept, the
         rows of the repeat in flight are dropped and every repeat without an entry runs."""
-        def prepare() -> tuple[RunDir, Manifest]:
+        def prepare() -> tuple[RunDir, RunManifest]:
             run.keep_results(lambda key: key in manifest.repeats)
             manifest.resumed.append({"at": now(),
                                      "command_line": list(self.options.command_line),
@@ -141,7 +141,7 @@ class Runner:
         return self._session(manifest.tests, run.path, prepare)
 
     def _session(self, tests: Sequence[Test], where: Path,
-                 prepare: Callable[[], tuple[RunDir, Manifest]]) -> Outcome:
+                 prepare: Callable[[], tuple[RunDir, RunManifest]]) -> Outcome:
         """Checks, the backend up, the run directory `prepare()` gives driven, the backend
         down (whatever happened)."""
         if self.backend.local_engines:
@@ -156,7 +156,7 @@ class Runner:
         outcome.wall_s = time.monotonic() - started
         return outcome
 
-    def _drive(self, run: RunDir, manifest: Manifest) -> Outcome:
+    def _drive(self, run: RunDir, manifest: RunManifest) -> Outcome:
         """Every pending repeat, the manifest rewritten after each."""
         manifest.status = "running"
         if self.options.order:  # given now (also on resume), else the manifest's
@@ -217,9 +217,9 @@ class Runner:
                 # the last manifest written stays whole: the finished repeats, no more
         return outcome
 
-    def _manifest(self, tests: Sequence[Test]) -> Manifest:
+    def _manifest(self, tests: Sequence[Test]) -> RunManifest:
         engines = dict.fromkeys(t.engine for t in tests)
-        return Manifest(
+        return RunManifest(
             run_id="", backend=self.backend.name, tests=list(tests),
             command_line=list(self.options.command_line),
             backend_options=dict(self.options.backend_options),

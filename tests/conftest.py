@@ -55,7 +55,7 @@ def fake_run(tmp_path: Path, run_id: str = "20260101-000000-abcd", repeats: int 
     from dataclasses import replace
 
     from k8sdds import schedule
-    from k8sdds.results import Manifest, RepeatEntry, RepeatKey, RunDir
+    from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest
 
     run = RunDir.create(tmp_path, run_id)
     [base] = schedule.load(FIXTURES / "schedule-k8sdds.csv")[2:3]  # 1024 B, 1 subscriber
@@ -74,6 +74,6 @@ def fake_run(tmp_path: Path, run_id: str = "20260101-000000-abcd", repeats: int 
             d.mkdir(parents=True, exist_ok=True)
             shutil.copy(FIXTURES / "ddsperf" / name, d / f"{role}.log")
             entries[key] = RepeatEntry(status="done", placement=placement)
-    run.write_manifest(Manifest(run_id=run.run_id, backend="emulated", tests=[thr, lat],
+    run.write_manifest(RunManifest(run_id=run.run_id, backend="emulated", tests=[thr, lat],
                                 repeats=entries, status="complete"))
     return run

@@ -17,7 +17,7 @@ import pytest
 
 from k8sdds import model, schedule
 from k8sdds.deployment.kubernetes import KubernetesBackend
-from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.deployment.options import KubernetesOptions
 from k8sdds.perftest import registry
 from k8sdds.perftest.base import Command

@@ -15,11 +15,11 @@ from k8sdds.model import Test
 from k8sdds.reparse import reparse
 from k8sdds.results import (
     SCHEMA_VERSION,
-    Manifest,
     ManifestError,
     RepeatEntry,
     RepeatKey,
     RunDir,
+    RunManifest,
     encode_test,
 )
 
@@ -52,7 +52,7 @@ def test_repeat_key_is_the_directory_and_parses_back():
 def test_manifest_round_trips(tmp_path):
     run = RunDir.create(tmp_path, "m")
     tests = [_test(), _test(number=2, datapath="flannel-vxlan", repeats=2)]
-    manifest = Manifest(run_id="m", backend="emulated", tests=tests,
+    manifest = RunManifest(run_id="m", backend="emulated", tests=tests,
                         backend_options={"testbed": "tb"},
                         repeats={RepeatKey(2, 1): RepeatEntry("failed", "sub0: no log",
                                                               placement={"pub": "node1"})})
@@ -135,6 +135,6 @@ def test_unreadable_manifests_are_one_clear_error(tmp_path):
 
 def test_tests_keep_every_field_through_the_manifest():
     test = _test(transport="tls", secure=True, pub_rate=5, discovery="peers", streams=2)
-    assert Manifest.from_dict(Manifest(run_id="r", backend="ssh", tests=[test])
+    assert RunManifest.from_dict(RunManifest(run_id="r", backend="ssh", tests=[test])
                               .to_dict()).tests == [test]
     assert set(encode_test(test)) == set(Test.__dataclass_fields__)

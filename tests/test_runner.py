@@ -211,7 +211,7 @@ def test_orders_are_pure_functions_of_the_pending_repeats(setup):
 
 
 def test_a_manifest_with_an_unknown_order_is_refused(setup):
-    from k8sdds.results import Manifest
+    from k8sdds.results import RunManifest
     from k8sdds.results.manifest import ManifestError
 
     tests, runner, _ = setup
@@ -219,4 +219,4 @@ def test_a_manifest_with_an_unknown_order_is_refused(setup):
     data = RunDir(outcome.run_dir).read_manifest().to_dict()
     assert data["order"] == "tests"  # the default, recorded
     with pytest.raises(ManifestError, match="order 'sideways' is not one of tests, rounds"):
-        Manifest.from_dict({**data, "order": "sideways"})
+        RunManifest.from_dict({**data, "order": "sideways"})

@@ -90,7 +90,7 @@ class Datapath:
 
 # ---- a real cluster ----------------------------------------------------------------------
 @dataclass(frozen=True)
-class Manifest:
+class UpstreamManifest:
     """The CNI's manifest as its project publishes it, shipped in k8sdds/manifests and pinned
     by SHA-256."""
 
@@ -180,7 +180,7 @@ class Cni:
 
     name: str
     datapaths: tuple[Datapath, ...]
-    manifest: Manifest | None = None  # None: installed by its own CLI (or not at all)
+    manifest: UpstreamManifest | None = None  # None: installed by its own CLI (or not at all)
     installs: tuple[Install, ...] = ()
     adapt: Callable[[Install, list[dict]], list[dict]] = _no_adapt  # the install's changes
     url_steps: Callable[[Install, Argv], list[Argv]] = _no_steps  # the same, by URL
@@ -211,7 +211,7 @@ class Plan:
         return self.install.pod_cidr
 
     @property
-    def manifest(self) -> Manifest | None:
+    def manifest(self) -> UpstreamManifest | None:
         return self.cni.manifest
 
 

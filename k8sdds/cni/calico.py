@@ -10,8 +10,8 @@ from k8sdds.cni.base import (
     Detected,
     Install,
     Ipip,
-    Manifest,
     Reset,
+    UpstreamManifest,
     Vxlan,
     containers,
     named,
@@ -46,7 +46,7 @@ def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detec
 
 CNI = Cni(
     "calico", DATAPATHS,
-    manifest=Manifest(
+    manifest=UpstreamManifest(
         "calico.yaml", "9a575859428b822a224dedafc4238555b6b0f910f2abf12983f20f871860914e",
         "https://raw.githubusercontent.com/projectcalico/calico/v3.29.3/manifests/calico.yaml"),
     installs=(Install("calico", POD_CIDR, "calico-ipip"),),

@@ -24,10 +24,10 @@ from k8sdds.cni.base import (
     Detected,
     Image,
     Install,
-    Manifest,
     Reset,
     Routed,
     Testbed,
+    UpstreamManifest,
     Vxlan,
     WireGuard,
     named,
@@ -119,7 +119,7 @@ def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detec
 
 CNI = Cni(
     "flannel", DATAPATHS,
-    manifest=Manifest(
+    manifest=UpstreamManifest(
         "kube-flannel.yml", "e875824be2f552b45711dbda91af81b17eb961d00025d914d9fef18fad8f09c0",
         "https://github.com/flannel-io/flannel/releases/download/v0.28.9/kube-flannel.yml"),
     installs=(Install("flannel-vxlan", POD_CIDR, "flannel-vxlan", {"backend": "vxlan"}),

@@ -25,10 +25,10 @@ from k8sdds.cni.base import (
     Detected,
     Image,
     Install,
-    Manifest,
     Reset,
     Routed,
     Testbed,
+    UpstreamManifest,
     named,
     where,
 )
@@ -53,7 +53,7 @@ CNI = Cni(
     (Datapath("kube-router", "kube-router: pod CIDRs routed via node addresses (learnt "
               "by BGP), its network policy chains on the forward path", "none (routed)",
               1500, False, wiring=Routed(firewall=True)),),
-    manifest=Manifest(
+    manifest=UpstreamManifest(
         "kubeadm-kuberouter.yaml",
         "847b9b7a47c31d8e10149f5b4d94c78ea214d1c1d70df1640744ae21b0b9121a",
         "https://raw.githubusercontent.com/cloudnativelabs/kube-router/v2.4.0/daemonset/"

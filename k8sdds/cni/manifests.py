@@ -8,13 +8,13 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from k8sdds.cni.base import Cni, Manifest, Plan, containers, objects
+from k8sdds.cni.base import Cni, Plan, UpstreamManifest, containers, objects
 from k8sdds.errors import UserError
 
 DIRECTORY = Path(__file__).resolve().parents[1] / "manifests"
 
 
-def path(manifest: Manifest) -> Path:
+def path(manifest: UpstreamManifest) -> Path:
     return DIRECTORY / manifest.file
 
 

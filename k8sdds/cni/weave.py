@@ -35,9 +35,9 @@ from k8sdds.cni.base import (
     Image,
     Install,
     L2Segment,
-    Manifest,
     Reset,
     Testbed,
+    UpstreamManifest,
     containers,
     named,
     objects,
@@ -158,7 +158,7 @@ def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detec
 
 CNI = Cni(
     "weave", DATAPATHS,
-    manifest=Manifest(
+    manifest=UpstreamManifest(
         "weave-daemonset-k8s.yaml",
         "a2410c91152fdead60084a750d5041749e95350c038a9832e7dff71f85b52c9c",
         f"https://github.com/weaveworks/weave/releases/download/v{VERSION}/"

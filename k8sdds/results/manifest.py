@@ -88,7 +88,7 @@ class RepeatEntry:
 
 
 @dataclass
-class Manifest:
+class RunManifest:
     """One run: written when it starts, rewritten (atomically) after every repeat."""
 
     run_id: str
@@ -137,7 +137,7 @@ class Manifest:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any) -> Manifest:
+    def from_dict(cls, data: Any) -> RunManifest:
         """A manifest of any version, upgraded to this one; ManifestError names the field."""
         data = upgrade(data)
         for name in ("run_id", "backend"):

@@ -15,7 +15,7 @@ from typing import Any
 
 from k8sdds.errors import RunDirError
 from k8sdds.results.files import append_lines, atomic_write, sha256, whole_lines
-from k8sdds.results.manifest import Manifest, ManifestError, RepeatKey
+from k8sdds.results.manifest import ManifestError, RepeatKey, RunManifest
 from k8sdds.results.table import HEADER, csv_to_rows, rows_to_csv
 
 MANIFEST = "manifest.json"
@@ -60,7 +60,7 @@ class RunDir:
         return self.path / f"test-{key.test}" / f"rep-{key.repeat}"
 
     # ---- manifest --------------------------------------------------------------------
-    def read_manifest(self) -> Manifest:
+    def read_manifest(self) -> RunManifest:
         """The manifest, upgraded from whatever version wrote it; RunDirError otherwise."""
         from k8sdds.guarded import FileRefused, check_tree, read_text
 
@@ -74,7 +74,7 @@ class RunDir:
         except FileRefused as exc:
             raise RunDirError(str(exc)) from None
         try:
-            return Manifest.from_dict(json.loads(text))
+            return RunManifest.from_dict(json.loads(text))
         except RecursionError:
             raise RunDirError(f"{self.manifest_path}: nested too deeply") from None
         except ValueError as exc:  # JSON syntax, or ManifestError
@@ -93,7 +93,7 @@ class RunDir:
         except FileRefused as exc:
             raise RunDirError(str(exc)) from None
 
-    def write_manifest(self, manifest: Manifest) -> None:
+    def write_manifest(self, manifest: RunManifest) -> None:
         atomic_write(self.manifest_path, json.dumps(manifest.to_dict(), indent=2) + "\n")
 
     def copy_schedule(self, source: Path | str, text: str | None = None) -> dict:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.errors import KubernetesError, UserError
 
 TOKEN_SECONDS = 24 * 3600  # the runner's token; renewed at half its life

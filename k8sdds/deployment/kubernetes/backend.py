@@ -17,7 +17,7 @@ from pathlib import Path
 
 from k8sdds import model, stopping
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
-from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.deployment.kubernetes import pods, watch
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.deployment.kubernetes.cleanup import delete_repeat, remove

@@ -3,7 +3,7 @@ after a run that was killed."""
 
 from __future__ import annotations
 
-from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.deployment.kubernetes.watch import gone
 from k8sdds.errors import KubernetesError

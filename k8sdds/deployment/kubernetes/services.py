@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from k8sdds.deployment.base import Placement
-from k8sdds.deployment.kubernetes import manifests as m
+from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.errors import KubernetesError
 

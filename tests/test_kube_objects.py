@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from k8sdds import cni
-from k8sdds.deployment.kubernetes import manifests as m
 from k8sdds.deployment.kubernetes import metrics, pods
+from k8sdds.deployment.kubernetes import objects as m
 
 
 def _params(**over) -> m.PodParams:
