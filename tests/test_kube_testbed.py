@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from k8sdds.testbed.kube import cluster as kube
+from k8sdds.testbed.kube import kubelets as kube
 
 from .emulated_support import cli, host_mounts, missing, namespaces, root_links
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed

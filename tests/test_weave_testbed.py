@@ -12,7 +12,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from k8sdds.testbed.kube import cluster as kube
+from k8sdds.testbed.kube import kubelets as kube
 
 from .emulated_support import missing
 from .testbed_cluster_support import cluster_env, run, up_cluster

@@ -103,7 +103,7 @@ def image_load(
 
     name = one_of(name, old_name, "--testbed", "--name") or "k8sdds"
     from k8sdds.images.index import describe
-    from k8sdds.testbed.kube.cluster import KubeCluster
+    from k8sdds.testbed.kube.kubelets import Kubelets
     from k8sdds.testbed.lock import TestbedLock
     from k8sdds.testbed.testbed import Testbed
 
@@ -124,7 +124,7 @@ def image_load(
     lock = TestbedLock(name)
     lock.acquire()
     try:
-        nodes = KubeCluster(tb).load(list(archives))
+        nodes = Kubelets(tb).load(list(archives))
     finally:
         lock.release()
     out_console.print(f"loaded into {', '.join(nodes)}")

@@ -286,7 +286,7 @@ def testbed_status(name: str | None = NAME, old_name: str | None = OLD_NAME) -> 
     """Show the emulated cluster: nodes, datapath, pods, processes; and its Kubernetes
     cluster's nodes, when it runs one."""
     name = one_of(name, old_name, "--testbed", "--name")
-    from k8sdds.testbed.kube.cluster import KubeCluster
+    from k8sdds.testbed.kube.kubelets import Kubelets
     from k8sdds.testbed.testbed import Testbed
 
     name = DEFAULT_NAME if name is None else name
@@ -295,7 +295,7 @@ def testbed_status(name: str | None = NAME, old_name: str | None = OLD_NAME) -> 
         out_console.print(f"testbed {name}: down")
         return
     _status(tb)
-    kube = KubeCluster(tb)
+    kube = Kubelets(tb)
     if kube.running():
         out_console.print(f"kubeconfig: {kube.kubeconfig}", markup=False, highlight=False)
 
@@ -303,14 +303,14 @@ def testbed_status(name: str | None = NAME, old_name: str | None = OLD_NAME) -> 
 def testbed_down(name: str | None = NAME, old_name: str | None = OLD_NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
     name = one_of(name, old_name, "--testbed", "--name")
-    from k8sdds.testbed.kube.cluster import KubeCluster
+    from k8sdds.testbed.kube.kubelets import Kubelets
     from k8sdds.testbed.spec import TestbedSpec
     from k8sdds.testbed.testbed import Testbed
 
     name = DEFAULT_NAME if name is None else name
     tb = Testbed.existing(name) or Testbed(TestbedSpec(name=name))
     with _locked(name):  # a crashed run holds no lock; a live one must finish first
-        KubeCluster(tb).down()  # its cluster first, if it runs one (or a killed one left)
+        Kubelets(tb).down()  # its cluster first, if it runs one (or a killed one left)
         gone = tb.down()
     out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
 
@@ -328,7 +328,7 @@ def _locked(name: str):
 
 
 def _status(tb) -> None:
-    from k8sdds.testbed.kube.cluster import KubeCluster
+    from k8sdds.testbed.kube.kubelets import Kubelets
 
     st = tb.status()
     wired = "" if st["wired"] else " (wired by its CNI)"
@@ -344,7 +344,7 @@ def _status(tb) -> None:
     out_console.print(table)
     for line in st["not_applied"]:
         err_console.print(f"[yellow]not applied:[/yellow] {line}")
-    kube = KubeCluster(tb)
+    kube = Kubelets(tb)
     if kube.running():
         _kube_status(kube)
 

@@ -19,7 +19,7 @@ from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command, engine_path
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.calibrate import calibrate_here
-from k8sdds.testbed.kube.cluster import KubeCluster
+from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
 from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed
@@ -69,7 +69,7 @@ class EmulatedBackend:
         return capabilities.datapath_unavailable(model.datapath(datapath))
 
     def up(self) -> None:
-        kube = KubeCluster(self.testbed)
+        kube = Kubelets(self.testbed)
         if kube.running():
             raise UserError(f"testbed {self.testbed.spec.name} runs a Kubernetes cluster: run "
                             f"on it with --backend kubernetes --kubeconfig {kube.kubeconfig}, "

@@ -21,9 +21,9 @@ from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.deployment.kubernetes import pods, watch
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.deployment.kubernetes.cleanup import delete_repeat, remove
-from k8sdds.deployment.kubernetes.cluster import ClusterView
 from k8sdds.deployment.kubernetes.services import behind_service, wait_endpoints
 from k8sdds.deployment.kubernetes.usage import Usage
+from k8sdds.deployment.kubernetes.view import ApiView
 from k8sdds.deployment.options import KubernetesOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import KubernetesError, UserError
@@ -45,7 +45,7 @@ class KubernetesBackend:
         self.run_id = random.token_hex(3)
         self.namespace = options.namespace or f"k8sdds-{self.run_id}"
         self.api = Api(options.kubeconfig, options.context, self.namespace)
-        self.cluster = ClusterView(self.api, options.arch)
+        self.cluster = ApiView(self.api, options.arch)
         self._not_applied: list[str] = []
         self.usage_reader = Usage(self.api, self._not_applied)
         self._created_namespace = False

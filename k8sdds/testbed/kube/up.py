@@ -7,7 +7,7 @@ from pathlib import Path
 
 from k8sdds import model
 from k8sdds.errors import UserError
-from k8sdds.testbed.kube.cluster import KubeCluster
+from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.kube.node import PAUSE
 from k8sdds.testbed.kube.pod_network import choose
 from k8sdds.testbed.testbed import Testbed
@@ -48,4 +48,4 @@ def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: s
     cni.prepare(binaries(), say)
     tb.use_datapath(datapath, wired=cni.wires_testbed())
     say(f"bringing up Kubernetes on testbed {tb.spec.name}: {cni.describe()}")
-    return KubeCluster(tb).up(images + cni.archives, cni)
+    return Kubelets(tb).up(images + cni.archives, cni)

@@ -66,8 +66,9 @@ def missing() -> str | None:
     return None
 
 
-class KubeCluster:
-    """A real Kubernetes cluster on `testbed` (which must be up, with a datapath)."""
+class Kubelets:
+    """The testbed's real Kubernetes: the control plane on node0, a kubelet and kube-proxy on
+    every worker (`testbed` must be up, with a datapath)."""
 
     def __init__(self, testbed: Testbed):
         self.tb = testbed

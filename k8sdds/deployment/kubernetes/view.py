@@ -10,7 +10,7 @@ from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.errors import KubernetesError
 
 
-class ClusterView:
+class ApiView:
     """Nodes (read once, re-read on `refresh`) and the CNI (read once)."""
 
     def __init__(self, api: Api, arch: str | None = None):
