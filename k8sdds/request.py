@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from k8sdds import deployment, model, perftest, schedule
+from k8sdds import baseline, deployment, model, perftest, schedule
 from k8sdds.errors import UserError
 from k8sdds.flags import recorded
 from k8sdds.order import ORDERS
@@ -32,9 +32,22 @@ class OptionError(UserError):
 
 
 @dataclass(frozen=True)
+class Matrix:
+    """A baseline (`k8sdds baseline`): the network engines, and ddsperf with `dds`, over the
+    paths of each datapath; the run's schedule is made from it once the backend says what it
+    offers."""
+
+    paths: str = "all"  # all (what the backend offers), or comma-separated
+    engines: str = ",".join(baseline.ENGINES)
+    dds: bool = True
+    duration: float = 5.0  # seconds per test (ddsperf's at least baseline.DDS_MIN_DURATION)
+
+
+@dataclass(frozen=True)
 class RunRequest:
     """What a run is asked to do. Exactly one of `schedule` (a file), `schedule_text` (its
-    text, named `schedule_name`) and `resume` (a run directory to continue)."""
+    text, named `schedule_name`), `matrix` (a baseline) and `resume` (a run directory to
+    continue)."""
 
     schedule: Path | None = None
     schedule_text: str | None = None
@@ -52,6 +65,7 @@ class RunRequest:
     min_free_mb: float = 64
     rti: Mapping[str, Any] = field(default_factory=dict)  # RTI Perftest settings given
     command_line: tuple[str, ...] = ()
+    matrix: Matrix | None = None
 
 
 @dataclass
@@ -197,6 +211,8 @@ def prepare(req: RunRequest) -> Prepared:
         return Prepared(name, chosen, engines, _options(req, options, order,
                                                         Path(req.resume).parent),
                         resume=run_dir, manifest=manifest)
+    if req.matrix is not None:
+        req = _baseline(req, chosen, engines, given)
     if req.schedule is None and req.schedule_text is None:
         raise OptionError("--sch", "give the schedule (--sch FILE), or --resume RUN_DIR")
     names = datapaths(req.datapath or chosen.datapaths()[0], list(chosen.datapaths()))
@@ -212,6 +228,31 @@ def prepare(req: RunRequest) -> Prepared:
     tests = schedule.expand(tests, names, where, req.from_i, req.to_i)
     available(chosen.unavailable, [t.datapath for t in tests])
     return Prepared(name, chosen, engines, _options(req, options, order, req.out), tests)
+
+
+def _baseline(req: RunRequest, chosen: Any, engines: Mapping[str, Any],
+              given: Mapping[str, Any]) -> RunRequest:
+    """A baseline's request as a schedule's: its matrix as schedule text, on the datapaths
+    and paths the backend offers (flannel and the host where it can, else all it offers)."""
+    m = req.matrix
+    if (given.get("nodes") or baseline.MIN_NODES) < baseline.MIN_NODES:
+        raise OptionError("--nodes", "the baseline needs at least "
+                          f"{baseline.MIN_NODES} nodes (a control plane and two workers, for "
+                          "the cross-node paths)")
+    offered = list(chosen.datapaths())
+    usual = ["host", "flannel-hostgw", "flannel-vxlan"]
+    names = datapaths(req.datapath or ",".join(usual if set(usual) <= set(offered)
+                                               else offered), offered)
+    wanted = list(chosen.limits().paths) if m.paths.strip().lower() == "all" else [
+        choice(p, list(model.PATHS), "--paths") for p in m.paths.split(",") if p.strip()]
+    picked = [choice(e, list(baseline.ENGINES), "--engines")
+              for e in m.engines.split(",") if e.strip()]
+    if not picked and not m.dds:
+        raise OptionError("--engines", "give at least one engine, or --dds")
+    text = baseline.schedule(names, wanted, list(dict.fromkeys(picked)), engines, m.dds,
+                             m.duration)
+    return replace(req, matrix=None, schedule_text=text, schedule_name="baseline.csv",
+                   datapath=",".join(names))
 
 
 def _options(req: RunRequest, options: Any, order: str | None, out: Path) -> RunOptions:

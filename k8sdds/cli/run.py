@@ -7,13 +7,11 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.markup import escape
 
-from k8sdds import baseline as matrix
-from k8sdds import model, perftest, request, schedule
+from k8sdds import model, request
 from k8sdds.cli.common import (
     AS_JSON,
     BACKEND,
@@ -26,29 +24,14 @@ from k8sdds.cli.common import (
     RTI_FLAGS,
     RichProgress,
     backend_option,
-    check_available,
-    choice,
-    datapath_list,
     err_console,
     out_console,
     usage,
     with_options,
 )
 from k8sdds.errors import UserError
-from k8sdds.flags import recorded
 from k8sdds.request import EventProgress, RunRequest, prepare
-from k8sdds.runner import Runner, RunOptions
-
-
-def _backend(name: str | None, given: dict[str, Any]):
-    """The backend chosen (from the registry) with its options; (name, options, backend)."""
-    return usage(request.backend, name, given)
-
-
-def _announce(tests, backend_name: str, what: str = "") -> None:
-    err_console.print(f"{what}{len(tests)} tests ({sum(t.repeats for t in tests)} repeats) on "
-                      f"{backend_name}, datapaths "
-                      f"{', '.join(dict.fromkeys(t.datapath for t in tests))}")
+from k8sdds.runner import Runner
 
 
 def run(
@@ -178,39 +161,17 @@ def baseline(
 ) -> None:
     """Measure the network itself (ping, iperf3, qperf, ab) over the path matrix, beside
     ddsperf on the same paths; one ordinary run directory."""
-    given = dict(backend_options or {})
-    if (given.get("nodes") or matrix.MIN_NODES) < matrix.MIN_NODES:
-        raise typer.BadParameter(f"the baseline needs at least {matrix.MIN_NODES} nodes (a "
-                                 "control plane and two workers, for the cross-node paths)",
-                                 param_hint="--nodes")
-    name, options, chosen = _backend(backend, given)
-    offered = list(chosen.datapaths())
-    usual = ["host", "flannel-hostgw", "flannel-vxlan"]
-    names = datapath_list(datapath or ",".join(usual if set(usual) <= set(offered)
-                                               else offered), offered)
-    wanted = list(chosen.limits().paths) if paths.strip().lower() == "all" else [
-        choice(p, list(model.PATHS), "--paths") for p in paths.split(",") if p.strip()]
-    picked = [choice(e, list(matrix.ENGINES), "--engines")
-              for e in engines_.split(",") if e.strip()]
-    if not picked and not dds:
-        raise typer.BadParameter("give at least one engine, or --dds", param_hint="--engines")
-    engines = perftest.registry()
-    text = matrix.schedule(names, wanted, list(dict.fromkeys(picked)), engines, dds, duration)
-    tests = schedule.loads(text, "baseline.csv", model.Defaults(repeats=repeats),
-                           chosen.limits(), engines)
-    tests = schedule.expand(tests, names, "baseline.csv")
-    check_available(chosen.unavailable, [t.datapath for t in tests])
-    if not quiet and not as_json:
-        _announce(tests, name, "baseline: ")
-    run_options = RunOptions(out=out, schedule=Path("baseline.csv"), schedule_text=text,
-                             command_line=tuple(sys.argv), min_free_mb=min_free,
-                             backend_options=recorded(options))
+    req = RunRequest(
+        matrix=request.Matrix(paths=paths, engines=engines_, dds=dds, duration=duration),
+        backend=backend, backend_options=backend_options or {}, datapath=datapath,
+        defaults=model.Defaults(repeats=repeats), out=out, min_free_mb=min_free,
+        command_line=tuple(sys.argv))
     with _reporting(as_json), _events(events) as stream:
-        progress = _progress(quiet, as_json, stream)
-        runner = Runner(chosen, engines, run_options, progress)
-        if isinstance(progress, EventProgress):
-            progress.runner = runner
-        execute(runner, lambda: runner.run(tests), as_json, quiet, False, with_report)
+        prepared = usage(prepare, req)  # the same checks as `k8sdds run`'s
+        if not quiet and not as_json:
+            err_console.print("baseline: " + prepared.describe())
+        runner = prepared.runner(_progress(quiet, as_json, stream))
+        execute(runner, lambda: prepared.start(runner), as_json, quiet, False, with_report)
 
 
 def _progress(quiet: bool, as_json: bool, events=None):

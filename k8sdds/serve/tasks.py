@@ -25,10 +25,10 @@ from sqlalchemy import Engine, insert, select, update
 from k8sdds import model
 from k8sdds.errors import UserError
 from k8sdds.order import ORDERS
-from k8sdds.request import OptionError, RunRequest, prepare
+from k8sdds.request import Matrix, OptionError, RunRequest, prepare
 from k8sdds.schedule import BOUNDS  # the CLI's bounds, one set
 from k8sdds.serve import store
-from k8sdds.serve.limits import DEFAULT_MAX_SECONDS, baseline_seconds, planned_seconds
+from k8sdds.serve.limits import DEFAULT_MAX_SECONDS, planned_seconds
 from k8sdds.serve.schema import tasks
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9,._-]*$"  # never an option: no leading '-'
@@ -105,14 +105,24 @@ class _Options(BaseModel):
             return f"ssh:{self.inventory}"
         return f"emulated:{self.testbed or 'k8sdds'}"
 
-    def request(self, schedule: str) -> RunRequest:
-        """The run this task asks for, as `k8sdds run` is asked (checked the same way)."""
+    def request(self, schedule: str, kind: str = "schedule") -> RunRequest:
+        """The run this task asks for, as `k8sdds run` (or `baseline`) is asked: one request,
+        checked the same way."""
         dumped = self.model_dump()
+        given = {k: v for k, v in dumped.items() if k in FLAGS}
+        if kind == "baseline":
+            m = Matrix()
+            matrix = Matrix(paths=self.paths or m.paths, engines=self.engines or m.engines,
+                            dds=m.dds if self.dds is None else self.dds,
+                            duration=self.duration or m.duration)
+            return RunRequest(matrix=matrix, backend=self.backend, backend_options=given,
+                              datapath=self.datapath,
+                              defaults=model.Defaults(repeats=self.repeats))
         return RunRequest(
             schedule_text=schedule, schedule_name="schedule", backend=self.backend,
-            backend_options={k: v for k, v in dumped.items() if k in FLAGS},
-            datapath=self.datapath, transport=self.transport, order=self.order,
-            defaults=model.Defaults(duration=self.duration, repeats=self.repeats))
+            backend_options=given, datapath=self.datapath, transport=self.transport,
+            order=self.order, defaults=model.Defaults(duration=self.duration,
+                                                      repeats=self.repeats))
 
 
 def _backends() -> list[str]:
@@ -159,16 +169,13 @@ class Worker:
         """Queue a schedule (checked as `k8sdds run` checks it, with the chosen backend's own
         limits: a UserError says why) or a baseline."""
         options.argv(kind)  # a baseline's option on a schedule: refused now, not later
-        if kind == "schedule":
-            try:
-                prepared = prepare(options.request(schedule))
-            except OptionError as exc:
-                raise UserError(f"{exc.option.lstrip('-')}: {exc}") from None
-            seconds = planned_seconds(prepared.tests)
-            what = f"the schedule would measure for {seconds:g} s ({len(prepared.tests)} tests"
-        else:
-            seconds = baseline_seconds(options)
-            what = f"the baseline may measure for up to {seconds:g} s (its matrix"
+        try:
+            prepared = prepare(options.request(schedule, kind))
+        except OptionError as exc:
+            raise UserError(f"{exc.option.lstrip('-')}: {exc}") from None
+        seconds = planned_seconds(prepared.tests)
+        what = (f"the {'schedule' if kind == 'schedule' else 'baseline'} would measure for "
+                f"{seconds:g} s ({len(prepared.tests)} tests")
         if seconds > self.max_seconds:
             raise UserError(f"{what}, their durations times their repeats), over this "
                             f"service's ceiling of {self.max_seconds:g} s (k8sdds serve "
