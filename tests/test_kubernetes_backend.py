@@ -564,9 +564,10 @@ def test_a_service_task_is_checked_with_the_clusters_own_limits(cp, tmp_path):
     from sqlalchemy import select
 
     from k8sdds.errors import UserError
+    from k8sdds.serve.options import TaskOptions
     from k8sdds.serve.schema import tasks
     from k8sdds.serve.store import default_url, open_db
-    from k8sdds.serve.tasks import TaskOptions, Worker
+    from k8sdds.serve.tasks import Worker
 
     engine = open_db(default_url(tmp_path))
     worker = Worker(engine, tmp_path)

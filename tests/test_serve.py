@@ -312,7 +312,7 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
     from typer.main import get_command
 
     from k8sdds.cli import app
-    from k8sdds.serve.tasks import TaskOptions
+    from k8sdds.serve.options import TaskOptions
 
     command = get_command(app)
     flags = {name: {opt for p in command.commands[name].params for opt in p.opts + p.secondary_opts}
@@ -350,7 +350,7 @@ def test_every_task_option_is_a_flag_of_run_or_baseline():
 def test_task_options_take_the_bounds_of_the_flags():
     from pydantic import ValidationError
 
-    from k8sdds.serve.tasks import TaskOptions
+    from k8sdds.serve.options import TaskOptions
 
     for bad in ({"nodes": 1}, {"nodes": 65}, {"pod_timeout": 0}, {"image": "--privileged"},
                 {"kubeconfig": "relative/path"}):
@@ -364,15 +364,16 @@ def test_a_task_is_checked_as_k8sdds_run_checks_it(tmp_path):
     from sqlalchemy import select
 
     from k8sdds.errors import UserError
+    from k8sdds.serve.options import TaskOptions
     from k8sdds.serve.schema import tasks
     from k8sdds.serve.store import default_url, open_db
-    from k8sdds.serve.tasks import TaskOptions, Worker
+    from k8sdds.serve.tasks import Worker
 
     engine = open_db(default_url(tmp_path))
     worker = Worker(engine, tmp_path)
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
     for options, said in (
-            ({"duration": 0.5}, "duration"),
+            ({"testbed_spec": "/nonexistent/spec.yaml"}, "no such testbed spec"),
             ({"kubeconfig": "/k"}, "--kubeconfig is an option of --backend kubernetes"),
             ({"datapath": "cilium"}, "datapath: 'cilium' is not one of"),
             ({"transport": "carrier-pigeon"}, "transport: 'carrier-pigeon' is not one of")):
@@ -417,7 +418,7 @@ def test_a_task_and_the_command_line_take_one_set_of_bounds(tmp_path):
     refuses what `k8sdds run` refuses, and takes what it takes."""
     from pydantic import ValidationError
 
-    from k8sdds.serve.tasks import TaskOptions
+    from k8sdds.serve.options import TaskOptions
 
     from .cli_support import invoke
 

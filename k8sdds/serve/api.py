@@ -21,8 +21,9 @@ from sqlalchemy import Engine
 
 from k8sdds.errors import RunDirError, UserError
 from k8sdds.serve import store
+from k8sdds.serve.options import TaskOptions
 from k8sdds.serve.pages import add_pages, allowed
-from k8sdds.serve.tasks import TaskOptions, Worker, get_task, list_tasks
+from k8sdds.serve.tasks import Worker, get_task, list_tasks
 
 MAX_BODY = 1 << 20  # bytes
 MAX_ID = (1 << 31) - 1  # the database's integer column (PostgreSQL's is 32 bits)
