@@ -5,7 +5,7 @@ each sitting's budget, the ratio it measured at that budget, its time, and how f
 budgets lie from their mean (goal: within ±10 %). Run as root, with no other testbed busy.
 
 Usage: .venv/bin/python benchmarks/calibration.py [--sittings 2] [--profile rpi3b]
-       [--steps 7] [--repeats 3] [--duration 5]
+       [--steps 7] [--repeats 3] [--duration 5] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -41,11 +41,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5)
+    parser.add_argument("--keep", type=Path, help="keep each sitting's calibration file here")
     args = parser.parse_args()
     made = []
     with tempfile.TemporaryDirectory(prefix="k8sdds-calibrations-") as tmp:
+        where = args.keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
         for i in range(args.sittings):
-            made.append(sitting(args, Path(tmp) / f"sitting-{i + 1}.json"))
+            made.append(sitting(args, where / f"sitting-{i + 1}.json"))
             c = made[-1]
             print(f"sitting {i + 1}: {c['cpu']:.4f} CPU, 1 KiB at {c['ratio']:.3f} of the "
                   f"link-bound {c['link_mbps']:.1f} Mbit/s (target {c['target_ratio']:.3f}), "
