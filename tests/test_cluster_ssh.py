@@ -473,7 +473,9 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
 
     for engine in (Mqtt(), Zenoh()):  # make test installs mosquitto and builds the engines
         assert engine.unavailable() is None, engine.unavailable()
-    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)),
+    # the test hosts are this machine's namespaces: amd64, as the engines built here are
+    # (an armhf host would have the zenoh row refused: tests/test_engine_mqtt.py)
+    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)), arch="amd64",
                           engine_bin=str(engine_bin()))
     sch = tmp_path / "s.csv"
     sch.write_text("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,"
@@ -489,6 +491,16 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["failed"] == [], outcome["failed"]
+    # the same hosts said to be Pi 3s (armhf): the zenoh row is refused before any host
+    pis = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)),
+                         engine_bin=str(engine_bin()))
+    refused = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--backend", "ssh",
+                              "--inventory", str(pis), "--sch", str(sch), "--out",
+                              str(tmp_path / "pis")], capture_output=True, text=True,
+                             timeout=120,
+                             env={**env, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert refused.returncode == 2 and "h2 (armhf), h3 (armhf)" in refused.stderr, refused.stderr
+    assert not (tmp_path / "pis").exists()
     run = Path(outcome["run_dir"])
     manifest = json.loads((run / "manifest.json").read_text())
     # two workers: the router and the broker share the publisher's host
