@@ -323,8 +323,8 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
                 "and mqtt (through its broker)")
     if test.mqtt_qos >= 0 and test.mqtt_qos not in engine.qos_levels:
         takes = [n for n, e in engines.items() if test.mqtt_qos in e.qos_levels]
-        return ("mqtt_qos", test.mqtt_qos, "mqttQos is MQTT's QoS: for engine="
-                + (" or ".join(takes) or "mqtt") + " only")
+        return ("mqtt_qos", test.mqtt_qos, f"mqttQos is MQTT's QoS: for engine="
+                f"{' or '.join(takes)} only")
     if test.streams != 1 and not engine.parallel_streams:
         return ("streams", test.streams,
                 f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")

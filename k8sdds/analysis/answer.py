@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from k8sdds.analysis import known_error
-from k8sdds.analysis.tables import base
+from k8sdds.analysis.tables import base, payload
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,6 @@ class Side:
     repeats: int
 
 
-def _size(n: int) -> str:
-    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
-
-
 def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None,
           profile: str | None = None) -> list[Cost]:
     """Every datapath's change against host on the payload sweep (same other parameters):
@@ -49,13 +45,7 @@ def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None,
     subscribers' CPU per gigabit. `profile`: the calibrated profile the nodes ran (see
     `calibrated_profile`); each throughput figure then carries the emulator's known error
     at its cell."""
-    out = _means(thr, "throughput")
-    if profile:
-        rows = {(r["datapath"], int(r["data_len"])): r for _, r in base(thr).iterrows()}
-        out = [replace(c, known=known_error.said(
-                   profile, rows[(c.datapath, c.data_len)]["transport"],
-                   bool(rows[(c.datapath, c.data_len)]["secure"]), c.datapath, c.data_len))
-               for c in out]
+    out = _means(thr, "throughput", profile)
     out += _latency(lat)
     if cpu is not None:
         out += _means(cpu, "cpu")
@@ -114,13 +104,17 @@ def compared(datapath: str, metric: str, data_len: int, value: Side, host: Side,
                 min(value.repeats, host.repeats))
 
 
-def _means(table: pd.DataFrame, metric: str) -> list[Cost]:
-    """Changes of a mean over repeats."""
+def _means(table: pd.DataFrame, metric: str, profile: str | None = None) -> list[Cost]:
+    """Changes of a mean over repeats; with `profile`, each with the emulator's known error
+    at its cell."""
     out = []
     for row, h in _pairs(table):
         c = compared(row["datapath"], metric, int(row["data_len"]),
                      Side(row["mean"], row["ci_low"], row["ci_high"], int(row["repeats"])),
                      Side(h["mean"], h["ci_low"], h["ci_high"], int(h["repeats"])))
+        if c and profile:
+            c = replace(c, known=known_error.said(profile, row["transport"],
+                                                  bool(row["secure"]), c.datapath, c.data_len))
         out += [c] if c else []
     return out
 
@@ -139,6 +133,20 @@ def _latency(lat: pd.DataFrame) -> list[Cost]:
                          enough, f"; ≥ {fewest} round trips a repeat")
             out += [c] if c else []
     return out
+
+
+def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], list[str]]:
+    """The answer of loaded runs (their `tables.throughput` and `tables.latency`): the costs
+    against host, and its lines: one per datapath, the middlewares side by side, and what the
+    CPU budgets rest on. `k8sdds run` prints the lines; the report opens with them."""
+    from k8sdds.analysis import middlewares, tables
+
+    found = costs(thr, lat, tables.cpu_per_gigabit(runs), calibrated_profile(runs.manifests))
+    lines = (sentences(found)
+             + middlewares.sentences(middlewares.table(thr, lat,
+                                                       middlewares.hubs(runs.manifests)))
+             + budget_notes(runs.manifests))
+    return found, lines
 
 
 # how each metric reads: its words, and whether a rise is better
@@ -169,11 +177,11 @@ def _phrase(name: str, mine: list[Cost]) -> str:
     if not claimed:
         return f"{name} within noise"
     big = max(claimed, key=lambda c: abs(c.change_pct))
-    text = f"{name} {_signed(big)} at {_size(big.data_len)} ({_verdict(big)})"
+    text = f"{name} {_signed(big)} at {payload(big.data_len)} ({_verdict(big)})"
     small = min(mine, key=lambda c: 0.0 if c.noise else abs(c.change_pct))
     if small is not big:
         said = "within noise" if small.noise else _signed(small)
-        text += f", {said} at {_size(small.data_len)}"
+        text += f", {said} at {payload(small.data_len)}"
     return text
 
 
@@ -203,7 +211,7 @@ def table(found: list[Cost]) -> pd.DataFrame:
     """The answer as a table: one row per datapath, metric and payload."""
     return pd.DataFrame([{
         "datapath": c.datapath, "metric": c.metric, "unit": UNITS[c.metric],
-        "payload": _size(c.data_len), "host": c.host, "datapath value": c.value,
+        "payload": payload(c.data_len), "host": c.host, "datapath value": c.value,
         "change %": c.change_pct,
         "within noise": {True: "yes", False: "no", None: "unknown"}[c.noise],
         "confidence": c.confidence,

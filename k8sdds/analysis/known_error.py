@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from k8sdds.analysis.tables import payload
+
 DATA = Path(__file__).with_name("known_error.csv")
-SITTING = "benchmarks/fidelity.py, 2026-11-25"
 TOLERANCE = 0.10  # the benchmark's: a cell within it follows the published Pi
 
 
@@ -63,8 +64,7 @@ def lookup(profile: str, transport: str, secure: bool, datapath: str,
 def said(profile: str, transport: str, secure: bool, datapath: str, data_len: int) -> str:
     """In words, for an answer: the emulator against the published Pi at this cell, or that
     the error here is not known."""
-    size = f"{data_len // 1024} KiB" if data_len >= 1024 and data_len % 1024 == 0 \
-        else f"{data_len} B"
+    size = payload(data_len)
     cell = lookup(profile, transport, secure, datapath, data_len)
     if cell is None:
         what = f"{transport_of(transport, secure)} {size}"

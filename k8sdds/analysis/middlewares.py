@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from k8sdds import perftest
-from k8sdds.analysis.tables import base
+from k8sdds.analysis.tables import base, payload
 from k8sdds.results.manifest import RepeatKey
 
 # the engines that are middlewares (the others measure the network itself), as their
@@ -94,10 +94,6 @@ def _num(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def _size(n: int) -> str:
-    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
-
-
 def sentences(tab: pd.DataFrame) -> list[str]:
     """One line per datapath and payload that two middlewares (engines) or more measured:
     which moves the most and which answers first, with the others' figures."""
@@ -119,5 +115,5 @@ def sentences(tab: pd.DataFrame) -> list[str]:
                              .iterrows() if r["middleware"] != top["middleware"])
             parts.append(f"{top['middleware']} {verb} ({_num(top[column])} {unit}; {rest})")
         if parts:
-            out.append(f"{dp}, {_size(int(size))}: " + "; ".join(parts) + ".")
+            out.append(f"{dp}, {payload(int(size))}: " + "; ".join(parts) + ".")
     return out

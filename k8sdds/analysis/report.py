@@ -127,10 +127,7 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
 
     mw = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
     hist = history.series(runs)
-    found = answer.costs(thr, lat, tables.cpu_per_gigabit(runs),
-                         answer.calibrated_profile(runs.manifests))
-    said = answer.sentences(found) + middlewares.sentences(mw) + answer.budget_notes(
-        runs.manifests)
+    found, said = answer.of_runs(runs, thr, lat)
     thr_figs = (_img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                 _img(out, plots.throughput(runs, out, "samples_per_s"),
                      "throughput (samples/s) against payload") +

@@ -18,6 +18,11 @@ from k8sdds.analysis.load import (
 from k8sdds.analysis.stats import summarize
 
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+def payload(n: int) -> str:
+    """A payload as people write it: 1 KiB, 16 KiB, 256 B."""
+    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
 MIN_SAMPLES = 10  # a percentile q needs at least MIN_SAMPLES / (1 - q) samples to be shown
 
 

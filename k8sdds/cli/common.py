@@ -74,6 +74,14 @@ def usage(call: Callable[..., Any], *args: Any) -> Any:
         raise typer.BadParameter(str(exc), param_hint=exc.option) from None
 
 
+def one_of(new: Any, old: Any, flag: str, old_flag: str) -> Any:
+    """An option given in its spelling or its old, hidden one (not both, unless alike)."""
+    if new is not None and old is not None and new != old:
+        raise typer.BadParameter(f"give {flag} once ({old_flag} is its old spelling)",
+                                 param_hint=flag)
+    return new if new is not None else old
+
+
 def choice(value: str | None, allowed: list[str], option: str) -> str | None:
     """`value`, lower-cased, if it is one of `allowed`; a usage error naming `option`."""
     return usage(request.choice, value, allowed, option)

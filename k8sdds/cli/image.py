@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from k8sdds.cli.common import err_console, out_console
+from k8sdds.cli.common import err_console, one_of, out_console
 from k8sdds.errors import UserError
 
 image_app = typer.Typer(no_args_is_help=True, help="The engine image of the kubernetes "
@@ -99,14 +99,12 @@ def image_load(
 ) -> None:
     """Put images into every node of a testbed cluster (`testbed up --kubernetes`): each
     worker's containerd imports them; pods find them with imagePullPolicy IfNotPresent."""
-    from k8sdds.cli.testbed import one_of
-
-    name = one_of(name, old_name, "--testbed", "--name") or "k8sdds"
     from k8sdds.images.index import describe
     from k8sdds.testbed.kube.kubelets import Kubelets
     from k8sdds.testbed.lock import TestbedLock
     from k8sdds.testbed.testbed import Testbed
 
+    name = one_of(name, old_name, "--testbed", "--name") or "k8sdds"
     tb = Testbed.existing(name)
     if tb is None:
         raise UserError(f"testbed {name} is down (k8sdds testbed up --kubernetes)")

@@ -195,16 +195,11 @@ def _loaded(run_dir: Path):
 def _answer(runs) -> list[str]:
     """What each datapath of the run costs against host, and how the middlewares compare on
     each, in a sentence each (none without a host baseline or two middlewares)."""
-    from k8sdds.analysis import answer, middlewares, tables
+    from k8sdds.analysis import answer, tables
 
     if runs is None:
         return []
-    thr, lat = tables.throughput(runs), tables.latency(runs)
-    found = answer.costs(thr, lat, tables.cpu_per_gigabit(runs),
-                         answer.calibrated_profile(runs.manifests))
-    return (answer.sentences(found) +
-            middlewares.sentences(middlewares.table(thr, lat, middlewares.hubs(runs.manifests)))
-            + answer.budget_notes(runs.manifests))
+    return answer.of_runs(runs, tables.throughput(runs), tables.latency(runs))[1]
 
 
 def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,

@@ -11,7 +11,13 @@ import typer
 from rich.table import Table
 
 from k8sdds import model
-from k8sdds.cli.common import check_available, datapath_list, err_console, out_console
+from k8sdds.cli.common import (
+    check_available,
+    datapath_list,
+    err_console,
+    one_of,
+    out_console,
+)
 from k8sdds.errors import UserError
 
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
@@ -41,14 +47,6 @@ DEFAULT_NAME = "k8sdds"
 NAME = typer.Option(None, "--testbed", help="Testbed name (namespace prefix) [the spec's "
                     "name, else k8sdds], as `k8sdds run --testbed`.")
 OLD_NAME = typer.Option(None, "--name", hidden=True, help="The old spelling of --testbed.")
-
-
-def one_of(new, old, flag: str, old_flag: str):
-    """An option given in its spelling or its old one (not both, unless alike)."""
-    if new is not None and old is not None and new != old:
-        raise typer.BadParameter(f"give {flag} once ({old_flag} is its old spelling)",
-                                 param_hint=flag)
-    return new if new is not None else old
 
 
 def testbed_up(name: str | None = NAME,

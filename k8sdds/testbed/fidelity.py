@@ -60,7 +60,7 @@ def budget_notes(profiles: Iterable[dict], now: dt.datetime | None = None) -> li
                        "(`k8sdds testbed calibrate`)")
         elif origin in (RELEASE, ELSEWHERE):
             where = "the release machine" if origin == RELEASE else "another machine"
-            reason = p.get("cpu_from", "").partition("; not this machine: ")[2]
+            reason = p.get("cpu_away", "")
             out.append(f"{name}: the CPU budget was calibrated on {where}, not on this one"
                        + (f" ({reason})" if reason else "") + ": every figure of its nodes "
                        f"rests on it (`k8sdds testbed calibrate --profile {name}`)")

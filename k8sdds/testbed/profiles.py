@@ -51,7 +51,8 @@ class Profile:
     cpu_scale: float = 1.0  # times that board's budget
     cpu_from: str = ""  # where `cpu` comes from (filled by resolve())
     cpu_when: str = ""  # when that calibration was made (ISO 8601; filled by resolve())
-    cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... RELEASE below (resolve())
+    cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... ELSEWHERE below (resolve())
+    cpu_away: str = ""  # why that calibration does not hold on this machine, if it does not
     aes: bool = True  # the board's CPU has AES instructions (else engine_env masks them)
 
 
@@ -101,7 +102,7 @@ def _budget(p: Profile) -> Profile:
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4),
                    cpu_from=scale + cal.describe(reference)
                    + (f"; not this machine: {away}" if away else ""),
-                   cpu_when=cal.when, cpu_origin=origin)
+                   cpu_when=cal.when, cpu_origin=origin, cpu_away=away or "")
 
 
 def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> int:

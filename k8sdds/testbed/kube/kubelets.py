@@ -22,6 +22,7 @@ from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
 from k8sdds.testbed.kube import metrics_server, pki, procs
 from k8sdds.testbed.kube import node as agent
+from k8sdds.testbed.kube.watching import watched
 from k8sdds.testbed.netfilter import UNTRACKED_OFF
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
 
@@ -270,33 +271,26 @@ class Kubelets:
         """Watch the nodes until every one of `names` is registered (and Ready if `ready`);
         a node registered without a pod CIDR gets its testbed node's (as the controller
         manager's node IPAM would: the testbed's plan, so every CNI uses the same one)."""
-        from kubernetes import client, config, watch
+        from kubernetes import client, config
         from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
 
         api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
         cidrs = {n.name: n.pod_cidr for n in self.tb.nodes}
-        deadline, done = time.monotonic() + timeout, set()
-        while (left := deadline - time.monotonic()) > 0:
-            w = watch.Watch()
-            try:
-                for event in w.stream(api.list_node, timeout_seconds=max(1, int(left)),
-                                      _request_timeout=left + 10):
-                    n = event["object"]
-                    name = n.metadata.name
-                    if not n.spec.pod_cidr and name in cidrs:
-                        api.patch_node(name, {"spec": {"podCIDR": cidrs[name],
-                                                       "podCIDRs": [cidrs[name]]}})
-                        continue
-                    is_ready = not ready or any(c.type == "Ready" and c.status == "True"
-                                                for c in n.status.conditions or [])
-                    (done.add if is_ready else done.discard)(name)
-                    if set(names) <= done:
-                        return
-            except (ApiException, HTTPError):
-                continue  # the watch broke: watch again while time is left
-            finally:
-                w.stop()
+        done: set[str] = set()
+        for n in watched(api.list_node, timeout=timeout):
+            name = n.metadata.name
+            if not n.spec.pod_cidr and name in cidrs:
+                try:
+                    api.patch_node(name, {"spec": {"podCIDR": cidrs[name],
+                                                   "podCIDRs": [cidrs[name]]}})
+                except ApiException:
+                    pass  # the node's next event brings it here again
+                continue
+            is_ready = not ready or any(c.type == "Ready" and c.status == "True"
+                                        for c in n.status.conditions or [])
+            (done.add if is_ready else done.discard)(name)
+            if set(names) <= done:
+                return
         raise TestbedError(f"nodes not {'Ready' if ready else 'registered'} within "
                            f"{timeout:g} s: {', '.join(sorted(set(names) - done))} (see "
                            f"{self.run_dir}/<node>-kubelet.log)")

@@ -5,7 +5,6 @@ back."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from k8sdds import cni as cnis
 from k8sdds.cni import base
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.testbed.kube import node as agent
+from k8sdds.testbed.kube.watching import watched
 
 if TYPE_CHECKING:
     from k8sdds.testbed.testbed import Node  # type only: a node the testbed hands it
@@ -134,28 +134,15 @@ class Real(PodNetwork):
 
     def wait(self, kubeconfig: Path, timeout: float) -> None:
         """Until every pod of the CNI's DaemonSet is ready, watching its status."""
-        from kubernetes import client, config, watch
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
+        from kubernetes import client, config
 
         ns, name = self.part.daemonset
         api = client.AppsV1Api(config.new_client_from_config(str(kubeconfig)))
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            w = watch.Watch()
-            try:
-                for event in w.stream(api.list_namespaced_daemon_set, ns,
-                                      field_selector=f"metadata.name={name}",
-                                      timeout_seconds=max(1, int(left)),
-                                      _request_timeout=left + 10):
-                    st = event["object"].status
-                    if (st.desired_number_scheduled
-                            and st.number_ready == st.desired_number_scheduled):
-                        return
-            except (ApiException, HTTPError):
-                continue  # the watch broke: watch again while time is left
-            finally:
-                w.stop()
+        for ds in watched(api.list_namespaced_daemon_set, ns, timeout=timeout,
+                          field_selector=f"metadata.name={name}"):
+            st = ds.status
+            if st.desired_number_scheduled and st.number_ready == st.desired_number_scheduled:
+                return
         raise TestbedError(f"{self.record.name} not ready within {timeout:g} s (kubectl -n {ns} "
                            f"logs ds/{name})")
 
