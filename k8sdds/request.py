@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,6 +16,7 @@ from k8sdds.errors import UserError
 from k8sdds.flags import recorded
 from k8sdds.order import ORDERS
 from k8sdds.results import RunDir, RunManifest
+from k8sdds.run_flags import Matrix, ScheduleFlags, checked
 from k8sdds.runner import NoProgress, Outcome, Progress, Runner, RunOptions, resumable, same_backend
 
 DEFAULT_BACKEND = "emulated"
@@ -32,18 +33,6 @@ class OptionError(UserError):
 
 
 @dataclass(frozen=True)
-class Matrix:
-    """A baseline (`k8sdds baseline`): the network engines, and ddsperf with `dds`, over the
-    paths of each datapath; the run's schedule is made from it once the backend says what it
-    offers."""
-
-    paths: str = "all"  # all (what the backend offers), or comma-separated
-    engines: str = ",".join(baseline.ENGINES)
-    dds: bool = True
-    duration: float = 5.0  # seconds per test (ddsperf's at least baseline.DDS_MIN_DURATION)
-
-
-@dataclass(frozen=True)
 class RunRequest:
     """What a run is asked to do. Exactly one of `schedule` (a file), `schedule_text` (its
     text, named `schedule_name`), `matrix` (a baseline) and `resume` (a run directory to
@@ -55,17 +44,12 @@ class RunRequest:
     resume: Path | None = None
     backend: str | None = None  # None: the resumed run's, else emulated
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # None: not given
-    datapath: str | None = None  # comma-separated; None: the backend's first
-    defaults: model.Defaults = model.Defaults()
-    transport: str | None = None  # as given (checked here), before it joins `defaults`
-    from_i: int | None = None
-    to_i: int | None = None
-    order: str | None = None
+    flags: ScheduleFlags = ScheduleFlags()  # `k8sdds run`'s own options, as given
+    matrix: Matrix | None = None  # a baseline's (then `flags` is made from it)
     out: Path = Path("logs")
     min_free_mb: float = 64
     rti: Mapping[str, Any] = field(default_factory=dict)  # RTI Perftest settings given
     command_line: tuple[str, ...] = ()
-    matrix: Matrix | None = None
 
 
 @dataclass
@@ -203,7 +187,7 @@ def prepare(req: RunRequest) -> Prepared:
         raise UserError(f"--rtiperftest-image is for backends that run roles in images "
                         f"(--backend kubernetes), not {name}")
     engines = perftest.registry(perftest.RtiSettings.from_environment(**rti))
-    order = choice(req.order, list(ORDERS), "--order")
+    order = choice(req.flags.order, list(ORDERS), "--order")
     if req.resume is not None:
         run_dir = RunDir(req.resume)
         manifest = resumable(run_dir, chosen, engines)
@@ -215,9 +199,10 @@ def prepare(req: RunRequest) -> Prepared:
         req = _baseline(req, chosen, engines, given)
     if req.schedule is None and req.schedule_text is None:
         raise OptionError("--sch", "give the schedule (--sch FILE), or --resume RUN_DIR")
-    names = datapaths(req.datapath or chosen.datapaths()[0], list(chosen.datapaths()))
-    defaults = replace(req.defaults, transport=choice(req.transport, list(model.TRANSPORTS),
-                                                      "--transport") or req.defaults.transport)
+    asked = req.flags
+    names = datapaths(asked.datapath or chosen.datapaths()[0], list(chosen.datapaths()))
+    defaults = replace(asked.defaults(), transport=choice(asked.transport,
+                                                          list(model.TRANSPORTS), "--transport"))
     if req.schedule is not None:
         tests = schedule.load(req.schedule, defaults, chosen.limits(), engines)
         where: Path | str = req.schedule
@@ -225,7 +210,7 @@ def prepare(req: RunRequest) -> Prepared:
         tests = schedule.loads(req.schedule_text, req.schedule_name, defaults, chosen.limits(),
                                engines)
         where = req.schedule_name
-    tests = schedule.expand(tests, names, where, req.from_i, req.to_i)
+    tests = schedule.expand(tests, names, where, asked.from_i, asked.to_i)
     available(chosen.unavailable, [t.datapath for t in tests])
     return Prepared(name, chosen, engines, _options(req, options, order, req.out), tests)
 
@@ -241,8 +226,8 @@ def _baseline(req: RunRequest, chosen: Any, engines: Mapping[str, Any],
                           "the cross-node paths)")
     offered = list(chosen.datapaths())
     usual = ["host", "flannel-hostgw", "flannel-vxlan"]
-    names = datapaths(req.datapath or ",".join(usual if set(usual) <= set(offered)
-                                               else offered), offered)
+    names = datapaths(m.datapath or ",".join(usual if set(usual) <= set(offered)
+                                             else offered), offered)
     wanted = list(chosen.limits().paths) if m.paths.strip().lower() == "all" else [
         choice(p, list(model.PATHS), "--paths") for p in m.paths.split(",") if p.strip()]
     picked = [choice(e, list(baseline.ENGINES), "--engines")
@@ -252,7 +237,7 @@ def _baseline(req: RunRequest, chosen: Any, engines: Mapping[str, Any],
     text = baseline.schedule(names, wanted, list(dict.fromkeys(picked)), engines, m.dds,
                              m.duration)
     return replace(req, matrix=None, schedule_text=text, schedule_name="baseline.csv",
-                   datapath=",".join(names))
+                   flags=ScheduleFlags(datapath=",".join(names), repeats=m.repeats))
 
 
 def _options(req: RunRequest, options: Any, order: str | None, out: Path) -> RunOptions:
@@ -260,3 +245,83 @@ def _options(req: RunRequest, options: Any, order: str | None, out: Path) -> Run
     return RunOptions(out=out, schedule=req.schedule or named, schedule_text=req.schedule_text,
                       command_line=req.command_line, min_free_mb=req.min_free_mb,
                       backend_options=recorded(options), order=order)
+
+
+# ---- a request as a file: what the service hands the run it starts ----------------------
+
+REQUEST_FORMAT = 1
+
+
+def _given(flags: Any) -> dict[str, Any]:
+    """The fields of a flags dataclass that differ from their defaults."""
+    return {f.name: getattr(flags, f.name) for f in fields(flags)
+            if getattr(flags, f.name) != f.default}
+
+
+def backend_values(given: Any, where: str) -> dict[str, Any]:
+    """Backend options as JSON gives them (field -> value), each checked as its flag is and
+    typed as the backend takes it (a path a Path); None is not given."""
+    if not isinstance(given, dict):
+        raise UserError(f"{where}: must be an object")
+    options: dict[str, Any] = {}
+    for name, kind in deployment.BACKENDS.items():
+        own = {f.name: f for f in fields(kind.options)}
+        part = checked(kind.options, {k: v for k, v in given.items() if k in own},
+                       f"{where} ({name})")
+        options |= {k: Path(v) if own[k].metadata["cli_type"] is Path else v
+                    for k, v in part.items()}
+    unknown = set(given) - {f.name for k in deployment.BACKENDS.values()
+                            for f in fields(k.options)}
+    if unknown:
+        raise UserError(f"{where}: {', '.join(sorted(unknown))}: no backend has such an "
+                        "option")
+    return options
+
+
+def dumps(req: RunRequest) -> str:
+    """The request as JSON (what `loads` reads back): the schedule's text, not a path to it."""
+    if req.schedule is not None:
+        raise ValueError("a request file carries the schedule's text: read it first")
+    paths = {"resume": req.resume, "out": req.out}
+    return json.dumps({
+        "format": REQUEST_FORMAT, "schedule_text": req.schedule_text,
+        "schedule_name": req.schedule_name, "backend": req.backend,
+        **{k: str(v) if v is not None else None for k, v in paths.items()},
+        "backend_options": {k: str(v) if isinstance(v, Path) else
+                            (list(v) if isinstance(v, tuple) else v)
+                            for k, v in req.backend_options.items() if v is not None},
+        "flags": _given(req.flags), "matrix": None if req.matrix is None else
+        _given(req.matrix), "min_free_mb": req.min_free_mb}, indent=1) + "\n"
+
+
+def loads(text: str, where: str) -> RunRequest:
+    """A request from its JSON, every value checked again as a flag checks it (names, types,
+    bounds): a UserError names `where` and what is wrong."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{where}: not a run request (JSON: {exc})") from None
+    keys = {"format", "schedule_text", "schedule_name", "backend", "resume", "out",
+            "backend_options", "flags", "matrix", "min_free_mb"}
+    if not isinstance(raw, dict) or raw.get("format") != REQUEST_FORMAT or set(raw) - keys:
+        raise UserError(f"{where}: not a run request of format {REQUEST_FORMAT} (keys: "
+                        f"{', '.join(sorted(keys))})")
+    for key in ("schedule_text", "schedule_name", "backend", "resume", "out"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise UserError(f"{where}: {key} must be text")
+    options = backend_values(raw.get("backend_options") or {}, f"{where}: backend_options")
+    flags, matrix = raw.get("flags") or {}, raw.get("matrix")
+    if not isinstance(flags, dict) or not isinstance(matrix, (dict, type(None))):
+        raise UserError(f"{where}: flags and matrix must be objects")
+    min_free = raw.get("min_free_mb", 64)
+    if not isinstance(min_free, (int, float)) or isinstance(min_free, bool) or \
+            not 0 <= min_free < float("inf"):
+        raise UserError(f"{where}: min_free_mb must be a number from 0")
+    return RunRequest(
+        schedule_text=raw.get("schedule_text"), schedule_name=raw.get("schedule_name") or
+        "schedule.csv", backend=raw.get("backend"), backend_options=options,
+        resume=Path(raw["resume"]) if raw.get("resume") else None,
+        out=Path(raw.get("out") or "logs"), min_free_mb=float(min_free),
+        flags=ScheduleFlags(**checked(ScheduleFlags, flags, f"{where}: flags")),
+        matrix=None if matrix is None else Matrix(**checked(Matrix, matrix,
+                                                            f"{where}: matrix")))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from k8sdds.layers import LAYERS  # the rule the import graph must follow
+
 ROOT = Path(__file__).parent.parent
 PACKAGE = ROOT / "k8sdds"
 MAX_LINES = 400
@@ -98,31 +100,6 @@ def test_the_model_and_the_cni_records_are_the_bottom_layer():
     for name, imported in graph.items():
         if name.startswith("k8sdds.cni"):
             assert {m for m in imported if not m.startswith("k8sdds.cni")} <= below, name
-
-
-# which package may import which: a package imports only from layers below its own (never
-# one of its own layer), so the packages, as the modules, have no cycle.
-# docs/architecture.md shows the same.
-LAYERS = (
-    ("errors",),
-    ("guarded", "flags", "caches"),
-    ("cni",),
-    ("model",),
-    ("order", "environment", "parsers", "stopping"),
-    ("results",),
-    ("certs",),
-    ("perftest",),
-    ("schedule", "records", "baseline"),
-    ("reparse", "importer", "analysis"),
-    ("images",),  # the places: the images, then what runs them, then the backends
-    ("testbed", "cluster"),
-    ("deployment",),
-    ("runner",),
-    ("request",),
-    ("serve",),
-    ("cli", "k8sdds"),
-    ("__main__",),
-)
 
 
 def _package(module: str) -> str:

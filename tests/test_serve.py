@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -306,45 +307,106 @@ def test_a_body_of_unknown_length_is_refused(service):
     conn.close()
 
 
+# the flags of `k8sdds run` and `k8sdds baseline` a task may set, written out
+RUN_FLAGS = {"datapath": "--datapath", "duration": "--duration", "repeats": "--repeats",
+             "from_i": "--fromI", "to_i": "--toI", "latency_test": "--latencyTest",
+             "transport": "--transport", "secure": "--secure", "peers": "--peers",
+             "send_queue_size": "--sendQueueSize", "no_print": "--noPrint", "order": "--order"}
+BASELINE_FLAGS = {"datapath": "--datapath", "paths": "--paths", "engines": "--engines",
+                  "dds": "--dds", "duration": "--duration", "repeats": "--repeats"}
+
+
 def test_every_task_option_is_a_flag_of_run_or_baseline():
-    """A task's options become `k8sdds run`/`baseline` flags: each must exist there, or a
-    task would fail at start instead of at submit."""
+    """A task's fields are the flags of `k8sdds run` and `baseline` (and every backend's), as
+    the commands show them: one declaration for both."""
+    from dataclasses import fields
+
     from typer.main import get_command
 
     from k8sdds.cli import app
+    from k8sdds.deployment import BACKENDS
     from k8sdds.serve.options import TaskOptions
 
     command = get_command(app)
-    flags = {name: {opt for p in command.commands[name].params for opt in p.opts + p.secondary_opts}
+    shown = {name: {opt for p in command.commands[name].params for opt in p.opts}
              for name in ("run", "baseline")}
-    from dataclasses import fields
-
-    from k8sdds.deployment import BACKENDS
-
+    assert set(RUN_FLAGS.values()) <= shown["run"]
+    assert set(BASELINE_FLAGS.values()) <= shown["baseline"]
     own = {f.name for kind in BACKENDS.values() for f in fields(kind.options)}
-    assert own <= set(TaskOptions.model_fields)  # generated from deployment/options.py
-    every = TaskOptions(datapath="host", transport="udp", repeats=1, duration=1.0,
-                        profile="rpi3b", testbed="x", nodes=3, kubeconfig="/k",
-                        context="c", namespace="n", inventory="/i", pub_node="a",
-                        sub_nodes="b", engines="iperf3", paths="node-node", dds=False,
-                        order="rounds", image="ghcr.io/k8sdds/engines:0.1", arch="arm64",
-                        pod_timeout=30.0, testbed_spec="/s.yaml", known_hosts="/kh",
-                        no_calibrate=True)
+    assert set(TaskOptions.model_fields) == {"backend"} | set(RUN_FLAGS) | set(
+        BASELINE_FLAGS) | own
+
+
+def test_a_task_asks_for_its_run_as_the_command_line_does(tmp_path):
+    """The same flags on the command line and in a task make the same request; the request
+    file the service hands its child reads back as it was written."""
+    from dataclasses import replace
+
+    from k8sdds import request
+    from k8sdds.errors import UserError
+    from k8sdds.run_flags import Matrix, ScheduleFlags
+    from k8sdds.serve.options import TaskOptions
+
+    every = TaskOptions(datapath="host", transport="udp", repeats=2, duration=1.0,
+                        profile="rpi3b", testbed="x", nodes=3, from_i=1, to_i=4,
+                        latency_test=True, peers=True, send_queue_size=10, order="rounds",
+                        testbed_spec="/s.yaml", no_calibrate=True)
+    asked = every.request("a,b\n1,2\n")
+    assert asked.flags == ScheduleFlags(datapath="host", transport="udp", repeats=2,
+                                        duration=1.0, from_i=1, to_i=4, latency_test=True,
+                                        peers=True, send_queue_size=10, order="rounds")
+    assert asked.flags.defaults().discovery == "peers"
+    assert str(asked.backend_options["testbed_spec"]) == "/s.yaml"
+    with pytest.raises(UserError, match="from_i, to_i, latency_test, transport, peers, "
+                       "send_queue_size, order: not an option of a baseline task"):
+        every.request("", "baseline")
+    baseline = TaskOptions(engines="ping", paths="node-node", dds=False, repeats=3)
+    assert baseline.request("", "baseline").matrix == Matrix(
+        engines="ping", paths="node-node", dds=False, repeats=3)
+    with pytest.raises(UserError, match="paths, engines, dds: not an option of a schedule"):
+        baseline.request("a\n1\n")
+    for req in (replace(asked, out=tmp_path), baseline.request("", "baseline"),
+                request.RunRequest(resume=tmp_path / "run")):
+        assert request.loads(request.dumps(req), "r.json") == req
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"flags": {"repeats": 0}}, "flags: repeats = 0 is not allowed; allowed: a whole number "
+                                "from 1 to 1000"),
+    ({"flags": {"repeats": "3"}}, "flags: repeats = '3' is not allowed"),
+    ({"flags": {"repeats": True}}, "flags: repeats = True is not allowed"),
+    ({"flags": {"duration": float("nan")}}, "flags: duration = nan is not allowed"),
+    ({"flags": {"shell": "rm -rf /"}}, "flags: 'shell' is not an option here"),
+    ({"matrix": {"dds": "yes"}}, "matrix: dds = 'yes' is not allowed; allowed: true or false"),
+    ({"backend_options": {"kubeconfig": "relative"}}, "kubeconfig = 'relative' is not "
+                                                      "allowed; allowed: an absolute path"),
+    ({"backend_options": {"nodes": 1}}, "nodes = 1 is not allowed"),
+    ({"backend_options": {"privileged": True}}, "privileged: no backend has such an option"),
+    ({"format": 2}, "not a run request of format 1"),
+    ({"out": 3}, "out must be text"),
+])
+def test_a_request_file_is_checked_again_on_read(change, said):
+    import json
+
+    from k8sdds import request
     from k8sdds.errors import UserError
 
-    with pytest.raises(UserError, match="transport, order: not an option of a baseline task"):
-        every.argv("baseline")
-    baseline = every.model_copy(update={"transport": None, "order": None})
-    for word in baseline.argv("baseline"):
-        assert word.split("=")[0] in flags["baseline"], word
-    schedule = every.model_copy(update={"engines": None, "paths": None, "dds": None})
-    for word in schedule.argv("schedule"):
-        assert word.split("=")[0] in flags["run"], word
-    assert "--pub-node=a" in baseline.argv("baseline") and "--no-dds" in baseline.argv("baseline")
-    assert "--order=rounds" in schedule.argv("schedule")
-    assert "--no-calibrate" in schedule.argv("schedule")  # a flag: given, with no value
-    assert not any("calibrate" in w for w in schedule.model_copy(
-        update={"no_calibrate": False}).argv("schedule"))
+    good = json.loads(request.dumps(request.RunRequest(schedule_text="a\n1\n")))
+    with pytest.raises(UserError, match=re.escape(said)):
+        request.loads(json.dumps({**good, **change}), "r.json")
+
+
+def test_run_takes_a_request_file_and_nothing_else_with_it(tmp_path):
+    from .cli_support import invoke
+
+    bad = tmp_path / "r.json"
+    bad.write_text('{"format": 1, "flags": {"repeats": 0}}')
+    done = invoke("run", "--request", str(bad), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and f"{bad}: flags: repeats = 0 is not allowed" in " ".join(
+        done.stderr.split()), done.stderr
+    done = invoke("run", "--request", str(bad), "--repeats", "2")
+    assert done.returncode == 2 and "give no other run option with it" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_task_options_take_the_bounds_of_the_flags():
@@ -431,5 +493,5 @@ def test_a_task_and_the_command_line_take_one_set_of_bounds(tmp_path):
             TaskOptions(**{field: value})
         done = invoke("run", "--sch", str(sch), f"--{field}", str(value), "--out",
                       str(tmp_path / "out"), env={"K8SDDS_STATE_DIR": str(tmp_path / "s")})
-        assert done.returncode == 2 and f"option --{field}" in done.stderr, done.stderr
+        assert done.returncode == 2 and f"'--{field}'" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()

@@ -122,6 +122,13 @@ def test_submitted_schedules_run_one_at_a_time_and_land_in_the_database(service)
     df = _results_once(service, done)
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
     assert len(thr) == 1 and float(thr.value.iloc[0]) > 1
+    # the child was handed the request itself, and ran what it says
+    folder = service.out / "tasks" / f"task-{first['id']}"
+    asked = json.loads((folder / "request.json").read_text())
+    assert asked["flags"] == {"datapath": "host", "duration": 2}
+    assert asked["schedule_text"] == HEADER + ROW and asked["out"] == str(folder)
+    manifest = json.loads((folder / done["run_id"] / "manifest.json").read_text())
+    assert f"--request={folder / 'request.json'}" in manifest["command_line"]
     done = service.wait(second["id"], lambda t: t["status"] not in ("queued", "running"))
     assert done["status"] == "done" and done["run_id"] != first.get("run_id")
     status, body = _get(f"{service.base}/api/runs?datapath=host")
@@ -188,7 +195,8 @@ def test_a_killed_service_resumes_the_run_in_flight(service):
     service.proc.wait(timeout=10)
     folder = service.out / "tasks" / f"task-{task['id']}"
     deadline = time.monotonic() + 60
-    while subprocess.run(["pgrep", "-f", f"--out {folder}"], capture_output=True).stdout:
+    while subprocess.run(["pgrep", "-f", f"--request={folder}/"],
+                         capture_output=True).stdout:
         assert time.monotonic() < deadline, "the run outlived its service"
         time.sleep(0.2)  # the run stopping cleanly on SIGTERM (its parent died)
     service.start()

@@ -114,6 +114,41 @@ def api_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _summary(path: Path) -> str:
+    """A module's docstring, its first paragraph on one line ("" without one)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def modules_page(root: Path | None = None) -> str:
+    """Every package and module of k8sdds, by layer (top first, as `k8sdds/layers.py`
+    orders them), with the first paragraph of its docstring."""
+    from k8sdds.layers import LAYERS
+
+    root = root or Path(__file__).resolve().parent.parent.parent / "k8sdds"
+    lines = ["# Module reference", "",
+             "Generated from the code: the layers of `k8sdds/layers.py` (a package imports "
+             "only from layers below its own; `tests/test_layout.py` holds the import graph "
+             "to it), top first, and the first paragraph of each module's docstring.", ""]
+    for rank in range(len(LAYERS) - 1, -1, -1):
+        lines += [f"## Layer {rank}: {', '.join(LAYERS[rank])}", ""]
+        for name in LAYERS[rank]:
+            if name == "k8sdds":
+                files = [root / "__init__.py"]
+            elif (root / name).is_dir():
+                files = sorted((root / name).rglob("*.py"))
+            else:
+                files = [root / f"{name}.py"]
+            lines += ["| module | what it is |", "|---|---|"]
+            for path in files:
+                shown = path.relative_to(root.parent).as_posix()
+                lines.append(f"| `{shown}` | {_cell(_summary(path))} |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 def _write(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:  # unchanged: Sphinx keeps its cache
         path.write_text(text)
@@ -127,6 +162,7 @@ def generate(app) -> None:
         log.warning("k8sdds option without help text: %s", option)
     _write(out / "cli.md", cli)
     _write(out / "api.md", api_page())
+    _write(out / "modules.md", modules_page())
 
 
 def setup(app):

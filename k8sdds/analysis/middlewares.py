@@ -21,16 +21,21 @@ KEYS = ("datapath", "data_len", "engine", "topology", "mqtt_qos", "best_effort",
 HUBS = perftest.hubs()
 
 
+# per engine, as its record says: (named by its QoS level, named by its topology)
+LINE_FACTS = perftest.line_facts()
+
+
 def label(row: pd.Series) -> str:
     """A middleware line's name: `zenoh (routed)`, `mqtt QoS 1`, `ddsperf`, `ddsperf tcp best
     effort`..."""
     engine = row["engine"]
-    if engine == "mqtt":
+    by_qos, by_topology = LINE_FACTS.get(engine, (False, False))
+    if by_qos:  # the QoS level says the reliability (bestEffort: 0, else 1)
         qos = int(row["mqtt_qos"]) if int(row["mqtt_qos"]) >= 0 else (
             0 if row["best_effort"] else 1)
-        return f"mqtt QoS {qos}"
+        return f"{engine} QoS {qos}"
     name = engine
-    if engine == "zenoh":
+    if by_topology:
         name += f" ({row['topology'] or 'peer'})"
     elif row["transport"] != "udp":
         name += f" {row['transport']}"

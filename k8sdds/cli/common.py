@@ -102,8 +102,9 @@ def _option(f, about: str = "") -> Any:
     shown = f.default if f.default is not MISSING else None
     flag = meta["cli_type"] is bool  # given or not: no value, no default to show
     default = "" if shown in (None, ()) or flag else f" [{shown}]"
-    return typer.Option(None, meta["flag"], *meta["aliases"],
-                        help=f"{about}{meta['help']}{default}.", **meta["bounds"])
+    text = f"{about}{meta['help']}{default}."
+    return typer.Option(None, meta["flag"], *meta["aliases"], help=text[0].upper() + text[1:]
+                        if not about else text, **meta["bounds"])
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Flags:
         return param.removeprefix(self.prefix)
 
 
-def flags(classes: dict[type, str], prefix: str = "") -> Flags:
+def flags_of(classes: dict[type, str], prefix: str = "") -> Flags:
     """The flags of each dataclass in `classes` (class -> what starts its help texts)."""
     params = []
     for cls, about in classes.items():
@@ -130,8 +131,8 @@ def flags(classes: dict[type, str], prefix: str = "") -> Flags:
     return Flags(tuple(params), prefix)
 
 
-BACKEND_FLAGS = flags({kind.options: f"{backend}: " for backend, kind in BACKENDS.items()})
-RTI_FLAGS = flags({RtiSettings: ""}, prefix="rti_")
+BACKEND_FLAGS = flags_of({kind.options: f"{backend}: " for backend, kind in BACKENDS.items()})
+RTI_FLAGS = flags_of({RtiSettings: ""}, prefix="rti_")
 
 
 def backend_option(name: str) -> Any:

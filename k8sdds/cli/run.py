@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
-from k8sdds import model, request
+from k8sdds import request
 from k8sdds.cli.common import (
     AS_JSON,
     BACKEND,
@@ -25,12 +26,15 @@ from k8sdds.cli.common import (
     RichProgress,
     backend_option,
     err_console,
+    flags_of,
     out_console,
     usage,
     with_options,
 )
 from k8sdds.errors import UserError
+from k8sdds.flags import build
 from k8sdds.request import EventProgress, RunRequest, prepare
+from k8sdds.run_flags import Matrix, ScheduleFlags
 from k8sdds.runner import Runner
 
 
@@ -41,41 +45,10 @@ def run(
         None, "--resume", help="Continue the run in this run directory (after a crash, a kill "
         "or Ctrl-C): finished repeats are kept, the rest run; its own schedule, backend and "
         "backend options are used (options given now override them)."),
+    request_file: Path | None = typer.Option(
+        None, "--request", help="Run the request in this file (JSON, as `k8sdds serve` writes "
+        "one for each task it starts; checked again here) instead of flags."),
     backend: str | None = BACKEND,
-    datapath: str | None = typer.Option(
-        None, "--datapath",
-        help="Comma-separated datapaths; the schedule runs once per datapath, into one run "
-             "directory [emulated: host; kubernetes: the cluster's own]: "
-             + ", ".join(model.DATAPATHS)),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Seconds each test runs (rows without a duration). [10]"),
-    repeats: int | None = typer.Option(
-        None, "--repeats", help="Repeats of each test (rows without repeats). [1]"),
-    from_i: int | None = typer.Option(
-        None, "--fromI", help="First schedule row to run (0-based, inclusive)."),
-    to_i: int | None = typer.Option(
-        None, "--toI", help="Last schedule row to run (0-based, inclusive)."),
-    latency_test: bool = typer.Option(
-        False, "--latencyTest", help="Latency (ping-pong) tests instead of throughput."),
-    transport: str | None = typer.Option(
-        None, "--transport",
-        help="udp, tcp, tls or dtls (case-insensitive; ddsperf: udp, tcp and tls, with a "
-             "CA and certificates made for the run)."),
-    secure: bool = typer.Option(
-        False, "--secure", help="DDS Security: authentication, access control and "
-        "encryption (ddsperf: Cyclone's plugins, credentials made for the run)."),
-    peers: bool = typer.Option(
-        False, "--peers", help="Discover by unicast peers even where multicast would work."),
-    send_queue_size: int | None = typer.Option(
-        None, "--sendQueueSize",
-        help="Writer queue in samples (ddsperf: Cyclone's WhcHigh = this x dataLen bytes)."),
-    no_print: bool = typer.Option(
-        False, "--noPrint", help="Accepted for K8sDDS; ddsperf always prints intervals."),
-    order: str | None = typer.Option(
-        None, "--order", help="The order repeats run in. tests: each test's repeats in a row "
-        "(K8sDDS's order); rounds: the first repeat of every test, then the second, ..., so "
-        "a slow stretch of the machine falls on every test alike. [tests; on --resume: the "
-        "run's own]"),
     out: Path = OUT,
     min_free: float = MIN_FREE,
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw throughput.png at the end."),
@@ -83,18 +56,18 @@ def run(
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,
     events: Path | None = EVENTS,
+    flags: dict | None = None,
     backend_options: dict | None = None,
     rti: dict | None = None,
 ) -> None:
     """Run a schedule and write one run directory under --out."""
-    req = RunRequest(
-        schedule=sch, resume=resume, backend=backend, backend_options=backend_options or {},
-        datapath=datapath, transport=transport, from_i=from_i, to_i=to_i, order=order,
-        out=out, min_free_mb=min_free, rti=rti or {}, command_line=tuple(sys.argv),
-        defaults=model.Defaults(
-            latency_test=True if latency_test else None, secure=True if secure else None,
-            duration=duration, repeats=repeats, send_queue_size=send_queue_size,
-            discovery="peers" if peers else None, no_print=True if no_print else None))
+    if request_file is not None:
+        req = _read_request(request_file, sch, resume, flags, backend_options, rti)
+    else:
+        req = RunRequest(
+            schedule=sch, resume=resume, backend=backend,
+            backend_options=backend_options or {}, flags=build(ScheduleFlags, flags or {}),
+            out=out, min_free_mb=min_free, rti=rti or {}, command_line=tuple(sys.argv))
     with _reporting(as_json), _events(events) as stream:
         prepared = usage(prepare, req)
         if not quiet and not as_json:
@@ -133,23 +106,6 @@ def _events(path: Path | None):
 
 
 def baseline(
-    datapath: str | None = typer.Option(
-        None, "--datapath",
-        help="Comma-separated datapaths; the matrix runs on each [emulated: host, "
-             "flannel-hostgw, flannel-vxlan; kubernetes: host and the cluster's own]."),
-    paths: str = typer.Option(
-        "all", "--paths", help="all (what the backend offers), or comma-separated: "
-        + ", ".join(model.PATHS) + " (a host-network datapath has only node-node; "
-        "pod-service and external-nodeport, through a Service, on kubernetes only)."),
-    engines_: str = typer.Option(
-        "ping,iperf3,qperf,ab", "--engines", help="Comma-separated: ping, iperf3, qperf, ab."),
-    dds: bool = typer.Option(
-        True, "--dds/--no-dds", help="Also run ddsperf (1 KiB throughput, 64 B round trip) on "
-        "every path, for the report's DDS efficiency."),
-    duration: float = typer.Option(
-        5, "--duration", min=1, max=86_400,
-        help="Seconds per test (ddsperf tests: at least 3, its first second is discovery)."),
-    repeats: int = typer.Option(1, "--repeats", min=1, max=1000, help="Repeats per test."),
     out: Path = OUT,
     min_free: float = MIN_FREE,
     backend: str | None = BACKEND,
@@ -157,14 +113,14 @@ def baseline(
     quiet: bool = QUIET,
     as_json: bool = AS_JSON,
     events: Path | None = EVENTS,
+    matrix: dict | None = None,
     backend_options: dict | None = None,
 ) -> None:
     """Measure the network itself (ping, iperf3, qperf, ab) over the path matrix, beside
     ddsperf on the same paths; one ordinary run directory."""
     req = RunRequest(
-        matrix=request.Matrix(paths=paths, engines=engines_, dds=dds, duration=duration),
-        backend=backend, backend_options=backend_options or {}, datapath=datapath,
-        defaults=model.Defaults(repeats=repeats), out=out, min_free_mb=min_free,
+        matrix=build(Matrix, matrix or {}), backend=backend,
+        backend_options=backend_options or {}, out=out, min_free_mb=min_free,
         command_line=tuple(sys.argv))
     with _reporting(as_json), _events(events) as stream:
         prepared = usage(prepare, req)  # the same checks as `k8sdds run`'s
@@ -274,7 +230,25 @@ def cleanup(
     out_console.print(f"{len(gone)} objects deleted in {len(spaces)} namespace(s)")
 
 
+def _read_request(path: Path, *others: object) -> RunRequest:
+    """The request a file holds (--request): nothing else may say what to run."""
+    if others[0] is not None or others[1] is not None or any(
+            v is not None for group in others[2:] for v in (group or {}).values()):
+        raise typer.BadParameter("a request file says everything a run is asked: give no "
+                                 "other run option with it", param_hint="--request")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--request {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return replace(request.loads(text, str(path)), command_line=tuple(sys.argv))
+
+
+SCHEDULE_FLAGS = flags_of({ScheduleFlags: ""})
+MATRIX_FLAGS = flags_of({Matrix: ""}, prefix="matrix_")
+
+
 def register(app: typer.Typer) -> None:
-    app.command()(with_options(backend_options=BACKEND_FLAGS, rti=RTI_FLAGS)(run))
-    app.command()(with_options(backend_options=BACKEND_FLAGS)(baseline))
+    app.command()(with_options(flags=SCHEDULE_FLAGS, backend_options=BACKEND_FLAGS,
+                               rti=RTI_FLAGS)(run))
+    app.command()(with_options(matrix=MATRIX_FLAGS, backend_options=BACKEND_FLAGS)(baseline))
     app.command()(cleanup)

@@ -30,10 +30,16 @@ def middlewares() -> tuple[str, ...]:
     return tuple(n for n, e in registry().items() if e.middleware)
 
 
+def line_facts() -> dict[str, tuple[bool, bool]]:
+    """Per engine, what names its middleware lines: (it takes an MQTT QoS level, it runs
+    more than one topology)."""
+    return {n: (bool(e.qos_levels), len(e.topologies) > 1) for n, e in registry().items()}
+
+
 def programs() -> tuple[str, ...]:
     """What engines/build makes, of every engine: the engine image carries them."""
     return tuple(dict.fromkeys(p for e in registry().values() for p in e.programs))
 
 
-__all__ = ["Command", "Engine", "RoleContext", "RtiSettings", "hubs", "middlewares", "programs",
-           "registry"]
+__all__ = ["Command", "Engine", "RoleContext", "RtiSettings", "hubs", "line_facts",
+           "middlewares", "programs", "registry"]

@@ -16,12 +16,13 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from sqlalchemy import Engine, insert, select, update
 
 from k8sdds.errors import UserError
-from k8sdds.request import OptionError, prepare
+from k8sdds.request import OptionError, RunRequest, dumps, prepare
 from k8sdds.serve import store
 from k8sdds.serve.limits import DEFAULT_MAX_SECONDS, planned_seconds
 from k8sdds.serve.options import TaskOptions
@@ -57,7 +58,6 @@ class Worker:
     def submit(self, schedule: str, options: TaskOptions, kind: str = "schedule") -> int:
         """Queue a schedule (checked as `k8sdds run` checks it, with the chosen backend's own
         limits: a UserError says why) or a baseline."""
-        options.argv(kind)  # a baseline's option on a schedule: refused now, not later
         try:
             prepared = prepare(options.request(schedule, kind))
         except OptionError as exc:
@@ -150,22 +150,22 @@ class Worker:
             folder = self.task_dir(task.id)
             folder.mkdir(parents=True, exist_ok=True)
             run = self.run_dir(task.id)
-            options = TaskOptions(**task.options).argv(task.kind)
-            if task.kind == "baseline":  # no resume: a stopped one starts again
-                argv = ["baseline", "--out", str(folder), *options]
-            elif run is not None:
-                argv = ["run", "--resume", str(run), "--no-plot"]
+            if run is not None and task.kind != "baseline":  # a stopped baseline starts again
+                req = RunRequest(resume=run)
             else:
-                (folder / "schedule.csv").write_text(task.schedule)
-                argv = ["run", "--sch", str(folder / "schedule.csv"), "--out", str(folder),
-                        *options, "--no-plot"]
+                req = replace(TaskOptions(**task.options).request(task.schedule, task.kind),
+                              out=folder)
+            asked = folder / "request.json"  # the request itself, checked again on read
+            staged = asked.with_name(asked.name + ".partial")
+            staged.write_text(dumps(req))
+            staged.replace(asked)
             events, sink = os.pipe()  # the child's progress, as JSON lines
             try:
                 with open(folder / "run.log", "ab") as log, \
                         open(folder / OUTCOME, "wb") as outcome:
                     child = subprocess.Popen(
-                        [sys.executable, "-m", "k8sdds", *argv, "--json", "--quiet",
-                         f"--events=/dev/fd/{sink}"],
+                        [sys.executable, "-m", "k8sdds", "run", f"--request={asked}",
+                         "--no-plot", "--json", "--quiet", f"--events=/dev/fd/{sink}"],
                         stdout=outcome, stderr=log, stdin=subprocess.DEVNULL,
                         pass_fds=(sink,), preexec_fn=_die_with_parent)
             except BaseException:
