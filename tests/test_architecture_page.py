@@ -15,7 +15,8 @@ MAX_LINES = 250
 # names the page quotes that are not k8sdds': programs, kernel and Kubernetes names
 EXTERNAL = {"CYCLONEDDS_URI", "KUBECONFIG", "SIGTERM", "SIGKILL", "SIGINT", "ENOSPC",
             "PR_SET_PDEATHSIG", "TokenRequest", "ConfigMap", "DaemonSet", "NetworkPolicy",
-            "WhcHigh", "ElementTree", "nodeName", "shlex.join"}
+            "WhcHigh", "ElementTree", "nodeName", "shlex.join",
+            "start_new_session"}
 FILE_KINDS = {"png", "svg", "csv", "json", "html", "yaml", "md", "lock", "log"}
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\(\))?$")
 
