@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from k8sdds import baseline, deployment, model, perftest, schedule
 from k8sdds.errors import UserError
+from k8sdds.expansion import summary
 from k8sdds.flags import recorded
 from k8sdds.order import ORDERS
 from k8sdds.results import RunDir, RunManifest
@@ -63,6 +64,10 @@ class Prepared:
     tests: list[model.Test] = field(default_factory=list)
     resume: RunDir | None = None
     manifest: RunManifest | None = None
+
+    def skipped(self) -> list[str]:
+        """The rows left out on a datapath that cannot carry them, a line per reason."""
+        return summary(self.options.not_applicable)
 
     def describe(self) -> str:
         """What will run, in one line."""
@@ -210,9 +215,13 @@ def prepare(req: RunRequest) -> Prepared:
         tests = schedule.loads(req.schedule_text, req.schedule_name, defaults, chosen.limits(),
                                engines)
         where = req.schedule_name
-    tests = schedule.expand(tests, names, where, asked.from_i, asked.to_i)
+    expansion = schedule.expand_where_applicable(tests, names, where, asked.from_i,
+                                                 asked.to_i, strict=asked.strict)
+    tests = expansion.tests
     available(chosen.unavailable, [t.datapath for t in tests])
-    return Prepared(name, chosen, engines, _options(req, options, order, req.out), tests)
+    return Prepared(name, chosen, engines,
+                    replace(_options(req, options, order, req.out),
+                            not_applicable=tuple(expansion.not_applicable)), tests)
 
 
 def _baseline(req: RunRequest, chosen: Any, engines: Mapping[str, Any],

@@ -51,6 +51,11 @@ class ScheduleFlags:
         "x dataLen bytes)", cli_type=int, min=0, max=10**7)
     no_print: bool = option(False, "--noPrint", "accepted for K8sDDS; ddsperf always prints "
                             "intervals", cli_type=bool)
+    strict: bool = option(
+        False, "--strict", "refuse the whole schedule when one of the run's datapaths cannot "
+        "carry a row (multicast across nodes on a routed datapath); without it such a row is "
+        "left out on that datapath, said before the run and kept in the manifest",
+        cli_type=bool)
     order: str | None = option(
         None, "--order", "the order repeats run in. tests: each test's repeats in a row "
         "(K8sDDS's order); rounds: the first repeat of every test, then the second, ..., so "

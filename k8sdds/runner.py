@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from k8sdds import environment, model, records, schedule, stopping
 from k8sdds.deployment import Backend, Handle
 from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, ScheduleError, UserError
+from k8sdds.expansion import summary
 from k8sdds.model import Test
 from k8sdds.order import ORDERS
 from k8sdds.perftest import Engine, RoleContext
@@ -48,6 +49,8 @@ class RunOptions:
     min_free_mb: float = 64  # below this much free space where results go, the run stops
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # as given, for resume
     order: str | None = None  # k8sdds.order.ORDERS; None: the manifest's (a new run: tests)
+    # rows a datapath of the run cannot carry, left out there (expansion.NotApplicable)
+    not_applicable: Sequence[Any] = ()
 
 
 @dataclass
@@ -57,6 +60,7 @@ class Outcome:
     failed: list[str] = field(default_factory=list)  # "test-i/rep-r: reason"
     not_applied: list[str] = field(default_factory=list)  # what the backend could not emulate
     budget_notes: list[str] = field(default_factory=list)  # CPU budgets not of this sitting
+    not_applicable: list[str] = field(default_factory=list)  # rows left out, one line a reason
     wall_s: float = 0.0
 
 
@@ -165,7 +169,8 @@ class Runner:
         self.run_dir = run.path
         self._arches = records.node_arches(manifest.cluster)
         outcome = Outcome(run.path, not_applied=manifest.cluster.get("not_applied", []),
-                          budget_notes=manifest.cluster.get("budget_notes", []))
+                          budget_notes=manifest.cluster.get("budget_notes", []),
+                          not_applicable=summary(manifest.not_applicable))
         sequence = ORDERS[manifest.order](list(manifest.pending()))
         self.progress.start(len(sequence))
         wired = None
@@ -225,6 +230,7 @@ class Runner:
             backend_options=dict(self.options.backend_options),
             cluster=self.backend.describe(),
             datapaths=list(dict.fromkeys(t.datapath for t in tests)),
+            not_applicable=[n.to_dict() for n in self.options.not_applicable],
             environment=environment.capture(),
             tools={name: self.engines[name].version() for name in engines})
 

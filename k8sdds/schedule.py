@@ -11,12 +11,13 @@ import csv
 import difflib
 import io
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from k8sdds import model, perftest
 from k8sdds.errors import ScheduleError
+from k8sdds.expansion import expand, expand_where_applicable  # noqa: F401 - the schedule's API
 from k8sdds.model import (
     DISCOVERIES,
     PATHS,
@@ -329,52 +330,3 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         return ("streams", test.streams,
                 f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")
     return engine.check(test)
-
-
-def expand(tests: Sequence[Test], datapath_names: Sequence[str], path: str | Path = "schedule",
-           from_i: int | None = None, to_i: int | None = None) -> list[Test]:
-    """Select rows `from_i..to_i` (0-based, inclusive) and run them once per datapath.
-
-    A row that names its own datapath runs once, on that datapath. Tests are grouped by
-    datapath (in the order given) so each datapath is set up once, and numbered from 1.
-    """
-    selected = [t for t in tests
-                if (from_i is None or t.row >= from_i) and (to_i is None or t.row <= to_i)]
-    if not selected:
-        raise ScheduleError(
-            f"{path}: no test rows between --fromI {from_i} and --toI {to_i} "
-            f"(the schedule has rows 0 to {len(tests) - 1})")
-    order = list(dict.fromkeys(list(datapath_names) +
-                               [t.datapath for t in selected if t.datapath]))
-    out: list[Test] = []
-    for dp in order:
-        for t in selected:
-            if t.datapath == dp or (t.datapath is None and dp in datapath_names):
-                out.append(replace(t, datapath=dp, number=len(out) + 1))
-    for t in out:
-        problem = _datapath_problem(t)
-        if problem:
-            column, value, reason = problem
-            raise ScheduleError(f"{_where(Path(path), t.line, t.row)}, column '{column}': "
-                                f"value {value!r} on datapath {t.datapath}: {reason}")
-    return out
-
-
-def _datapath_problem(test: Test) -> tuple[str, str, str] | None:
-    dp = model.datapath(test.datapath)
-    if dp.host_network and test.path not in (None, "node-node"):
-        return ("path", test.path,
-                f"datapath {dp.name} has no pods: its only path is node-node")
-    if test.path in ("node-pod", "pod-node", "node-node"):
-        return None  # unicast between a node and a pod: discovery goes by peers
-    if test.placement == "same-node" or dp.multicast_across_nodes:
-        return None
-    if test.multicast:
-        return ("multicast", "true",
-                "multicast does not cross nodes on this datapath (routed L3, as with the real "
-                "CNI); use a datapath that carries it (host), placement=same-node, or "
-                "multicast=false")
-    if test.discovery == "multicast":
-        return ("discovery", "multicast",
-                "multicast discovery does not cross nodes on this datapath; use discovery=peers")
-    return None

@@ -284,29 +284,48 @@ def test_run_two_rows_on_two_datapaths(tmp_path, env):
 
 
 def test_rounds_interleave_the_tests_repeats_on_the_real_testbed(tmp_path, env):
+    """Two rows on host and flannel-hostgw in rounds; the multicast row, which a routed
+    datapath cannot carry across nodes, runs on host only and is said once."""
     sch = tmp_path / "one.csv"
-    sch.write_text(HEADER + "1024,false,1,false,0,false\n")
+    sch.write_text(HEADER + "1024,false,1,false,0,false\n256,true,1,false,0,false\n")
     name = "kdo" + str(os.getpid() % 1000)
     proc = cli("run", "--sch", str(sch), "--datapath", "host,flannel-hostgw", "--repeats", "2",
                "--duration", "2", "--order", "rounds", "--out", str(tmp_path / "logs"),
                "--testbed", name, "--json", "--no-plot", env=env)
     assert proc.returncode == 0, proc.stderr
-    run = json.loads(proc.stdout)["run_dir"]
+    outcome = json.loads(proc.stdout)
+    said = ("1 row with multicast=true (row 1): not applicable on flannel-hostgw: multicast "
+            "does not cross nodes on this datapath (routed L3, as with the real CNI)")
+    assert outcome["not_applicable"] == [said] and said in outcome["answer"]
+    run = outcome["run_dir"]
     manifest = json.loads(open(f"{run}/manifest.json").read())
     assert manifest["order"] == "rounds"
+    assert [(t["datapath"], t["row"]) for t in manifest["tests"]] == [
+        ("host", 0), ("host", 1), ("flannel-hostgw", 0)]
+    assert manifest["not_applicable"] == [{
+        "row": 1, "line": 3, "datapath": "flannel-hostgw", "column": "multicast",
+        "value": "true", "reason": "multicast does not cross nodes on this datapath (routed "
+        "L3, as with the real CNI)"}]
     started = {key: entry["started"] for key, entry in manifest["repeats"].items()}
     assert sorted(started, key=started.get) == [
-        "test-1/rep-1", "test-2/rep-1", "test-1/rep-2", "test-2/rep-2"]
+        "test-1/rep-1", "test-2/rep-1", "test-3/rep-1", "test-1/rep-2", "test-2/rep-2",
+        "test-3/rep-2"]
+    assert {e["status"] for e in manifest["repeats"].values()} == {"done"}  # none failed
     # each repeat ran on its own datapath: on host the roles are the nodes themselves, on
     # flannel-hostgw pods (each with its own host name)
     for rep in (1, 2):
         assert "participant node2:" in open(f"{run}/test-1/rep-{rep}/sub0.log").read()
-        assert "participant node2-sub0:" in open(f"{run}/test-2/rep-{rep}/sub0.log").read()
+        assert "participant node2-sub0:" in open(f"{run}/test-3/rep-{rep}/sub0.log").read()
     df = pd.read_csv(f"{run}/results.csv")
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps") & (df.role == "sub0")]
-    assert sorted(zip(thr.test, thr.repeat, strict=True)) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert sorted(zip(thr.test, thr.repeat, strict=True)) == [
+        (1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
     assert (thr.value > 1.0).all()
     assert namespaces(name) == []
+    report = cli("report", run, env=env)
+    assert report.returncode == 0, report.stderr
+    page = open(f"{run}/report.html").read()
+    assert page.count("not applicable on flannel-hostgw") == 1
 
 
 def _wait_for(predicate, timeout: float) -> bool:

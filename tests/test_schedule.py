@@ -190,6 +190,44 @@ def test_multicast_on_routed_datapath_rejected_at_load_time():
     assert len(schedule.expand(tests, ["host"], "s.csv")) == 16
 
 
+def test_a_row_a_datapath_cannot_carry_is_left_out_there_and_said_once():
+    """The study's schedule on host, flannel-vxlan and weave (as the study ran it): 16 rows on
+    host and weave, 12 on flannel-vxlan, and one line for the 4 multicast rows."""
+    from k8sdds.expansion import expand_where_applicable, summary
+
+    tests = schedule.load(FIXTURES / "schedule-k8sdds.csv")
+    done = expand_where_applicable(tests, ["host", "flannel-vxlan", "weave"], "s.csv")
+    per = {dp: [t.row for t in done.tests if t.datapath == dp]
+           for dp in ("host", "flannel-vxlan", "weave")}
+    assert per == {"host": list(range(16)), "flannel-vxlan": list(range(12)),
+                   "weave": list(range(16))}
+    assert [t.number for t in done.tests] == list(range(1, 45))
+    assert [(n.row, n.line, n.datapath, n.column) for n in done.not_applicable] == [
+        (12, 14, "flannel-vxlan", "multicast"), (13, 15, "flannel-vxlan", "multicast"),
+        (14, 16, "flannel-vxlan", "multicast"), (15, 17, "flannel-vxlan", "multicast")]
+    assert summary(done.not_applicable) == [
+        "4 rows with multicast=true (rows 12 to 15): not applicable on flannel-vxlan: "
+        "multicast does not cross nodes on this datapath (routed L3, as with the real CNI)"]
+    two = expand_where_applicable(tests, ["host", "flannel-vxlan", "kube-router"], "s.csv")
+    assert summary(two.not_applicable) == [
+        "4 rows with multicast=true (rows 12 to 15): not applicable on flannel-vxlan, "
+        "kube-router: multicast does not cross nodes on this datapath (routed L3, as with "
+        "the real CNI)"]
+    with pytest.raises(ScheduleError, match=r"line 14 \(test row 12\), column 'multicast': "
+                       "value 'true' on datapath flannel-vxlan: multicast does not cross"):
+        expand_where_applicable(tests, ["host", "flannel-vxlan"], "s.csv", strict=True)
+
+
+def test_a_row_no_datapath_of_the_run_carries_is_an_error():
+    from k8sdds.expansion import expand_where_applicable
+
+    tests = schedule.load(FIXTURES / "schedule-k8sdds.csv")
+    with pytest.raises(ScheduleError, match=r"s.csv, line 14 \(test row 12\), column "
+                       "'multicast': value 'true': no datapath of this run can carry it "
+                       r"\(flannel-vxlan: multicast does not cross nodes"):
+        expand_where_applicable(tests, ["flannel-vxlan", "kube-router"], "s.csv")
+
+
 def test_multicast_same_node_allowed_on_routed_datapath(write_schedule):
     path = write_schedule(HEADER + ",placement\n256,true,2,false,0,same-node\n")
     assert schedule.expand(schedule.load(path), ["flannel-vxlan"], path)

@@ -311,7 +311,8 @@ def test_a_body_of_unknown_length_is_refused(service):
 RUN_FLAGS = {"datapath": "--datapath", "duration": "--duration", "repeats": "--repeats",
              "from_i": "--fromI", "to_i": "--toI", "latency_test": "--latencyTest",
              "transport": "--transport", "secure": "--secure", "peers": "--peers",
-             "send_queue_size": "--sendQueueSize", "no_print": "--noPrint", "order": "--order"}
+             "send_queue_size": "--sendQueueSize", "no_print": "--noPrint", "order": "--order",
+             "strict": "--strict"}
 BASELINE_FLAGS = {"datapath": "--datapath", "paths": "--paths", "engines": "--engines",
                   "dds": "--dds", "duration": "--duration", "repeats": "--repeats"}
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from k8sdds.analysis import known_error
 from k8sdds.analysis.tables import base, payload
+from k8sdds.expansion import summary
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ def budget_notes(manifests: dict[str, dict]) -> list[str]:
     notes = [n for m in manifests.values() for n in (m.get("cluster") or {}).get(
         "budget_notes", []) if isinstance(n, str)]
     return list(dict.fromkeys(notes))
+
+
+def not_applicable(manifests: dict[str, dict]) -> list[str]:
+    """The rows each run left out on a datapath that cannot carry them, a line per reason
+    (an empty cell of the answer is said, never silent)."""
+    lines = [line for m in manifests.values()
+             for line in summary(m.get("not_applicable") or [])]
+    return list(dict.fromkeys(lines))
 
 
 def _pairs(table: pd.DataFrame):
@@ -145,7 +154,7 @@ def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], lis
     lines = (sentences(found)
              + middlewares.sentences(middlewares.table(thr, lat,
                                                        middlewares.hubs(runs.manifests)))
-             + budget_notes(runs.manifests))
+             + not_applicable(runs.manifests) + budget_notes(runs.manifests))
     return found, lines
 
 

@@ -70,6 +70,10 @@ def run(
             out=out, min_free_mb=min_free, rti=rti or {}, command_line=tuple(sys.argv))
     with _reporting(as_json), _events(events) as stream:
         prepared = usage(prepare, req)
+        if not as_json:  # even with --quiet: a row left out is never silent
+            for line in prepared.skipped():
+                err_console.print(f"[yellow]not applicable:[/yellow] {escape(line)}",
+                                  highlight=False)
         if not quiet and not as_json:
             err_console.print(prepared.describe())
         runner = prepared.runner(_progress(quiet, as_json, stream))
@@ -184,6 +188,7 @@ def execute(runner: Runner, go, as_json: bool, quiet: bool, plot: bool,
         out_console.print_json(json.dumps({
             "run_dir": str(outcome.run_dir), "repeats": outcome.repeats,
             "failed": outcome.failed, "not_applied": outcome.not_applied,
+            "not_applicable": outcome.not_applicable,
             "budget_notes": outcome.budget_notes,
             "wall_s": round(outcome.wall_s, 2), "answer": said,
             "plot": str(outcome.run_dir / "throughput.png") if plotted else None,

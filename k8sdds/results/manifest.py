@@ -102,6 +102,9 @@ class RunManifest:
     backend_options: dict[str, Any] = field(default_factory=dict)
     cluster: dict[str, Any] = field(default_factory=dict)  # what the backend offered
     datapaths: list[str] = field(default_factory=list)
+    # rows a datapath of the run could not carry, left out there: row, line, datapath,
+    # column, value, reason (expansion.NotApplicable)
+    not_applicable: list[dict] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, str] = field(default_factory=dict)
     repeats: dict[RepeatKey, RepeatEntry] = field(default_factory=dict)
@@ -131,7 +134,7 @@ class RunManifest:
                 value = [encode_test(t) for t in value]
             elif f.name == "repeats":
                 value = {str(k): e.to_dict() for k, e in sorted(value.items())}
-            elif f.name in ("resumed", "finished", "imported") and not value:
+            elif f.name in ("resumed", "finished", "imported", "not_applicable") and not value:
                 continue
             out[f.name] = value
         return out
@@ -151,9 +154,16 @@ class RunManifest:
                                 f"{', '.join(STATUSES)}")
         for name, kind in (("command_line", list), ("backend_options", dict),
                            ("cluster", dict), ("datapaths", list), ("environment", dict),
-                           ("tools", dict), ("resumed", list)):
+                           ("tools", dict), ("resumed", list), ("not_applicable", list)):
             if name in data and not isinstance(data[name], kind):
                 raise ManifestError(f"{name} is not {'a list' if kind is list else 'an object'}")
+        for i, left in enumerate(data.get("not_applicable") or []):
+            _mapping(left, f"not_applicable[{i}]")
+            for name, kind in (("row", int), ("line", int), ("datapath", str), ("column", str),
+                               ("value", str), ("reason", str)):
+                if not isinstance(left.get(name), kind) or isinstance(left.get(name), bool):
+                    raise ManifestError(f"not_applicable[{i}]: {name} is missing or not "
+                                        f"{'a whole number' if kind is int else 'text'}")
         tests = data.get("tests")
         if not isinstance(tests, list):
             raise ManifestError("tests is missing or not a list")
