@@ -237,6 +237,8 @@ if args == ["version", "-o", "short"]:
     print("v1.34.3")
 if args[-4:] == ["get", "nodes", "-o", "name"]:
     print("node/h1\\nnode/h2")
+if args[-3:] == ["config", "view", "--raw"]:
+    print("apiVersion: v1\\nkind: Config\\nclusters: []")
 """
 
 
@@ -276,14 +278,21 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
     hosts, calls_file = kube_hosts
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
     args = ("--inventory", str(invf), "--log-dir", str(tmp_path))
+    kubeconfig = tmp_path / "admin.conf"
     extra = tmp_path / "extra.yaml"
     extra.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
                      "cgroupDriver: cgroupfs\n---\napiVersion: kubeadm.k8s.io/v1beta4\n"
                      "kind: ClusterConfiguration\nnetworking: {serviceSubnet: 10.97.0.0/16}\n")
     done = _cli("cluster", "init", "--cni", "weave-encrypted", "--kubeadm-config", str(extra),
-                *args)
+                "--kubeconfig", str(kubeconfig), *args)
     assert done.returncode == 0, done.stderr
     calls = _calls(calls_file)
+    # the new cluster's kubeconfig, fetched as root from the control plane, kept 0600
+    assert calls[-1]["argv"] == ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
+                                 "config", "view", "--raw"]
+    assert kubeconfig.read_text() == "apiVersion: v1\nkind: Config\nclusters: []\n"
+    assert kubeconfig.stat().st_mode & 0o777 == 0o600
+    assert f"kubeconfig: {kubeconfig}" in " ".join(done.stdout.split())
     cp = hosts.address(1)
     assert {c["host"] for c in calls} == {cp}  # the control plane only
     argvs = [c["argv"] for c in calls]
@@ -373,9 +382,9 @@ def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
     for cni in cnis.PLANS.values():
         done = _cli("cluster", "init", "--cni", cni.name, "--inventory", str(invf),
-                    "--log-dir", str(tmp_path))
+                    "--log-dir", str(tmp_path), "--kubeconfig", str(tmp_path / "a.conf"))
         assert done.returncode == 0, done.stderr
-        calls = _calls(calls_file)
+        calls = _calls(calls_file)[:-1]  # the last: the kubeconfig fetched
         config = _config(calls[1])
         assert config["ClusterConfiguration"]["networking"]["podSubnet"] == cni.pod_cidr
         applied = [c for c in calls if c["argv"][0] == "kubectl" and "apply" in c["argv"]]
@@ -390,7 +399,8 @@ def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
     # the online way: the published manifest by URL, then the same changes as patches
     url = "https://example.org/kube-flannel.yml"
     done = _cli("cluster", "init", "--cni", "flannel-hostgw", "--manifest-url", url,
-                "--inventory", str(invf), "--log-dir", str(tmp_path))
+                "--inventory", str(invf), "--log-dir", str(tmp_path),
+                "--kubeconfig", str(tmp_path / "a.conf"))
     assert done.returncode == 0, done.stderr
     argvs = [c["argv"] for c in _calls(calls_file)]
     assert argvs[3][-3:] == ["apply", "-f", url]

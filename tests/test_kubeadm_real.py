@@ -171,8 +171,11 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
 
     extra = tmp_path / "node.yaml"
     extra.write_text(yaml.safe_dump_all(NODE_CONFIG))
+    admin = tmp_path / "admin.conf"  # where init leaves the new cluster's kubeconfig
+    admin.write_text("an earlier cluster's kubeconfig")
     done = _cli("cluster", "init", "--inventory", str(inventory), "--cni", cni,
-                "--kubeadm-config", str(extra), "--ignore-preflight-errors", "all", *logs)
+                "--kubeadm-config", str(extra), "--ignore-preflight-errors", "all",
+                "--kubeconfig", str(admin), *logs)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"kubeadm init v1.34.3 (pod network {plan.install.pod_cidr})" in done.stdout
     assert f"{plan.manifest.file} applied (shipped, pinned)" in " ".join(done.stdout.split())
@@ -184,7 +187,10 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "join: 3/3 hosts" in done.stdout
 
-    admin = nodes.admin_conf()
+    assert admin.stat().st_mode & 0o777 == 0o600
+    assert yaml.safe_load(admin.read_text())["clusters"][0]["cluster"]["certificate-authority-data"] \
+        == yaml.safe_load(nodes.admin_conf().read_text())["clusters"][0]["cluster"][
+            "certificate-authority-data"]  # the control plane's own, fetched over SSH
     api = config.new_client_from_config(str(admin))
     core = client.CoreV1Api(api)
     ready = {n.metadata.name: next(c.status for c in n.status.conditions if c.type == "Ready")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from k8sdds.cli.common import choice, err_console, out_console
+from k8sdds.cli.hosts import dry_run_listing, hosts, logs_of, per_host, report
 from k8sdds.cluster import tune
 from k8sdds.cluster.images import DEFAULT_ADDRESS
 
@@ -25,56 +25,6 @@ HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs 
                          "command and its output.")
 CONTAINERD = typer.Option(DEFAULT_ADDRESS, "--containerd-address",
                           help="containerd's socket on the hosts.")
-
-
-def _hosts(inventory: Path, known_hosts: Path | None):
-    from k8sdds.cluster import inventory as inv
-
-    loaded = inv.load(inventory)
-    return loaded, str(known_hosts) if known_hosts else loaded.known_hosts
-
-
-@dataclass
-class HostLogs:
-    """The per-host log folder, and where each host's log ended before this command (logs
-    are appended to: a dry run lists only its own commands)."""
-
-    folder: Path
-    start: dict = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return str(self.folder)
-
-    def mark(self, hosts) -> HostLogs:
-        for h in hosts:
-            log = self.folder / f"{h.name}.log"
-            self.start[h.name] = log.stat().st_size if log.exists() else 0
-        return self
-
-    def since(self, host) -> str:
-        with open(self.folder / f"{host.name}.log", "rb") as fh:
-            fh.seek(self.start.get(host.name, 0))
-            return fh.read().decode(errors="replace")
-
-
-def _logs(logs: Path, hosts) -> HostLogs:
-    from k8sdds.cluster.remote import log_dir
-
-    return HostLogs(log_dir(logs)).mark(hosts)
-
-
-def _per_host(loaded, known: str, dry_run: bool, logs: Path, work):
-    """`work(remote)` on every host of `loaded` at once; (results, log folder)."""
-    from k8sdds.cluster.remote import on_hosts
-
-    folder = _logs(logs, loaded.hosts)
-    return on_hosts(loaded.hosts, known, dry_run, folder.folder, work), folder
-
-
-def _dry_run_listing(folder: HostLogs, hosts) -> None:
-    for host in hosts:
-        out_console.print(f"[bold]{host.name}[/bold] ({host.user}@{host.address}:{host.port})")
-        out_console.print(folder.since(host).rstrip(), markup=False, highlight=False)
 
 
 def cluster_check(inventory: Path = INVENTORY,
@@ -95,13 +45,13 @@ def cluster_check(inventory: Path = INVENTORY,
 
     plan = cnis.PLANS[choice(cni, list(cnis.PLANS), "--cni")] if cni else None
     cni_images = images(plan) if plan else []
-    loaded, known = _hosts(inventory, known_hosts)
+    loaded, known = hosts(inventory, known_hosts)
     control = loaded.control_plane().name
     fix = f"k8sdds cluster images --cni {plan.name if plan else 'CNI'} --from DIR (or --build)"
-    results, folder = _per_host(loaded, known, dry_run, log_dir, lambda r: [
+    results, folder = per_host(loaded, known, dry_run, log_dir, lambda r: [
         *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix)])
     if dry_run:
-        _dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts)
         return
     table = Table(title="cluster check")
     for col in ("host", "check", "result", "found", "fix"):
@@ -147,13 +97,13 @@ def cluster_tune(
         if key not in tuning.SETTINGS:
             raise typer.BadParameter(f"{key!r} is not one of {', '.join(tuning.SETTINGS)}",
                                      param_hint="--keys")
-    loaded, known = _hosts(inventory, known_hosts)
-    results, folder = _per_host(
+    loaded, known = hosts(inventory, known_hosts)
+    results, folder = per_host(
         loaded, known, dry_run, log_dir,
         (lambda r: tuning.revert(r, root)) if revert else
         (lambda r: tuning.tune(r, chosen, root)))
     if dry_run:
-        _dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts)
         return
     failed = [h for h, r in results.items() if isinstance(r, HostError)]
     for host, changes in results.items():
@@ -194,23 +144,6 @@ def _preflight(value: str | None) -> str | None:
     return value
 
 
-def _report(results: dict, what: str, folder: Path) -> None:
-    """What each host did; the hosts that failed by name (the others are done)."""
-    from k8sdds.cluster.remote import HostError
-
-    failed = [h for h, r in results.items() if isinstance(r, HostError)]
-    for host, done in results.items():
-        if isinstance(done, HostError):
-            err_console.print(f"[red]{host}: failed[/red]: {done}")
-        else:
-            out_console.print(f"{host}: {'; '.join(done)}")
-    out_console.print(f"{what}: {len(results) - len(failed)}/{len(results)} hosts; per-host "
-                      f"logs: {folder}")
-    if failed:
-        err_console.print(f"not done on: {', '.join(failed)} (the others are)")
-        raise typer.Exit(1)
-
-
 def cluster_init(
     inventory: Path = INVENTORY, cni: str = CNI,
     kubeadm_config: Path | None = typer.Option(
@@ -222,14 +155,19 @@ def cluster_init(
         "plane (the online way; the host needs the internet) instead of the copy shipped "
         "with k8sdds [the shipped, pinned copy]."),
     ignore_preflight_errors: str | None = PREFLIGHT,
+    kubeconfig: Path = typer.Option(
+        Path("admin.conf"), "--kubeconfig", help="Where the new cluster's admin kubeconfig "
+        "is written (fetched over SSH from the control plane, mode 0600; what `k8sdds run "
+        "--backend kubernetes --kubeconfig` then takes). An init makes a new CA, so the "
+        "file of an earlier cluster no longer works: this one replaces it."),
     known_hosts: Path | None = KNOWN_HOSTS, dry_run: bool = DRY_RUN,
     log_dir: Path = HOST_LOGS,
 ) -> None:
     """kubeadm init on the control plane with the CNI's pod network and the Kubernetes
     version of its own kubeadm, then the CNI from the manifest shipped with k8sdds (pinned,
     checked by SHA-256, applied from the control plane's copy: no internet needed;
-    weave-encrypted: a generated password, never printed). Load the images first: `k8sdds
-    cluster images`."""
+    weave-encrypted: a generated password, never printed); the admin kubeconfig is fetched
+    to --kubeconfig. Load the images first: `k8sdds cluster images`."""
     from dataclasses import replace
 
     from k8sdds import cni as cnis
@@ -251,14 +189,22 @@ def cluster_init(
     extra = kubeadm.extra_config(kubeadm_config) if kubeadm_config else []
     if not dry_run and plan.manifest is not None and manifest_url is None:
         shipped(plan.cni)  # the digest, before any host is touched
-    loaded, known = _hosts(inventory, known_hosts)
+    loaded, known = hosts(inventory, known_hosts)
     control = Inventory((loaded.control_plane(),), loaded.known_hosts)
-    results, folder = _per_host(control, known, dry_run, log_dir, lambda r: kubeadm.init(
-        r, plan, extra, ignore, url=manifest_url is not None))
+    fetched: list[str] = []
+
+    def _init(remote) -> list[str]:
+        done = kubeadm.init(remote, plan, extra, ignore, url=manifest_url is not None)
+        if not dry_run:
+            fetched.append(kubeadm.admin_conf(remote))
+        return done
+
+    results, folder = per_host(control, known, dry_run, log_dir, _init)
     if dry_run:
-        _dry_run_listing(folder, control.hosts)
+        dry_run_listing(folder, control.hosts)
         return
-    _report(results, f"init with {plan.name}", folder)
+    report(results, f"init with {plan.name}", folder)
+    out_console.print(kubeadm.keep_admin_conf(kubeconfig, fetched[0]))
 
 
 def cluster_join(inventory: Path = INVENTORY,
@@ -270,13 +216,13 @@ def cluster_join(inventory: Path = INVENTORY,
     from k8sdds.cluster import kubeadm
 
     ignore = _preflight(ignore_preflight_errors)
-    loaded, known = _hosts(inventory, known_hosts)
-    folder = _logs(log_dir, loaded.hosts)
+    loaded, known = hosts(inventory, known_hosts)
+    folder = logs_of(log_dir, loaded.hosts)
     results = kubeadm.join_all(loaded, known, dry_run, folder.folder, ignore)
     if dry_run:
-        _dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts)
         return
-    _report(results, "join", folder)
+    report(results, "join", folder)
 
 
 def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
@@ -288,13 +234,13 @@ def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_
     FLANNEL-, WEAVE, cali-, CILIUM_, KUBE-ROUTER). Loaded images stay."""
     from k8sdds.cluster import kubeadm
 
-    loaded, known = _hosts(inventory, known_hosts)
-    folder = _logs(log_dir, loaded.hosts)
+    loaded, known = hosts(inventory, known_hosts)
+    folder = logs_of(log_dir, loaded.hosts)
     results = kubeadm.reset_all(loaded, known, dry_run, folder.folder)
     if dry_run:
-        _dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts)
         return
-    _report(results, "reset", folder)
+    report(results, "reset", folder)
 
 
 def cluster_load_image(
@@ -318,7 +264,7 @@ def cluster_load_image(
     from k8sdds.cluster import images
     from k8sdds.cluster.remote import HostError
 
-    loaded, known = _hosts(inventory, known_hosts)
+    loaded, known = hosts(inventory, known_hosts)
     if not archives:
         archives = [images.engine_archive([h.arch for h in loaded.hosts], lambda line:
                                           err_console.print(line, markup=False,
@@ -335,11 +281,11 @@ def cluster_load_image(
         archive, digest, several = by_arch[remote.host.arch]
         return images.load(remote, archive, digest, address, several=several)
 
-    results, folder = _per_host(loaded, known, dry_run, log_dir, one)
+    results, folder = per_host(loaded, known, dry_run, log_dir, one)
     if dry_run:
-        _dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts)
         return
-    _report(results, "load-image", folder)
+    report(results, "load-image", folder)
 
 
 def cluster_images(
@@ -375,15 +321,15 @@ def cluster_images(
         raise typer.BadParameter(f"{plan.name}'s images cannot be built here; give --from",
                                  param_hint="--build")
     found = images.from_directory(source) if source is not None else None
-    loaded, known = _hosts(inventory, known_hosts)
-    folder = _logs(log_dir, loaded.hosts)
+    loaded, known = hosts(inventory, known_hosts)
+    folder = logs_of(log_dir, loaded.hosts)
     results = images.load_all(loaded, known, dry_run, folder.folder, cni_images, found,
                               address, lambda line: err_console.print(
                                   line, markup=False, highlight=False))
     if dry_run:
-        _dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts)
         return
-    _report(results, f"images for kubeadm and {plan.name}", folder.folder)
+    report(results, f"images for kubeadm and {plan.name}", folder.folder)
 
 
 def register(app: typer.Typer) -> None:

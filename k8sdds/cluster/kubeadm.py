@@ -135,6 +135,23 @@ def init(remote: Remote, cni: Plan, extra: list[dict] = (), ignore: str | None =
     return [*done, f"{cni.manifest.file} applied (shipped, pinned)"]
 
 
+def admin_conf(remote: Remote) -> str:
+    """The control plane's admin kubeconfig (cluster-admin: write it 0600)."""
+    return _ok(remote, (*KUBECTL, "config", "view", "--raw"), root=True).out
+
+
+def keep_admin_conf(path: Path, text: str) -> str:
+    """Write the fetched admin kubeconfig to `path` (0600, in one step); what was done."""
+    from k8sdds.results import atomic_write
+
+    try:
+        atomic_write(path, text, mode=0o600)
+    except OSError as exc:
+        raise UserError(f"--kubeconfig {path}: {exc.strerror}; the cluster is up: fetch "
+                        f"{ADMIN} from the control plane by hand") from None
+    return f"kubeconfig: {path} (the control plane's {ADMIN}, cluster-admin, 0600)"
+
+
 def join_command(remote: Remote) -> tuple[str, ...]:
     """A fresh join command from the control plane (a token valid 24 h), as argv."""
     r = _ok(remote, ("kubeadm", "token", "create", "--print-join-command"), root=True)

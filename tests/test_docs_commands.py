@@ -1,0 +1,203 @@
+"""Every command block of the README, the tutorials and the how-to pages is checked against
+the code: each `k8sdds` (and `python3 perftest.py`) line parsed by the real command line
+(its command, every option and value, as `--help` would show them), each `make` target found
+in the Makefile, each script found in the repository. A block that needs what this machine
+cannot give (real boards, a registry, a licence) says so in a marker the test reads
+(`<!-- commands: hardware, why -->`); a block a test runs for real names it
+(`<!-- commands: run by tests/FILE.py::TEST -->`), and the test must exist."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import typer
+
+from k8sdds import model, schedule
+from k8sdds.errors import UserError
+from typer import _click as click  # the click typer 0.2x carries (its commands are of it)
+
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "tutorials").glob("*.md")),
+         *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
+MARKER = re.compile(r"<!-- commands: (?P<kind>hardware|licence|synopsis|run by) ?(?P<why>.*?) -->")
+# what a page's placeholders stand for when a line is parsed (never run)
+PLACEHOLDERS = {"SCHEDULE.csv": "schedules/quick.csv", "RUN_DIR": "logs/run",
+                "REGISTRY": "registry.example"}
+# programs a block may name besides k8sdds: each only in a block marked as needing more
+OTHERS = {"docker", "curl", "sudo", "scp", "ssh", "apt-get", "git", "cd"}
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    kind: str  # "" (checked here), hardware, licence, synopsis, run by
+    why: str
+    commands: tuple[tuple[str, ...], ...]
+    files: tuple[tuple[str, str], ...] = ()  # what a here-document writes: (name, text)
+
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks() -> list[Block]:
+    """Every `sh` block of the pages, with its marker and its command lines (continuations
+    joined, comments dropped)."""
+    out = []
+    for page in PAGES:
+        lines = page.read_text().splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].strip() != "```sh":
+                i += 1
+                continue
+            start = i
+            body = []
+            i += 1
+            while i < len(lines) and lines[i].strip() != "```":
+                body.append(lines[i])
+                i += 1
+            before = "\n".join(lines[max(0, start - 2):start])
+            found = MARKER.search(before)
+            commands, files = _commands(body)
+            out.append(Block(page, start + 1, found["kind"] if found else "",
+                             found["why"].strip() if found else "", commands, files))
+    return out
+
+
+def _commands(body: list[str]) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, str], ...]]:
+    """A block's command lines (continuations and a synopsis' indented `[...]` lines
+    joined, comments dropped) and the files its here-documents write."""
+    lines: list[str] = []
+    files = []
+    rows = iter(body)
+    for row in rows:
+        heredoc = re.match(r"^cat > (\S+) <<'?(\w+)'?$", row.strip())
+        if heredoc:
+            text = []
+            for inner in rows:
+                if inner.strip() == heredoc[2]:
+                    break
+                text.append(inner)
+            files.append((heredoc[1], "\n".join(text) + "\n"))
+            continue
+        if lines and (lines[-1].endswith("\\") or row.lstrip().startswith("[")):
+            lines[-1] = lines[-1].rstrip("\\") + " " + row.strip()
+        else:
+            lines.append(row)
+    commands = tuple(tuple(w) for line in lines if (w := shlex.split(line, comments=True)))
+    return commands, tuple(files)
+
+
+def _targets() -> set[str]:
+    return set(re.findall(r"^([a-z][a-z0-9-]*):", (ROOT / "Makefile").read_text(), re.M))
+
+
+def _group(cmd) -> bool:
+    return hasattr(cmd, "commands")
+
+
+def _leaf(words: list[str]) -> tuple[click.Command, list[str], list[str]]:
+    """The k8sdds command the words name, its path, and the words after it."""
+    from k8sdds.cli import app
+
+    cmd = typer.main.get_command(app)
+    path = ["k8sdds"]
+    while _group(cmd) and words and words[0] in cmd.commands:
+        path.append(words[0])
+        cmd = cmd.commands[words.pop(0)]
+    return cmd, path, words
+
+
+def problem(words: tuple[str, ...], synopsis: bool = False) -> str | None:
+    """Why a page's command line would not run as written (None: it parses)."""
+    words = tuple(PLACEHOLDERS.get(w, w) for w in words)
+    if words[0] == "make":
+        wrong = [t for t in words[1:] if t not in _targets()]
+        return f"no make target {', '.join(wrong)}" if wrong else None
+    if words[0] == "python3" and words[1:2] == ("perftest.py",):
+        words = ("k8sdds", "run", *words[2:])
+    if words[0].endswith("/python") and words[1:2] and words[1].endswith(".py"):
+        return None if (ROOT / words[1]).is_file() else f"no script {words[1]}"
+    if words[0] == "curl":
+        return _api_problem(words)
+    if words[0] != "k8sdds":
+        return None if synopsis else f"{words[0]}: a program this test cannot check here"
+    cmd, path, rest = _leaf(list(words[1:]))
+    if _group(cmd):
+        return f"{' '.join(path)} has no command {rest[0] if rest else '(none given)'}"
+    if synopsis:  # placeholders and [optional parts]: each --option must be the command's
+        names = {o for p in cmd.params for o in p.opts + p.secondary_opts}
+        wrong = [w for w in rest for w in [w.strip("[]|.").split("=")[0]]
+                 if w.startswith("--") and w not in names]
+        return f"{' '.join(path)}: no option {', '.join(wrong)}" if wrong else None
+    try:
+        cmd.make_context(" ".join(path), list(rest), resilient_parsing=False)
+    except click.ClickException as exc:
+        return f"{' '.join(path)}: {exc.format_message()}"
+    return None
+
+
+def _api_problem(words: tuple[str, ...]) -> str | None:
+    """A `curl` line against the service: its method and path are the API's."""
+    from sqlalchemy import create_engine
+
+    from k8sdds.serve.api import create_app
+
+    method = words[words.index("-X") + 1].lower() if "-X" in words else "get"
+    [url] = [w for w in words if w.startswith("http://")]
+    path = "/" + url.split("/", 3)[3].split("?")[0]
+    paths = create_app(create_engine("sqlite://"), Path("/nonexistent")).openapi()["paths"]
+    if method not in paths.get(path, {}):
+        return f"the service has no {method.upper()} {path}"
+    return None
+
+
+def test_every_command_block_is_checked_or_marked():
+    found = blocks()
+    assert len(found) >= 25  # the README's, the tutorials', the how-to pages'
+    wrong = {}
+    for block in found:
+        for words in block.commands:
+            if block.kind in ("hardware", "licence") and words[0] != "k8sdds":
+                continue  # docker, a registry, a board: said in the marker
+            why = problem(words, synopsis=block.kind == "synopsis")
+            if why:
+                wrong[f"{block.where()}: {' '.join(words)}"] = why
+        for name, text in block.files:  # a schedule a page writes: loaded as a run loads it
+            try:
+                schedule.loads(text, name, model.Defaults())
+            except UserError as exc:
+                wrong[f"{block.where()}: {name}"] = str(exc)
+    assert wrong == {}
+
+
+def test_a_marked_block_says_why_and_a_run_names_a_test_that_exists():
+    for block in blocks():
+        if block.kind in ("hardware", "licence"):
+            assert len(block.why) > 10, f"{block.where()}: say what it needs"
+        if block.kind == "run by":
+            file, _, name = block.why.partition("::")
+            assert (ROOT / file).is_file() and re.search(
+                rf"^def {re.escape(name)}\(", (ROOT / file).read_text(), re.M), block.where()
+
+
+@pytest.mark.parametrize("words, said", [
+    (("k8sdds", "run", "--sch", "s.csv", "--no-such-flag"), "No such option: --no-such-flag"),
+    (("k8sdds", "run", "--repeats", "0"), "'--repeats'"),
+    (("k8sdds", "testbed", "upp"), "k8sdds testbed has no command upp"),
+    (("make", "demo", "nothing"), "no make target nothing"),
+    (("git", "clone", "x"), "git: a program this test cannot check here"),
+    (("curl", "-X", "DELETE", "http://127.0.0.1:8080/api/runs"), "no DELETE /api/runs"),
+])
+def test_the_check_finds_a_line_that_would_not_run(words, said):
+    assert said in (problem(words) or "")
+
+
+def test_the_synopsis_check_finds_an_option_the_command_lacks():
+    assert problem(("k8sdds", "baseline", "[--paths", "all]", "[--no-dds]"), True) is None
+    assert "no option --colour" in problem(("k8sdds", "report", "DIR", "[--colour", "X]"), True)
