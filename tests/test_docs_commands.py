@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer import _click as click  # the click typer 0.2x carries (its commands are of it)
 
 from k8sdds import model, schedule
 from k8sdds.errors import UserError
-from typer import _click as click  # the click typer 0.2x carries (its commands are of it)
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "tutorials").glob("*.md")),
