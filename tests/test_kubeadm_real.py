@@ -188,9 +188,11 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     assert "join: 3/3 hosts" in done.stdout
 
     assert admin.stat().st_mode & 0o777 == 0o600
-    assert yaml.safe_load(admin.read_text())["clusters"][0]["cluster"]["certificate-authority-data"] \
-        == yaml.safe_load(nodes.admin_conf().read_text())["clusters"][0]["cluster"][
-            "certificate-authority-data"]  # the control plane's own, fetched over SSH
+    def ca(path: Path) -> str:
+        return yaml.safe_load(path.read_text())["clusters"][0]["cluster"][
+            "certificate-authority-data"]
+
+    assert ca(admin) == ca(nodes.admin_conf())  # the control plane's own, fetched over SSH
     api = config.new_client_from_config(str(admin))
     core = client.CoreV1Api(api)
     ready = {n.metadata.name: next(c.status for c in n.status.conditions if c.type == "Ready")
