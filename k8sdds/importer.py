@@ -28,7 +28,7 @@ from k8sdds.guarded import FileRefused, read_bytes
 from k8sdds.model import Test
 from k8sdds.parsers.perftest_header import header
 from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest, atomic_write
-from k8sdds.schedule import load
+from k8sdds.schedule import check_values, load
 
 KINDS = {"throughput-test": False, "latency-test": True}
 TRANSPORTS = {"udp": "udp", "udpv4": "udp", "tcp": "tcp", "tls": "tls"}
@@ -68,15 +68,25 @@ def configuration(folder: str) -> tuple[str, str, str]:
     return CNIS[cni], TRANSPORTS[parts[at]], ""
 
 
-def _schedule(folder: Path, root: Path, given: Path | None = None) -> Path | None:
+def _schedule(folder: Path, root: Path, given: Path | None = None,
+              links: list[str] | None = None) -> Path | None:
     """The folder's schedule.csv, else the nearest above it (up to `root`), else `given`,
-    else None (the logs' headers say the tests)."""
+    else None (the logs' headers say the tests). A schedule.csv of the tree that is a
+    symbolic link is not followed (said in `links`)."""
     for candidate in [folder, *folder.parents]:
-        if (candidate / "schedule.csv").exists():
-            return candidate / "schedule.csv"
+        found = candidate / "schedule.csv"
+        if found.is_symlink():
+            if links is not None:
+                links.append(f"{found}: a symbolic link; not followed")
+        elif found.exists():
+            return found
         if candidate == root:
             break
     return Path(given) if given is not None else None
+
+
+def _linked(path: Path) -> str:
+    return f"{path}: a symbolic link; k8sdds follows no link in an imported tree"
 
 
 # what a test needs that only a header or a schedule can say (the rest has defaults)
@@ -102,12 +112,32 @@ def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = N
     """Import every configuration under `root`; return the run directories written. With
     `skipped`, a configuration that cannot be imported is listed there (folder, reason) and
     the rest goes on; without, the first one raises."""
-    root = Path(root)
+    root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a directory")
+    if out.is_symlink():
+        raise UserError(f"--out {out}: a symbolic link{'' if out.exists() else ' to nothing'}; "
+                        "give a directory (or a path to make one): k8sdds writes run "
+                        "directories only into a real one")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: not a directory")
+    for kind in KINDS:  # its run directories would be read as configurations next time
+        if out.resolve().is_relative_to((root / kind).resolve()):
+            raise UserError(f"--out {out}: inside the tree's {kind} folder, where "
+                            "configurations are read from; give a directory outside it")
     runs, seen = [], 0
     for kind, latency in KINDS.items():
+        if (root / kind).is_symlink():
+            if skipped is None:
+                raise UserError(_linked(root / kind))
+            skipped.append((kind, _linked(root / kind)))
+            continue
         for folder in sorted(p for p in (root / kind).glob("*") if p.is_dir()):
+            if folder.is_symlink():
+                if skipped is None:
+                    raise UserError(_linked(folder))
+                skipped.append((f"{kind}/{folder.name}", _linked(folder)))
+                continue
             seen += 1
             try:
                 runs.append(_import(root, kind, latency, folder, out, schedule))
@@ -123,10 +153,17 @@ def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = N
 def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
             schedule: Path | None = None) -> Path:
     datapath, transport, variant = configuration(folder.name)
-    sch = _schedule(folder, root, schedule)
+    links: list[str] = []
+    sch = _schedule(folder, root, schedule, links)
     engines = perftest.registry()
     rows = load(sch, engines=engines) if sch is not None else None
-    tests_dirs = {int(m[1]): p for p in folder.iterdir() if (m := TEST_DIR.match(p.name))}
+    tests_dirs = {}
+    for p in folder.iterdir():
+        if (m := TEST_DIR.match(p.name)):
+            if p.is_symlink():
+                links.append(_linked(p))
+            else:
+                tests_dirs[int(m[1])] = p
     if not tests_dirs:
         raise UserError(f"{folder}: no test-<i> folders")
     # K8sDDS numbers test-<i> from 0, like its schedule rows; only an index equal to the
@@ -143,7 +180,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
     run = RunDir.create(out, partial.name)
     try:
         _fill(run, final.name, root, kind, latency, folder, sch, rows, base, tests_dirs,
-              engines, datapath, transport, variant)
+              engines, datapath, transport, variant, links)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -153,7 +190,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
 
 def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder: Path,
           sch: Path | None, rows: list | None, base: int, tests_dirs: dict, engines,
-          datapath: str, transport: str, variant: str) -> None:
+          datapath: str, transport: str, variant: str, links: list[str]) -> None:
     manifest = RunManifest(
         run_id=run_id, backend="imported", tests=[], status="complete",
         command_line=["k8sdds", "import", "k8sdds-data", str(root)],
@@ -198,6 +235,12 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
                             transport=transport, latency_test=latency,
                             secure="secure" in variant, number=row + 1)
         test, differ = _with_header(scheduled, logs, str(sch), columns)
+        impossible = check_values(test)
+        if impossible:  # a header value no test can have: never a parameter
+            field, value, allowed = impossible
+            unsaid.append(f"test-{index}: its log's header says {field} {value!r}, which no "
+                          f"test can have ({allowed}); the test is skipped")
+            continue
         disagreements += [f"test-{index}: {d}" for d in differ]
         manifest.tests.append(test)
         key = RepeatKey(test.number, 1)
@@ -215,7 +258,9 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         manifest.repeats[key] = RepeatEntry(
             status="failed" if failures else "done", reason="; ".join(failures) or None,
             source=str(path))
-        all_rows += records.rows(run_id, "imported", test, 1, {}, parsed)
+        dropped: list[str] = []
+        all_rows += records.rows(run_id, "imported", test, 1, {}, parsed, dropped=dropped)
+        unsaid += [f"{path.name}/{d}" for d in dropped]
     if not manifest.tests:
         raise UserError(f"{folder}: no test's logs say what it measured ({unsaid[0]}); give "
                         "a schedule with --schedule (K8sDDS's is schedules/k8sdds.csv)")
@@ -226,8 +271,8 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
     if disagreements:  # the header won; what the schedule said is kept here
         manifest.imported = {**manifest.imported, "header_over_schedule": disagreements}
     stray = sorted(p.name for p in folder.iterdir() if p.is_file() and LOG.match(p.name))
-    skipped = unsaid + [f"{name}: outside any test-<i> folder, so no test to give it"
-                        for name in stray]
+    skipped = links + unsaid + [f"{name}: outside any test-<i> folder, so no test to give it"
+                                for name in stray]
     if skipped:  # logs no test can be given to
         manifest.imported = {**manifest.imported, "skipped": skipped}
     run.write_results(all_rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,17 +65,45 @@ def node_arches(cluster: Mapping[str, Any]) -> dict[str, str]:
             for n in cluster.get("nodes", []) if isinstance(n, Mapping)}
 
 
+# a CPU share no machine of a study has: 100 % is one core, and no node has 1,024
+MAX_CPU_PCT = 100 * 1024
+
+
+def impossible(metric: str, value: float, unit: str, t: float | None = None) -> str | None:
+    """Why no measurement can have this value (None: it can): not a finite number, a
+    negative count, rate, time or share, a percentage of loss over 100, a CPU share over
+    what a machine has."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "not a finite number"
+    if t is not None and not (math.isfinite(t) and t >= 0):
+        return f"at time {t!r}, not a time into the repeat"
+    if value < 0:
+        return "negative: no count, rate, time or share is"
+    if unit == "%" and "lost" in metric and value > 100:
+        return "a loss over 100 %"
+    if unit == "%" and "cpu" in metric and value > MAX_CPU_PCT:
+        return f"a CPU share over {MAX_CPU_PCT} % (1,024 cores)"
+    return None
+
+
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],
-         parsed: Mapping[str, Parsed], arches: Mapping[str, str] | None = None
-         ) -> list[dict[str, Any]]:
+         parsed: Mapping[str, Parsed], arches: Mapping[str, str] | None = None,
+         dropped: list[str] | None = None) -> list[dict[str, Any]]:
     """One row per measured value, the columns of results/schema.py; `nodes` maps a role to
-    its node, `arches` a node to its architecture (a hybrid cluster's rows say which)."""
+    its node, `arches` a node to its architecture (a hybrid cluster's rows say which). A
+    value no measurement can have (`impossible`) is never a row: it is said in `dropped`."""
     arches = arches or {}
     base = {"run_id": run_id, "test": test.number, "repeat": repeat, "backend": backend,
             **test_values(test)}
     out = []
     for role, result in parsed.items():
         for v in result.all_values():
+            why = impossible(v.metric, v.value, v.unit, v.t)
+            if why:
+                if dropped is not None:
+                    at = "" if v.t is None else f" at {v.t:g} s"
+                    dropped.append(f"{role}.log: {v.metric} {v.value!r}{at}: {why}; left out")
+                continue
             node = nodes.get(role, "")
             out.append({**base, "role": role, "node": node, "kind": v.kind,
                         "t": v.t, "metric": v.metric, "value": v.value, "unit": v.unit,

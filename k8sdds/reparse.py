@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from k8sdds import perftest, records
+from k8sdds.errors import UserError
 from k8sdds.results import RunDir
 
 
@@ -17,7 +18,11 @@ def reparse(run_dir: Path, unread: list[str] | None = None) -> int:
     rows = []
     for key in sorted(manifest.repeats):
         test = manifest.test(key.test)
-        engine = engines[test.engine]
+        engine = engines.get(test.engine)
+        if engine is None:
+            raise UserError(f"{run_dir}: its manifest's test {test.number} ran engine "
+                            f"{test.engine!r}, which this k8sdds does not know (it knows "
+                            f"{', '.join(engines)}); nothing was rewritten")
         parsed = records.parse_logs(test, run.repeat_dir(key), list(engine.roles(test)),
                                     engine.parser)
         if unread is not None:

@@ -223,3 +223,115 @@ def test_output_to_a_pipe_is_never_wrapped(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines and all(str(out) in line for line in lines), lines
     assert max(map(len, lines)) > 200  # one line each, far past 80 columns
+
+
+def test_no_link_anywhere_in_the_tree_is_followed(tmp_path):
+    """A configuration folder, a whole kind folder, a test folder and a schedule.csv that are
+    links to elsewhere on the machine: each skipped with its path and reason, the rest
+    imported."""
+    elsewhere = _tree(tmp_path / "elsewhere")  # what the links point at: not the study's
+    tree = _tree(tmp_path / "k8sdds-data")
+    (tree / "throughput-test" / "kuberouter-tcp").symlink_to(
+        elsewhere / "throughput-test" / "flannel-udp")
+    (tree / "throughput-test" / "flannel-udp" / "test-5").symlink_to(
+        elsewhere / "throughput-test" / "flannel-udp" / "test-0")
+    skipped: list[tuple[str, str]] = []
+    runs = import_tree(tree, tmp_path / "logs", skipped)
+    assert sorted(r.name for r in runs) == ["k8sdds-latency-test-weave-tls",
+                                            "k8sdds-throughput-test-flannel-udp"]
+    assert skipped == [("throughput-test/kuberouter-tcp",
+                        f"{tree / 'throughput-test' / 'kuberouter-tcp'}: a symbolic link; "
+                        "k8sdds follows no link in an imported tree")]
+    manifest = json.loads((tmp_path / "logs" / "k8sdds-throughput-test-flannel-udp"
+                           / "manifest.json").read_text())
+    assert [t["number"] for t in manifest["tests"]] == [1, 2]  # test-5 is not among them
+    assert manifest["imported"]["skipped"] == [
+        f"{tree / 'throughput-test' / 'flannel-udp' / 'test-5'}: a symbolic link; k8sdds "
+        "follows no link in an imported tree"]
+    # the whole latency-test folder a link, and the top schedule.csv a link to another one
+    other = _tree(tmp_path / "other")
+    shutil.rmtree(other / "latency-test")
+    (other / "latency-test").symlink_to(elsewhere / "latency-test")
+    (other / "schedule.csv").unlink()
+    foreign = tmp_path / "foreign.csv"
+    foreign.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                       "99,false,1,false,0\n99,false,1,false,0\n")
+    (other / "schedule.csv").symlink_to(foreign)
+    skipped = []
+    [run] = import_tree(other, tmp_path / "logs2", skipped)
+    assert skipped == [("latency-test", f"{other / 'latency-test'}: a symbolic link; k8sdds "
+                                        "follows no link in an imported tree")]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["imported"]["tests_from"] == "the logs' headers"  # not the linked one
+    assert {t["data_len"] for t in manifest["tests"]} == {64}
+    assert f"{other / 'schedule.csv'}: a symbolic link; not followed" in manifest[
+        "imported"]["skipped"]
+
+
+def test_a_value_no_measurement_can_have_is_never_stored(tmp_path):
+    """Negative rates, a loss over 100 %, infinite and not-a-number figures in Perftest's
+    plain and CSV outputs: left out with the file and the reason; the rest is kept."""
+    tree = _tree(tmp_path / "k8sdds-data")
+    sub = tree / "throughput-test" / "flannel-udp" / "test-0" / "rtiperftest-sub0.log"
+    sub.write_text(sub.read_text().replace("Packets/s(ave):    4154", "Packets/s(ave):   -4154")
+                   .replace("Lost:     0 (0.00%)", "Lost:     0 (150.00%)"))
+    pub = tree / "latency-test" / "weave-tls" / "test-2" / "rtiperftest-pub.log"
+    pub.write_text(pub.read_text().replace("     1137,    241.3,", "      inf,      nan,"))
+    runs = {r.name: r for r in import_tree(tree, tmp_path / "logs")}
+    for run in runs.values():
+        df = pd.read_csv(run / "results.csv")
+        assert df.value.map(lambda v: v == v and abs(v) != float("inf") and v >= 0).all()
+    thr = runs["k8sdds-throughput-test-flannel-udp"]
+    df = pd.read_csv(thr / "results.csv")
+    kept = df[(df.test == 1) & (df.role == "sub0") & (df.kind == "summary")]
+    assert "throughput_mbps" in set(kept.metric)  # the rest of the line stands
+    assert not {"samples_per_s", "lost_pct"} & set(kept.metric)
+    said = json.loads((thr / "manifest.json").read_text())["imported"]["skipped"]
+    assert "test-0/sub0.log: samples_per_s -4154.0: negative: no count, rate, time or share " \
+        "is; left out" in said
+    assert "test-0/sub0.log: lost_pct 150.0: a loss over 100 %; left out" in said
+    lat = json.loads((runs["k8sdds-latency-test-weave-tls"] / "manifest.json").read_text())
+    assert any(s.startswith("test-2/pub.log: latency_us_mean inf: not a finite number")
+               for s in lat["imported"]["skipped"]), lat["imported"]
+
+
+def test_a_header_value_no_test_can_have_is_never_a_parameter(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    (tree / "schedule.csv").unlink()
+    for log in (tree / "throughput-test" / "flannel-udp" / "test-0").iterdir():
+        log.write_text(log.read_text().replace("Data Size: 64", "Data Size: 1000000000000"))
+    runs = {r.name: r for r in import_tree(tree, tmp_path / "logs")}
+    manifest = json.loads((runs["k8sdds-throughput-test-flannel-udp"] / "manifest.json")
+                          .read_text())
+    assert [t["data_len"] for t in manifest["tests"]] == [64]  # test-1 only
+    assert any(s.startswith("test-0: its log's header says data_len 1000000000000, which no "
+                            "test can have (allowed: ") for s in manifest["imported"]["skipped"])
+
+
+def test_out_that_is_a_link_a_file_or_inside_the_tree_is_a_clear_error(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("x")
+    for out, said in ((tmp_path / "dangling", "a symbolic link to nothing"),
+                      (tmp_path / "file", "not a directory"),
+                      (tree / "latency-test" / "runs",
+                       "inside the tree's latency-test folder")):
+        done = invoke("import", "k8sdds-data", str(tree), "--out", str(out))
+        assert done.returncode == 2 and f"--out {out}: {said}" in " ".join(
+            done.stderr.split()), done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "nowhere").exists()
+    assert not (tree / "latency-test" / "runs").exists()
+
+
+def test_parse_of_a_run_whose_engine_is_unknown_is_a_clear_error(tmp_path):
+    tree = _tree(tmp_path / "k8sdds-data")
+    [run, _] = sorted(import_tree(tree, tmp_path / "logs"), key=lambda p: "latency" in p.name)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["tests"][0]["engine"] = "nosuch"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    before = (run / "results.csv").read_text()
+    done = invoke("parse", str(run))
+    assert done.returncode == 2 and "ran engine 'nosuch', which this k8sdds does not know" \
+        in " ".join(done.stderr.split()), done.stderr
+    assert (run / "results.csv").read_text() == before
