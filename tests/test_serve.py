@@ -496,3 +496,73 @@ def test_a_task_and_the_command_line_take_one_set_of_bounds(tmp_path):
                       str(tmp_path / "out"), env={"K8SDDS_STATE_DIR": str(tmp_path / "s")})
         assert done.returncode == 2 and f"'--{field}'" in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _copy_run(logs: Path, source: str, name: str, change) -> Path:
+    """A copy of a run directory under a new run id, its results.csv's rows changed."""
+    import csv
+    import io
+    import shutil
+
+    target = logs / name
+    shutil.copytree(logs / source, target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest["run_id"] = name
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    rows = list(csv.DictReader(io.StringIO((target / "results.csv").read_text())))
+    for row in rows:
+        row["run_id"] = name
+    change(rows)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    (target / "results.csv").write_text(text.getvalue())
+    return target
+
+
+def test_impossible_values_huge_numbers_and_linked_reports_never_answer_500(service, db_url,
+                                                                           tmp_path):
+    """An imported run holding inf, nan or a number no column holds is refused (422, the
+    reason); a database that already holds an infinite value still answers its history; a
+    page's query with a digit int() refuses or a huge number is no filter; a report.html
+    that is a link out of the run folder is not served."""
+    from sqlalchemy import create_engine, update
+
+    from k8sdds.serve.schema import results
+
+    base, token, logs = service
+    runs = sorted(p.name for p in logs.iterdir() if p.is_dir())
+
+    def first_summary(rows, field, value):
+        row = next(r for r in rows if r["kind"] == "summary" and r["metric"] ==
+                   "throughput_mbps")
+        row[field] = value
+
+    for i, (field, value, said) in enumerate((
+            ("value", "inf", "not a finite number"), ("value", "nan", "not a finite number"),
+            ("value", "-3.5", "negative"),
+            ("data_len", "99999999999999999999", "larger than any test has"))):
+        name = f"20260201-00000{i}-beef"
+        _copy_run(logs, runs[0], name, lambda rows, f=field, v=value: first_summary(rows, f, v))
+        status, body = _get(f"{base}/api/imports", token, json.dumps({"run": name}).encode())
+        assert status == 422 and said in body and "results.csv, line " in body, body
+    # a database written before the rule: an infinite value in it
+    for run in runs:
+        assert _get(f"{base}/api/imports", token, json.dumps({"run": run}).encode())[0] == 201
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(update(results).where(results.c.run_id == runs[0],
+                                           results.c.metric == "throughput_mbps")
+                     .values(value=float("inf")))
+    engine.dispose()
+    status, body = _get(f"{base}/api/history?metric=throughput_mbps", token)
+    assert status == 200 and None in [r["mean"] for r in json.loads(body)], body
+    for query in ("99999999999999999999", "%C2%B2", "1e3"):
+        status, body = _get(f"{base}/?payload={query}", token)
+        assert status == 200 and "Traceback" not in body, (query, body[:300])
+    outside = tmp_path / "outside.html"
+    outside.write_text("<p>a file outside the run folder</p>")
+    (logs / runs[1] / "report.html").symlink_to(outside)
+    status, body = _get(f"{base}/runs/{runs[1]}/report", token)
+    assert status == 404 and "outside the run folder" not in body

@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 
 from k8sdds.errors import RunDirError, UserError
 from k8sdds.serve import store
+from k8sdds.serve.limits import MAX_PAYLOAD
 from k8sdds.serve.options import TaskOptions
 from k8sdds.serve.pages import add_pages, allowed
 from k8sdds.serve.tasks import Worker, get_task, list_tasks
@@ -28,7 +29,6 @@ from k8sdds.serve.tasks import Worker, get_task, list_tasks
 MAX_BODY = 1 << 20  # bytes
 MAX_ID = (1 << 31) - 1  # the database's integer column (PostgreSQL's is 32 bits)
 MAX_OFFSET = 1 << 31
-MAX_PAYLOAD = 1 << 30  # bytes: past any payload a test may have
 
 
 class Problem(BaseModel):
@@ -88,7 +88,7 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
                worker: Worker | None = None,
                nodes: Callable[[], list[dict]] = lambda: []) -> FastAPI:
     app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
-    add_pages(app, engine, token, nodes)
+    add_pages(app, engine, token, nodes, out)
 
     @app.middleware("http")
     async def allow_header(request: Request, call_next):

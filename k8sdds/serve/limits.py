@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 DEFAULT_MAX_SECONDS = 7 * 24 * 3600.0  # the longest a submitted task may measure: a week
+MAX_PAYLOAD = 1 << 30  # bytes: past any payload a test may have (a filter's bound)
 
 
 def planned_seconds(tests) -> float:

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from k8sdds.errors import UserError
 from k8sdds.serve import store
+from k8sdds.serve.limits import MAX_PAYLOAD
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
 COOKIE = "k8sdds_token"
@@ -29,8 +30,19 @@ def allowed(request: Request, token: str | None) -> bool:
             or hmac.compare_digest(cookie, token.encode()))
 
 
+def served(path: Path, out: Path) -> bool:
+    """A file a page may hand out: a regular file, no link on the way from the run folder
+    (`out`) to it, inside that folder."""
+    try:
+        inside = path.resolve().is_relative_to(Path(out).resolve())
+    except OSError:
+        return False
+    return (inside and not path.is_symlink() and not path.parent.is_symlink()
+            and path.is_file())
+
+
 def add_pages(app: FastAPI, engine: Engine, token: str | None,
-              nodes: Callable[[], list[dict]]) -> None:
+              nodes: Callable[[], list[dict]], out: Path = Path("logs")) -> None:
     def page(request: Request, name: str, title: str, **values) -> HTMLResponse:
         if not allowed(request, token):
             return RedirectResponse("/login", 303)
@@ -52,7 +64,10 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def runs(request: Request, datapath: str | None = None, engine_name: str | None = Query(
              None, alias="engine"), transport: str | None = None, payload: str | None = None):
-        size = int(payload) if payload and payload.isdigit() else None
+        # ASCII digits only ('²' is a digit to str.isdigit, not to int), and a size a
+        # payload can have: anything else filters nothing
+        size = int(payload) if payload and payload.isascii() and payload.isdecimal() and \
+            len(payload) <= 10 and int(payload) <= MAX_PAYLOAD else None
         f = store.RunFilter(datapath or None, engine_name or None, transport or None, size)
         return page(request, "runs.html", "Runs", runs=store.list_runs(engine, f), f=f,
                     filtered=any((datapath, engine_name, transport, payload)))
@@ -62,7 +77,7 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
         found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
         if found is None:
             raise HTTPException(404, f"no run {run_id[:80]!r}")
-        report = (Path(found["path"]) / "report.html").is_file()
+        report = served(Path(found["path"]) / "report.html", out)
         return page(request, "run.html", f"Run {run_id}", run=found, report=report,
                     summary=store.summary(engine, run_id))
 
@@ -72,7 +87,7 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
             return RedirectResponse("/login", 303)
         found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
         path = Path(found["path"]) / "report.html" if found else None
-        if path is None or not path.is_file():
+        if path is None or not served(path, out):
             raise HTTPException(404, f"run {run_id[:80]!r} has no report")
         return FileResponse(path, media_type="text/html")
 

@@ -5,6 +5,7 @@ transaction); runs listed with filters; a run's results read back as the table i
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -77,22 +78,37 @@ def _number(text: str, cast=float):
         return None
 
 
-def _rows(run_id: str, text: str) -> Iterator[dict]:
+# what a database integer holds (PostgreSQL's bigint, SQLite's integer)
+INTEGER = 2**63 - 1
+
+
+def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
     """The table's rows: its typed columns as the results schema types them, and the whole
-    row as written."""
+    row as written. A value no measurement can have (the rule every row k8sdds writes
+    follows: `records.impossible`) or an integer no column holds refuses the run."""
+    from k8sdds.records import impossible
     from k8sdds.results.schema import BY_NAME
     from k8sdds.results.table import csv_to_rows
     from k8sdds.serve.schema import TYPED
 
-    for row in csv_to_rows(text):
+    for i, row in enumerate(csv_to_rows(text), start=2):
         value = _number(row.get("value"))
         if value is None:
             continue  # a value the table itself could not give: nothing to keep
+        why = impossible(str(row.get("metric")), value, str(row.get("unit")),
+                         _number(row.get("t")) if row.get("t") else None)
+        if why:
+            raise RunDirError(f"{where / 'results.csv'}, line {i}: {row.get('metric')} "
+                              f"{str(row.get('value'))[:40]}: {why}; the run is not added")
         out = {"run_id": run_id, "row": row}
         for name in TYPED:
             kind = BY_NAME[name].type
             out[name] = (row.get(name) or "") if kind is str else (
                 _number(row.get(name), kind) or 0)
+            if kind is int and abs(out[name]) > INTEGER:
+                raise RunDirError(f"{where / 'results.csv'}, line {i}: {name} "
+                                  f"{str(row.get(name))[:40]}: larger than any test has; "
+                                  "the run is not added")
         out["value"] = value
         yield out
 
@@ -111,7 +127,8 @@ def import_run(engine: Engine, path: Path, include_failed: bool = False) -> bool
         raise RunDirError(f"{path}: run id {run_id!r} is not one k8sdds makes")
     text = rundir.read_results_text() or ""
     failed = set() if include_failed else failed_repeats(manifest)
-    rows = [r for r in _rows(run_id, text) if (r["test"], r["repeat"]) not in failed]
+    rows = [r for r in _rows(run_id, text, Path(path))
+            if (r["test"], r["repeat"]) not in failed]
     started = _time(manifest.get("created"))
     record = {
         "run_id": run_id, "started": started, "backend": str(manifest.get("backend", "")),
@@ -231,7 +248,13 @@ def history(engine: Engine, metric: str, f: RunFilter) -> list[dict]:
              .order_by(runs.c.started, runs.c.run_id).limit(f.limit).offset(f.offset))
     with engine.connect() as conn:
         return [{"run_id": r.run_id, "started": r.started.isoformat() if r.started else None,
-                 "mean": r.mean, "values": r.values} for r in conn.execute(query)]
+                 "mean": _finite(r.mean), "values": r.values} for r in conn.execute(query)]
+
+
+def _finite(value: float | None) -> float | None:
+    """A value JSON can carry: an infinite or not-a-number one (a database written before
+    the import refused them) reads as none."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def summary(engine: Engine, run_id: str) -> list[dict]:
@@ -244,4 +267,4 @@ def summary(engine: Engine, run_id: str) -> list[dict]:
                        results.c.data_len, results.c.metric)
              .order_by(results.c.test, results.c.metric))
     with engine.connect() as conn:
-        return [dict(r._mapping) for r in conn.execute(query)]
+        return [{**r._mapping, "mean": _finite(r.mean)} for r in conn.execute(query)]
