@@ -199,7 +199,7 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         imported={"kind": kind, "folder": folder.name, "variant": variant,
                   "tests_from": "the schedule" if sch else "the logs' headers"})
     engine = engines["rtiperftest"]
-    all_rows, disagreements, unsaid, made = [], [], [], []
+    disagreements, unsaid, made = [], [], []
     columns = {c.strip().lower() for c in
                read_bytes(sch, "schedule").decode("utf-8", errors="replace")
                .lstrip("\ufeff").splitlines()[0].split(",")} if sch else set()
@@ -258,8 +258,10 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         manifest.repeats[key] = RepeatEntry(
             status="failed" if failures else "done", reason="; ".join(failures) or None,
             source=str(path))
-        dropped: list[str] = []
-        all_rows += records.rows(run_id, "imported", test, 1, {}, parsed, dropped=dropped)
+        dropped: list[str] = []  # each test's rows written as it is read: memory stays one's
+        run.append_results(records.rows(run_id, "imported", test, 1, {}, parsed,
+                                        dropped=dropped))
+        del parsed
         unsaid += [f"{path.name}/{d}" for d in dropped]
     if not manifest.tests:
         raise UserError(f"{folder}: no test's logs say what it measured ({unsaid[0]}); give "
@@ -275,7 +277,8 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
                                 for name in stray]
     if skipped:  # logs no test can be given to
         manifest.imported = {**manifest.imported, "skipped": skipped}
-    run.write_results(all_rows)
+    if not run.results_path.exists():
+        run.write_results([])
     run.write_manifest(manifest)
 
 

@@ -6,6 +6,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,18 +87,42 @@ def impossible(metric: str, value: float, unit: str, t: float | None = None) -> 
     return None
 
 
+# the interval samples of one metric a role keeps in results.csv: an hour of seconds. A log
+# with more (a day-long Perftest run) keeps every k-th, evenly; its summaries are the
+# parser's, of every line, and stay exact
+MAX_SAMPLES = 3600
+
+
+def thinned(result: Parsed, said: list[str] | None = None, role: str = "") -> Parsed:
+    """`result` with each column of samples cut to at most MAX_SAMPLES, every k-th kept
+    (said in `said`, with how many there were)."""
+    columns = []
+    for col in result.columns:
+        n = len(col.values)
+        if n <= MAX_SAMPLES:
+            columns.append(col)
+            continue
+        step = -(-n // MAX_SAMPLES)
+        columns.append(col._replace(t=col.t[::step], values=col.values[::step]))
+        if said is not None:
+            said.append(f"{role}.log: {col.metric}: {n:,} interval samples, one in {step:,} "
+                        f"kept (at most {MAX_SAMPLES:,}; the summaries are of all)")
+    return replace(result, columns=tuple(columns))
+
+
 def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str, str],
          parsed: Mapping[str, Parsed], arches: Mapping[str, str] | None = None,
          dropped: list[str] | None = None) -> list[dict[str, Any]]:
     """One row per measured value, the columns of results/schema.py; `nodes` maps a role to
     its node, `arches` a node to its architecture (a hybrid cluster's rows say which). A
-    value no measurement can have (`impossible`) is never a row: it is said in `dropped`."""
+    value no measurement can have (`impossible`) is never a row: it is said in `dropped`;
+    a role's samples of one metric are at most MAX_SAMPLES (`thinned`, said there too)."""
     arches = arches or {}
     base = {"run_id": run_id, "test": test.number, "repeat": repeat, "backend": backend,
             **test_values(test)}
     out = []
     for role, result in parsed.items():
-        for v in result.all_values():
+        for v in thinned(result, dropped, role).all_values():
             why = impossible(v.metric, v.value, v.unit, v.t)
             if why:
                 if dropped is not None:

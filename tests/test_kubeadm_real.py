@@ -270,3 +270,118 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
         after = _snapshot(nodes, i)
         assert after == before[i], f"h{i} differs after reset:\n" + "\n".join(
             difflib.unified_diff(before[i].splitlines(), after.splitlines(), lineterm="", n=0))
+
+
+# ---- the Pi tutorial, read from its page and run on the test hosts ------------------------
+
+TUTORIAL = Path(__file__).parent.parent / "docs" / "tutorials" / "pi-cluster.md"
+
+
+def _page_commands() -> tuple[dict, list[tuple[str, ...]]]:
+    """The tutorial's inventory (its YAML block) and its command lines, in page order."""
+    import re
+
+    from .test_docs_commands import blocks
+
+    text = TUTORIAL.read_text()
+    [inventory] = re.findall(r"^```yaml\n(.*?)^```", text, flags=re.S | re.M)
+    commands = [words for block in blocks() if block.page == TUTORIAL
+                for words in block.commands]
+    return yaml.safe_load(inventory), commands
+
+
+def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
+    """Every command of docs/tutorials/pi-cluster.md, read from the page, in its order, in a
+    folder of its own (the repository's schedules and Dockerfile reachable as from a clone).
+    What differs, and why:
+    - the inventory's addresses, key, known_hosts and user are the test hosts', and their
+      architecture amd64 (the test hosts are this machine's; the image is still built for
+      the page's three architectures and each host takes its own);
+    - init and join get the test nodes' kubeadm configuration and ignore kubeadm's
+      preflight (cgroup v1, swap: tests/kubeadm_support.py);
+    - `cluster tune` is not run: its keys include host-wide sysctls (net.core.rmem_max) that
+      the test hosts share with this machine; tests/test_cluster_ssh.py runs it on
+      per-namespace keys;
+    - RUN_A and RUN_B are the two kubernetes runs; at the end the hosts are reset."""
+    import pandas as pd
+    from kubernetes import client, config
+
+    started = time.monotonic()
+    said, commands = _page_commands()
+    hosts = said["hosts"]
+    assert [h["arch"] for h in hosts] == ["amd64", "arm", "arm64"]  # the page's hybrid
+    said["known_hosts"] = str(nodes.known_hosts((1, 2, 3)))
+    said["defaults"] = {"user": "root", "key": str(nodes.directory / "id_ed25519")}
+    for i, host in enumerate(hosts, start=1):
+        host.update(address=nodes.address(i), arch="amd64", user="root")
+    work = tmp_path / "clone"
+    work.mkdir()
+    (work / "hosts.yaml").write_text(yaml.safe_dump(said))
+    for shared in ("schedules", "docker"):
+        (work / shared).symlink_to(Path(__file__).parent.parent / shared)
+    extra = work / "node.yaml"
+    extra.write_text(yaml.safe_dump_all(NODE_CONFIG))
+    test_only = ("--kubeadm-config", str(extra), "--ignore-preflight-errors", "all")
+    before = {i: _snapshot(nodes, i) for i in (1, 2, 3)}
+    runs: list[Path] = []
+    steps = []
+    for words in commands:
+        words = list(words)
+        assert words[0] == "k8sdds", words
+        if words[1:3] == ["cluster", "tune"]:
+            steps.append("tune (not run: host-wide sysctls)")
+            continue
+        if words[1:3] == ["cluster", "init"]:
+            words += test_only
+        elif words[1:3] == ["cluster", "join"]:
+            words += test_only[2:]
+        elif words[1] == "report":
+            words = [runs[0] if w == "logs/RUN_A" else runs[1] if w == "logs/RUN_B" else w
+                     for w in words]
+        elif words[1] == "run":
+            words.append("--json")
+        step = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "k8sdds", *map(str, words[1:])],
+                              cwd=work, capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "COLUMNS": "250",
+                                   "PYTHONPATH": str(Path(__file__).parent.parent)})
+        if words[1:3] == ["cluster", "check"]:  # before any image is loaded: those fail
+            failing = {key for key, line in _rows(done.stdout).items() if "fail" in line}
+            assert {check for _, check in failing} <= {"images"}, (failing, done.stdout)
+            assert {host for host, _ in failing} == {h["name"] for h in hosts}
+        else:
+            assert done.returncode == 0, (words, done.stdout[-3000:], done.stderr[-3000:])
+        steps.append(f"{' '.join(map(str, words[1:3]))}: {time.monotonic() - step:.0f} s")
+        if words[1] == "run":
+            outcome = json.loads(done.stdout)
+            assert outcome["failed"] == [], outcome
+            run = Path(outcome["run_dir"])
+            manifest = json.loads((run / "manifest.json").read_text())
+            df = pd.read_csv(run / "results.csv")
+            thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
+            assert (thr.value > 1).all() and len(thr) > 0
+            if "kubernetes" in words:
+                runs.append(run)
+                assert manifest["datapaths"] == (["flannel-vxlan", "host"] if len(runs) == 1
+                                                 else ["flannel-hostgw"])
+                assert len(manifest["repeats"]) == 3 * 3 * len(manifest["datapaths"])
+            else:  # the bare hosts: the baseline
+                assert manifest["backend"] == "ssh" and len(manifest["repeats"]) == 9
+        if words[1:3] == ["cluster", "init"]:  # a fresh kubeconfig where the run looks
+            api = config.new_client_from_config(str(work / "admin.conf"))
+            assert client.VersionApi(api).get_code().git_version == "v1.34.3"
+            api.close()
+        if words[1:3] == ["cluster", "join"]:
+            api = config.new_client_from_config(str(work / "admin.conf"))
+            ready = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
+            assert ready == {h["name"] for h in hosts}
+            api.close()
+    assert (work / "report" / "report.html").is_file()
+    page = (work / "report" / "report.html").read_text()
+    assert "flannel-vxlan" in page and "flannel-hostgw" in page
+    done = _cli("cluster", "reset", "--inventory", str(work / "hosts.yaml"),
+                "--log-dir", str(tmp_path / "reset"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for i in (1, 2, 3):
+        assert _snapshot(nodes, i) == before[i], f"h{i} differs after reset"
+    print(f"the Pi tutorial: {time.monotonic() - started:.0f} s; " + "; ".join(steps))

@@ -196,3 +196,44 @@ def test_the_perftest_header_names_its_test():
     eight = header("Perftest Configuration:\n\tData Size: 1024\n"
                    "Waiting to discover 8 subscribers ...\n")
     assert eight == {"data_len": 1024, "num_subscribers": 8}
+
+
+def test_a_long_logs_interval_lines_are_read_a_piece_at_a_time_and_all_kept(monkeypatch):
+    """Pieces of a few hundred characters (a real log's are 8 MiB): every interval line is
+    read, numbered and valued as the log wrote it, whichever piece it fell in."""
+    import numpy as np
+
+    from k8sdds.parsers import rtiperftest as rti
+
+    head = (R / "legacy-throughput-sub.log").read_text().partition("Waiting for data...\n")
+    lines = "".join(f"Packets: {i * 10:8d}  Packets/s: {i:5d}  Packets/s(ave): {i:5d}  "
+                    f"Mbps: {i / 10:.1f}  Mbps(ave): 1.0  Lost: {i % 3} (0.00%)\n"
+                    for i in range(1, 1001))
+    text = head[0] + head[1] + lines + head[2]
+    monkeypatch.setattr(rti, "CHUNK", 300)
+    parsed = rti.parse(text, "sub0", False)
+    by = {c.metric: c for c in parsed.columns}
+    assert by["throughput_mbps"].t.tolist() == list(range(1, 1001))
+    assert np.allclose(by["throughput_mbps"].values, [i / 10 for i in range(1, 1001)])
+    assert by["lost"].values.tolist() == [i % 3 for i in range(1, 1001)]
+    assert by["samples_per_s"].values.tolist() == list(range(1, 1001))
+    assert parsed.summary("throughput_mbps") == 2.1  # the result line, untouched
+
+
+def test_a_roles_samples_are_thinned_evenly_past_an_hour_and_said():
+    import numpy as np
+
+    from k8sdds.parsers.base import Column, Parsed
+    from k8sdds.records import MAX_SAMPLES, thinned
+
+    assert MAX_SAMPLES == 3600
+    long = Parsed(columns=(Column("throughput_mbps", "Mb/s", np.arange(1.0, 10001.0),
+                                  np.arange(10000.0)),))
+    said: list[str] = []
+    [col] = thinned(long, said, "sub0").columns
+    assert col.t.tolist() == list(range(1, 10001, 3)) and len(col.t) == 3334
+    assert said == ["sub0.log: throughput_mbps: 10,000 interval samples, one in 3 kept (at "
+                    "most 3,600; the summaries are of all)"]
+    short = Parsed(columns=(Column("lost", "samples", np.arange(1.0, 3601.0),
+                                   np.zeros(3600)),))
+    assert thinned(short, said, "sub0") == short and len(said) == 1

@@ -112,12 +112,50 @@ def _numeric(series) -> np.ndarray:
     return pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
 
 
-def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]]) -> list[Column]:
+CHUNK = 8 << 20  # characters of a log read at a time for its interval lines
+
+
+def _chunks(text: str, size: int = CHUNK):
+    """`text` in pieces of about `size` characters, each ending at a line's end: a long log's
+    interval lines are picked and parsed a piece at a time, never all as one list."""
+    start, n = 0, len(text)
+    while start < n:
+        end = text.find("\n", min(start + size, n))
+        end = n if end < 0 else end + 1
+        yield text[start:end]
+        start = end
+
+
+def _interval_columns(text: str, keep, first_line, wanted: dict[str, tuple[str, str]]
+                      ) -> list[Column]:
+    """The interval lines of `text` that `keep` accepts (the first of them matching
+    `first_line`), parsed a chunk at a time and joined: one Column per metric."""
+    parts: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    layout, done = None, 0
+    for chunk in _chunks(text):
+        lines = [line for line in chunk.split("\n") if keep(line)]
+        if not lines:
+            continue
+        if layout is None:
+            if not first_line.match(lines[0]):
+                return []
+            layout = lines[0]
+        for col in _token_columns(lines, wanted, layout, done):
+            parts.setdefault((col.metric, col.unit), []).append((col.t, col.values))
+        done += len(lines)
+    return [Column(metric, unit, np.concatenate([t for t, _ in got]),
+                   np.concatenate([v for _, v in got]))
+            for (metric, unit), got in parts.items()]
+
+
+def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
+                   layout: str | None = None, before: int = 0) -> list[Column]:
     """Interval lines of one layout, read by pandas' C tokenizer: `wanted` maps the label a
-    value follows (`Mbps:`) to (metric, unit), positions taken from the first line."""
+    value follows (`Mbps:`) to (metric, unit), positions taken from `layout` (the first
+    line); their interval numbers follow `before` lines already read."""
     import pandas as pd
 
-    tokens = lines[0].split()
+    tokens = (layout or lines[0]).split()
     positions = {tokens.index(label) + 1: plan for label, plan in wanted.items()
                  if label in tokens and tokens.index(label) + 1 < len(tokens)}
     if not positions:
@@ -126,7 +164,7 @@ def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]]) -> list
     frame = pd.read_csv(io.StringIO("\n".join(lines)), sep=r"\s+", header=None,
                         usecols=sorted(positions), engine="c", on_bad_lines="skip",
                         quoting=csv.QUOTE_NONE)  # a stray quote is a character, not a string
-    t = np.arange(1, len(frame) + 1, dtype=float)
+    t = np.arange(before + 1, before + len(frame) + 1, dtype=float)
     out = []
     for pos, (metric, unit) in positions.items():
         values = _numeric(frame[pos])
@@ -159,20 +197,18 @@ def _failure(text: str, role: str, latency_test: bool, values: list[Value]) -> s
 def _legacy(text: str) -> tuple[list[Value], list[Column]]:
     out: list[Value] = []
     columns: list[Column] = []
-    lines = text.split("\n") if ("Packets:" in text or "atency:" in text) else []
     if "Packets:" in text:
-        thr = [line for line in lines
-               if line.startswith("Packets:") or line.lstrip().startswith("Packets:")]
-        if thr and _INTERVAL_THR.match(thr[0]):
-            columns += _token_columns(thr, {
+        columns += _interval_columns(
+            text, lambda line: line.startswith("Packets:") or line.lstrip().startswith(
+                "Packets:"), _INTERVAL_THR, {
                 "Packets/s:": ("samples_per_s", "samples/s"), "Mbps:": ("throughput_mbps", "Mb/s"),
                 "Lost:": ("lost", "samples"), "CPU": ("cpu_pct", "%"), "CPU:": ("cpu_pct", "%")})
     if "atency:" in text:
-        lat = [line for line in lines if line[:16] in _LAT_STARTS
-               or line.lstrip()[:16].lower() in ("one way latency:", "one-way latency:")]
-        if lat and _INTERVAL_LAT.match(lat[0]):
-            columns += _token_columns(lat, {"Latency:": ("latency_us", "us"),
-                                            "CPU": ("cpu_pct", "%"), "CPU:": ("cpu_pct", "%")})
+        columns += _interval_columns(
+            text, lambda line: line[:16] in _LAT_STARTS or line.lstrip()[:16].lower() in (
+                "one way latency:", "one-way latency:"), _INTERVAL_LAT,
+            {"Latency:": ("latency_us", "us"), "CPU": ("cpu_pct", "%"),
+             "CPU:": ("cpu_pct", "%")})
     if "Length:" in text:
         for m in _LEGACY_THR.finditer(text):
             out += [Value("received", float(m[2]), "samples"),
