@@ -294,8 +294,8 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
     """Every command of docs/tutorials/pi-cluster.md, read from the page, in its order, in a
     folder of its own (the repository's schedules and Dockerfile reachable as from a clone).
     What differs, and why:
-    - the inventory's addresses, key, known_hosts and user are the test hosts', and their
-      architecture amd64 (the test hosts are this machine's; the image is still built for
+    - the inventory's names, addresses, key, known_hosts and user are the test hosts', and
+      their architecture amd64 (the test hosts are this machine's; the image is still built for
       the page's three architectures and each host takes its own);
     - init and join get the test nodes' kubeadm configuration and ignore kubeadm's
       preflight (cgroup v1, swap: tests/kubeadm_support.py);
@@ -312,8 +312,8 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
     assert [h["arch"] for h in hosts] == ["amd64", "arm", "arm64"]  # the page's hybrid
     said["known_hosts"] = str(nodes.known_hosts((1, 2, 3)))
     said["defaults"] = {"user": "root", "key": str(nodes.directory / "id_ed25519")}
-    for i, host in enumerate(hosts, start=1):
-        host.update(address=nodes.address(i), arch="amd64", user="root")
+    for i, host in enumerate(hosts, start=1):  # the test hosts' names: their host names
+        host.update(name=f"h{i}", address=nodes.address(i), arch="amd64", user="root")
     work = tmp_path / "clone"
     work.mkdir()
     (work / "hosts.yaml").write_text(yaml.safe_dump(said))
@@ -336,8 +336,8 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
         elif words[1:3] == ["cluster", "join"]:
             words += test_only[2:]
         elif words[1] == "report":
-            words = [runs[0] if w == "logs/RUN_A" else runs[1] if w == "logs/RUN_B" else w
-                     for w in words]
+            words = [str(runs[0]) if w == "logs/RUN_A" else str(runs[1]) if w == "logs/RUN_B"
+                     else w for w in words]
         elif words[1] == "run":
             words.append("--json")
         step = time.monotonic()
@@ -355,7 +355,7 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
         if words[1] == "run":
             outcome = json.loads(done.stdout)
             assert outcome["failed"] == [], outcome
-            run = Path(outcome["run_dir"])
+            run = work / outcome["run_dir"]  # as the page's command gave --out: relative
             manifest = json.loads((run / "manifest.json").read_text())
             df = pd.read_csv(run / "results.csv")
             thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]

@@ -566,3 +566,14 @@ def test_impossible_values_huge_numbers_and_linked_reports_never_answer_500(serv
     (logs / runs[1] / "report.html").symlink_to(outside)
     status, body = _get(f"{base}/runs/{runs[1]}/report", token)
     assert status == 404 and "outside the run folder" not in body
+
+
+def test_an_http_version_other_than_1_x_is_answered_505(shared_service):
+    base, token, _ = shared_service
+    host, port = base.removeprefix("http://").split(":")
+    for version, code in (("HTTP/9.9", b" 505 "), ("HTTP/1.1", b" 200 ")):
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(f"GET /api/runs {version}\r\nHost: x\r\nAuthorization: Bearer {token}"
+                      "\r\nConnection: close\r\n\r\n".encode())
+            answer = s.recv(4096)
+        assert code in answer.split(b"\r\n")[0], answer

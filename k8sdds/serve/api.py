@@ -106,6 +106,15 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         return response
 
     @app.middleware("http")
+    async def http_version(request: Request, call_next):
+        """HTTP/1.0 and 1.1 only: another version is answered 505, not as if it were 1.1."""
+        if request.scope.get("http_version") not in ("1.0", "1.1"):
+            return JSONResponse({"detail": "HTTP version "
+                                 f"{str(request.scope.get('http_version'))[:8]} is not "
+                                 "supported: use HTTP/1.1"}, 505)
+        return await call_next(request)
+
+    @app.middleware("http")
     async def limit_body(request: Request, call_next):
         length = request.headers.get("content-length")
         if length is None and request.method in ("POST", "PUT", "PATCH"):
