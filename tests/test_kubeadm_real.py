@@ -3,7 +3,8 @@ that are real nodes (tests/kubeadm_support.py: sshd, containerd and the kubelet 
 host's namespaces), images built here and loaded over SSH, the pinned flannel (vxlan),
 kube-router and Weave Net manifests applied from the control plane's copy, then a run of the
 kubernetes backend on that cluster, then reset: each host as it was, and this machine
-untouched throughout."""
+untouched throughout. flannel-vxlan's cycle is the Pi tutorial's (docs/tutorials/pi-cluster.md),
+its commands read from the page."""
 
 from __future__ import annotations
 
@@ -148,7 +149,8 @@ def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes,
 # flannel-hostgw is flannel-vxlan's daemon and images with another backend in its ConfigMap
 # (tests/test_kubeadm_config.py checks that adaptation); its real host-gw routes are verified
 # on the testbed cluster (test_kube_testbed's second cluster), which saves two minutes here
-@pytest.mark.parametrize("cni", ["flannel-vxlan", "kube-router", "weave"])
+# flannel-vxlan's whole cycle is the Pi tutorial's (below), run from its page
+@pytest.mark.parametrize("cni", ["kube-router", "weave"])
 def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     from kubernetes import client, config
 
@@ -365,17 +367,28 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
                 assert manifest["datapaths"] == (["flannel-vxlan", "host"] if len(runs) == 1
                                                  else ["flannel-hostgw"])
                 assert len(manifest["repeats"]) == 3 * 3 * len(manifest["datapaths"])
+                placed = {n for e in manifest["repeats"].values() for n in
+                          e["placement"].values()}
+                assert placed <= {"h2", "h3"}  # the workers: pods stay off the control plane
             else:  # the bare hosts: the baseline
                 assert manifest["backend"] == "ssh" and len(manifest["repeats"]) == 9
         if words[1:3] == ["cluster", "init"]:  # a fresh kubeconfig where the run looks
             api = config.new_client_from_config(str(work / "admin.conf"))
             assert client.VersionApi(api).get_code().git_version == "v1.34.3"
             api.close()
+        if words[1:3] == ["cluster", "images"]:
+            assert "images for kubeadm and flannel-vxlan: 3/3 hosts" in " ".join(
+                done.stdout.split())
+        if words[1:3] == ["cluster", "init"]:
+            h1_log = (work / "logs" / "cluster" / "h1.log").read_text()
+            assert "apply -f https://" not in h1_log  # the shipped manifest: no network
         if words[1:3] == ["cluster", "join"]:
             api = config.new_client_from_config(str(work / "admin.conf"))
             ready = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
             assert ready == {h["name"] for h in hosts}
             api.close()
+            if not runs:  # flannel-vxlan: its VXLAN device on the nodes
+                assert "flannel.1" in nodes.in_node(2, "ip", "-o", "link").stdout
     assert (work / "report" / "report.html").is_file()
     page = (work / "report" / "report.html").read_text()
     assert "flannel-vxlan" in page and "flannel-hostgw" in page
