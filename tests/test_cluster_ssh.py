@@ -118,6 +118,11 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
     assert "fail" in rows[("h1", "kubeadm")] and "pkgs.k8s.io" in rows[("h1", "kubeadm")]
     assert "fail" in rows[("h1", "images")] and "cluster images" in rows[("h1", "images")]
     assert "pass" in rows[("h2", "time skew")]
+    # what a bare-host run would lack: said, with the command that delivers it, not a failure
+    engines = rows[("h1", "engines (ssh runs)")]
+    assert "note" in engines and "missing: k8sdds-zenoh, zenohd, k8sdds-mqtt" in engines
+    assert "k8sdds cluster engines -i INVENTORY (after giving the host an engine_bin)" in \
+        engines
     # every command and its output, per host
     log = (tmp_path / "h2.log").read_text()
     assert "$ cat /proc/sys/net/ipv4/ip_forward\n0\n[exit 0]" in log
@@ -485,8 +490,26 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
         assert engine.unavailable() is None, engine.unavailable()
     # the test hosts are this machine's namespaces: amd64, as the engines built here are
     # (an armhf host would have the zenoh row refused: tests/test_engine_mqtt.py)
-    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)), arch="amd64",
-                          engine_bin=str(engine_bin()))
+    # air-gapped hosts: each gets the engines built here from `cluster engines`, into an
+    # engine_bin of its own, and the run finds them there only
+    invf = bare.inventory((1, 2, 3), bare.known_hosts((1, 2, 3)), arch="amd64")
+    said = yaml.safe_load(invf.read_text())
+    for host in said["hosts"]:
+        host["engine_bin"] = str(tmp_path / f"bin-{host['name']}")
+    invf = tmp_path / "inventory.yaml"
+    invf.write_text(yaml.safe_dump(said))
+    done = _cli("cluster", "engines", "--inventory", str(invf), "--log-dir",
+                str(tmp_path / "logs"))
+    assert done.returncode == 0 and "engines: 3/3 hosts" in done.stdout, done.stdout + \
+        done.stderr
+    import hashlib
+
+    for host in ("h1", "h2", "h3"):
+        for name in ("k8sdds-mqtt", "k8sdds-zenoh", "zenohd"):
+            copy, built = tmp_path / f"bin-{host}" / name, engine_bin() / name
+            assert copy.stat().st_mode & 0o777 == 0o755
+            assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(
+                built.read_bytes()).digest()
     sch = tmp_path / "s.csv"
     sch.write_text("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,"
                    "batchSize\n"

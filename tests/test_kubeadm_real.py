@@ -313,7 +313,7 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
     hosts = said["hosts"]
     assert [h["arch"] for h in hosts] == ["amd64", "arm", "arm64"]  # the page's hybrid
     said["known_hosts"] = str(nodes.known_hosts((1, 2, 3)))
-    said["defaults"] = {"user": "root", "key": str(nodes.directory / "id_ed25519")}
+    said["defaults"].update(user="root", key=str(nodes.directory / "id_ed25519"))
     for i, host in enumerate(hosts, start=1):  # the test hosts' names: their host names
         host.update(name=f"h{i}", address=nodes.address(i), arch="amd64", user="root")
     work = tmp_path / "clone"

@@ -39,7 +39,8 @@ def cluster_check(inventory: Path = INVENTORY,
     (and --cni's manifest) will run; the fix for each failure. Exit status 1 when a check
     fails on a host."""
     from k8sdds import cni as cnis
-    from k8sdds.cluster.checks import check_host, image_check
+    from k8sdds import perftest
+    from k8sdds.cluster.checks import check_host, engines_check, image_check
     from k8sdds.cluster.remote import HostError
     from k8sdds.cni.manifests import images
 
@@ -48,8 +49,10 @@ def cluster_check(inventory: Path = INVENTORY,
     loaded, known = hosts(inventory, known_hosts)
     control = loaded.control_plane().name
     fix = f"k8sdds cluster images --cni {plan.name if plan else 'CNI'} --from DIR (or --build)"
+    own = perftest.programs()
     results, folder = per_host(loaded, known, dry_run, log_dir, lambda r: [
-        *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix)])
+        *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix),
+        engines_check(r, own)])
     if dry_run:
         dry_run_listing(folder, loaded.hosts)
         return
@@ -63,9 +66,10 @@ def cluster_check(inventory: Path = INVENTORY,
             table.add_row(host, "reachable", "[red]fail[/red]", str(outcome), "")
             continue
         for o in outcome:
-            failed |= not o.passed
-            table.add_row(host, o.check, "pass" if o.passed else "[red]fail[/red]", o.found,
-                          o.fix)
+            failed |= not o.passed and not o.advisory
+            result = "pass" if o.passed else "[yellow]note[/yellow]" if o.advisory \
+                else "[red]fail[/red]"
+            table.add_row(host, o.check, result, o.found, o.fix)
     out_console.print(table)
     out_console.print(f"per-host logs: {folder}")
     if failed:
@@ -332,10 +336,30 @@ def cluster_images(
     report(results, f"images for kubeadm and {plan.name}", folder.folder)
 
 
+def cluster_engines(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                    dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """Copy the engines k8sdds builds (k8sdds-mqtt, k8sdds-zenoh, zenohd), built here for
+    each host's architecture (`make engines`), into the host's engine_bin over SSH (checked
+    by SHA-256, mode 0755): for hosts with no package repository and no toolchain, such as
+    an air-gapped Pi. `cluster check` says what each host still lacks."""
+    from k8sdds.cluster.engines import deliver
+    from k8sdds.images.build import own_engines
+
+    def built(arch: str) -> dict[str, Path]:
+        return {Path(k).name: v for k, v in own_engines(arch).items()}
+
+    loaded, known = hosts(inventory, known_hosts)
+    results, folder = per_host(loaded, known, dry_run, log_dir, lambda r: deliver(r, built))
+    if dry_run:
+        dry_run_listing(folder, loaded.hosts)
+        return
+    report(results, "engines", folder)
+
+
 def register(app: typer.Typer) -> None:
     for name, command in (("check", cluster_check), ("tune", cluster_tune),
                           ("images", cluster_images), ("init", cluster_init),
                           ("join", cluster_join), ("reset", cluster_reset),
-                          ("load-image", cluster_load_image)):
+                          ("load-image", cluster_load_image), ("engines", cluster_engines)):
         cluster_app.command(name)(command)
     app.add_typer(cluster_app, name="cluster")

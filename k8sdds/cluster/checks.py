@@ -27,6 +27,7 @@ class Outcome:
     passed: bool
     found: str
     fix: str
+    advisory: bool = False  # a failure is said, and does not fail the check (exit 0)
 
 
 def _swap(r: Result) -> tuple[bool, str]:
@@ -111,6 +112,18 @@ def check_host(remote: Remote) -> list[Outcome]:
                        "" if passed else "enable time sync: timedatectl set-ntp true "
                        "(systemd-timesyncd or chrony)"))
     return out
+
+
+def engines_check(remote: Remote, own: tuple[str, ...]) -> Outcome:
+    """What a `--backend ssh` run may need that the host lacks (advisory: kubeadm needs none
+    of it), each with how to get it."""
+    from k8sdds.cluster.engines import missing
+
+    lacking = [] if remote.dry_run else missing(remote, own)
+    return Outcome(remote.host.name, "engines (ssh runs)", not lacking,
+                   "all present" if not lacking else
+                   "missing: " + ", ".join(m.split(":")[0] for m in lacking),
+                   "; ".join(lacking), advisory=True)
 
 
 def image_check(remote: Remote, control_plane: bool, cni_images: list[str], address: str,
