@@ -53,7 +53,12 @@ def serve(
                                            "their repeats) is refused with the reason "
                                            "[a week]."),
     max_connections: int = typer.Option(64, "--max-connections", min=1, help="Requests "
-                                        "served at once; more are answered 503 at once."),
+                                        "served at once; more are answered 503 at once (a "
+                                        "connection idle or still sending holds none; at "
+                                        "most 16 times as many are open)."),
+    read_timeout: float = typer.Option(10.0, "--read-timeout", min=0.1, max=3600,
+                                       help="Seconds a client gets to send a whole request "
+                                       "(head and body); a slower one is closed."),
 ) -> None:
     """The runs' database (migrated to the newest schema at start) and its HTTP API
     (OpenAPI at /openapi.json): runs listed with filters, one run's results as JSON or CSV,
@@ -96,8 +101,11 @@ def serve(
 
         app = create_app(engine, out, token, worker,
                          lambda: online(kubeconfig, context, inventory))
-        uvicorn.run(app, host=host, port=port, log_level="warning",
-                    limit_concurrency=max_connections)
+        from k8sdds.serve.protocol import ConcurrencyLimit, guarded
+
+        uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
+                    log_level="warning", http=guarded(read_timeout, 16 * max_connections),
+                    timeout_keep_alive=5)
     finally:
         worker.stop()
 
