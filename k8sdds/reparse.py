@@ -28,8 +28,11 @@ def reparse(run_dir: Path, unread: list[str] | None = None) -> int:
         if unread is not None:
             unread += [f"{key} {role}: {p.failure}" for role, p in parsed.items()
                        if p.failure]
+        dropped: list[str] = []
         rows += records.rows(manifest.run_id or run.run_id, manifest.backend, test,
                              key.repeat, manifest.repeats[key].placement, parsed,
-                             records.node_arches(manifest.cluster))
+                             records.node_arches(manifest.cluster), dropped=dropped)
+        if unread is not None:
+            unread += [f"{key}/{line}" for line in dropped]
     run.write_results(rows)
     return len(rows)

@@ -599,7 +599,7 @@ def test_slow_clients_cannot_starve_the_others(tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)  # a server starting: nothing to wait on but its port
         slow = []
-        for i in range(20):
+        for _ in range(20):
             s = socket.create_connection(("127.0.0.1", port), timeout=10)
             s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: x\r\n")  # and never the rest
             slow.append(s)
