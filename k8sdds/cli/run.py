@@ -62,7 +62,10 @@ def run(
 ) -> None:
     """Run a schedule and write one run directory under --out."""
     if request_file is not None:
-        req = _read_request(request_file, sch, resume, flags, backend_options, rti)
+        others = sch is not None or resume is not None or any(
+            v is not None for group in (flags, backend_options, rti)
+            for v in (group or {}).values())
+        req = _read_request(request_file, others)
     else:
         req = RunRequest(
             schedule=sch, resume=resume, backend=backend,
@@ -235,17 +238,15 @@ def cleanup(
     out_console.print(f"{len(gone)} objects deleted in {len(spaces)} namespace(s)")
 
 
-def _read_request(path: Path, *others: object) -> RunRequest:
-    """The request a file holds (--request): nothing else may say what to run."""
-    if others[0] is not None or others[1] is not None or any(
-            v is not None for group in others[2:] for v in (group or {}).values()):
+def _read_request(path: Path, others: bool) -> RunRequest:
+    """The request a file holds (--request): nothing else (`others`) may say what to run."""
+    from k8sdds.guarded import read_text
+
+    if others:
         raise typer.BadParameter("a request file says everything a run is asked: give no "
                                  "other run option with it", param_hint="--request")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--request {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    return replace(request.loads(text, str(path)), command_line=tuple(sys.argv))
+    return replace(request.loads(read_text(path, "request"), str(path)),
+                   command_line=tuple(sys.argv))
 
 
 SCHEDULE_FLAGS = flags_of({ScheduleFlags: ""})
