@@ -579,6 +579,7 @@ def test_an_http_version_other_than_1_x_is_answered_505(shared_service):
         assert code in answer.split(b"\r\n")[0], answer
 
 
+@pytest.mark.service  # seconds of waiting on purpose: make test, not make check
 def test_slow_clients_cannot_starve_the_others(tmp_path):
     """20 clients that never finish their headers, and one that stops mid-body, beside 20
     normal requests, on a service serving 8 requests at once: every normal request is
