@@ -62,7 +62,7 @@ def run(
 ) -> None:
     """Run a schedule and write one run directory under --out."""
     if request_file is not None:
-        others = sch is not None or resume is not None or any(
+        others = sch is not None or resume is not None or backend is not None or any(
             v is not None for group in (flags, backend_options, rti)
             for v in (group or {}).values())
         req = _read_request(request_file, others)
