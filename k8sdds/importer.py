@@ -277,8 +277,6 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
                                 for name in stray]
     if skipped:  # logs no test can be given to
         manifest.imported = {**manifest.imported, "skipped": skipped}
-    if not run.results_path.exists():
-        run.write_results([])
     run.write_manifest(manifest)
 
 

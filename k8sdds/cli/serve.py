@@ -104,8 +104,7 @@ def serve(
         from k8sdds.serve.protocol import ConcurrencyLimit, guarded
 
         uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
-                    log_level="warning", http=guarded(read_timeout, 16 * max_connections),
-                    timeout_keep_alive=5)
+                    log_level="warning", http=guarded(read_timeout, 16 * max_connections))
     finally:
         worker.stop()
 

@@ -5,24 +5,16 @@ host with no package repository and no toolchain (an air-gapped Pi) runs them; a
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from k8sdds.cluster.remote import HostError, Remote
+from k8sdds.cluster.remote import HostError, Remote, remote_copy
 from k8sdds.model import DEBIAN_ARCH
+from k8sdds.results import sha256
 
 # the Debian engines a bare-host run uses: the host's own packages
 DEBIAN_ENGINES = {"ddsperf": "cyclonedds-tools", "mosquitto": "mosquitto"}
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def deliver(remote: Remote, built: Callable[[str], dict[str, Path]]) -> list[str]:
@@ -42,20 +34,11 @@ def deliver(remote: Remote, built: Callable[[str], dict[str, Path]]) -> list[str
         raise HostError(f"{host.name}: mkdir {host.engine_bin}: {made.err.strip()}")
     done = []
     for name, path in sorted(files.items()):
-        staged = remote.run(["mktemp", "/tmp/k8sdds-engine.XXXXXX"]).out.strip()
-        try:
-            remote.put(path, staged or "/tmp/k8sdds-engine")
-            if not remote.dry_run:
-                got = remote.run(["sha256sum", staged]).out.split()[:1]
-                if got != [_sha256(path)]:
-                    raise HostError(f"{host.name}: the copy of {name} differs from the "
-                                    "original")
+        with remote_copy(remote, path, "engine", sha256(path)) as staged:
             placed = remote.run(["install", "-m", "0755", staged,
                                  f"{host.engine_bin}/{name}"], root=True)
-            if placed.code != 0:
-                raise HostError(f"{host.name}: install {name}: {placed.err.strip()}")
-        finally:
-            remote.run(["rm", "-f", staged])
+        if placed.code != 0:
+            raise HostError(f"{host.name}: install {name}: {placed.err.strip()}")
         done.append(name)
     return [f"{', '.join(done)} ({arch}) in {host.engine_bin}"]
 

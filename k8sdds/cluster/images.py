@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from k8sdds.cluster.remote import HostError, Remote
+from k8sdds.cluster.remote import HostError, Remote, remote_copy
 from k8sdds.errors import UserError
 from k8sdds.images.index import Platform, describe
 
@@ -22,25 +22,13 @@ def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDR
     """Copy, check and import `archive` on the host; what was done, in a few words. An
     archive of `several` architectures (an image index) gives the host its own platform's
     image (the inventory's arch), whatever its containerd would take by default."""
-    made = remote.run(["mktemp", "/tmp/k8sdds-image.XXXXXX"])
-    target = made.out.strip() or "/tmp/k8sdds-image.XXXXXX"
-    if made.code != 0:
-        raise HostError(f"{remote.host.name}: mktemp failed: {made.err.strip()}")
-    try:
-        remote.put(archive, target)
-        if not remote.dry_run:
-            got = remote.run(["sha256sum", target]).out.split()[:1]
-            if got != [digest]:
-                raise HostError(f"{remote.host.name}: the copy of {archive.name} differs "
-                                f"from the original (sha256 {got[0] if got else 'unread'})")
+    with remote_copy(remote, archive, "image", digest) as target:
         platform = (["--platform", Platform(remote.host.arch).name()] if several else [])
         imported = remote.run(["ctr", "--address", address, "-n", "k8s.io", "images",
                                "import", *platform, target], root=True, timeout=600)
         if imported.code != 0:
             raise HostError(f"{remote.host.name}: ctr images import failed: "
                             f"{(imported.err or imported.out).strip()[-300:]}")
-    finally:
-        remote.run(["rm", "-f", target])
     return [f"imported {archive.name} into containerd ({address})"]
 
 

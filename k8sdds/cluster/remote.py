@@ -228,19 +228,33 @@ def on_hosts(hosts: Sequence[Host], known_hosts: str, dry_run: bool, folder: Pat
 
 
 @contextmanager
-def remote_file(remote: Remote, text: str, name: str) -> Iterator[str]:
-    """`text` as a fresh file on the host (mktemp, SFTP, mode 0600 of the login user) for
-    the length of the block, then removed: for files a command reads (a kubeadm
-    configuration, a manifest)."""
+def remote_copy(remote: Remote, local: Path, name: str, digest: str | None = None
+                ) -> Iterator[str]:
+    """The file `local` as a fresh file on the host (mktemp, SFTP, mode 0600 of the login
+    user; checked against its SHA-256 `digest` there when given) for the length of the
+    block, then removed."""
     made = remote.run(["mktemp", f"/tmp/k8sdds-{name}.XXXXXX"])
     if made.code != 0:
         raise HostError(f"{remote.host.name}: mktemp failed: {made.err.strip()}")
     target = made.out.strip() or f"/tmp/k8sdds-{name}.XXXXXX"
+    try:
+        remote.put(local, target)
+        if digest is not None and not remote.dry_run:
+            got = remote.run(["sha256sum", target]).out.split()[:1]
+            if got != [digest]:
+                raise HostError(f"{remote.host.name}: the copy of {local.name} differs from "
+                                f"the original (sha256 {got[0] if got else 'unread'})")
+        yield target
+    finally:
+        remote.run(["rm", "-f", target])
+
+
+@contextmanager
+def remote_file(remote: Remote, text: str, name: str) -> Iterator[str]:
+    """`text` as a fresh file on the host (`remote_copy`) for the length of the block: for
+    files a command reads (a kubeadm configuration, a manifest)."""
     with tempfile.NamedTemporaryFile("w", prefix=f"k8sdds-{name}.", suffix=".tmp") as local:
         local.write(text)
         local.flush()
-        try:
-            remote.put(Path(local.name), target)
+        with remote_copy(remote, Path(local.name), name) as target:
             yield target
-        finally:
-            remote.run(["rm", "-f", target])
