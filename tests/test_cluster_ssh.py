@@ -85,6 +85,24 @@ def test_dry_run_prints_every_command_and_connects_to_none(tmp_path):
     done = _cli("cluster", "check", "--inventory", str(path), "--dry-run",
                 "--log-dir", str(tmp_path / "logs2"))
     assert done.returncode == 0 and "$ kubeadm version -o short" in done.stdout
+    # the engines, as an air-gapped Pi gets them: nothing downloaded, nothing connected
+    pi = tmp_path / "pi.yaml"
+    pi.write_text("known_hosts: /nonexistent\nhosts:\n"
+                  "  - {name: m, address: 192.0.2.1, user: root, role: control-plane}\n"
+                  "  - {name: w, address: 192.0.2.2, user: pi, arch: arm64, "
+                  "engine_bin: /opt/k8sdds/bin}\n")
+    done = _cli("cluster", "engines", "--inventory", str(pi), "--dry-run", "--debian",
+                "always", "--log-dir", str(tmp_path / "logs3"))
+    if "w: would fail" not in done.stderr:  # arm64 engines built (ARCH=arm64 engines/build)
+        assert "$ sudo -n -- rm -rf /opt/k8sdds/bin/debian-arm64" in done.stdout
+        assert "$ sudo -n -- tar -x --no-same-owner -f /tmp/k8sdds-debian-engines.XXXXXX " \
+            "-C /opt/k8sdds/bin" in done.stdout
+        assert "sftp put debian-engines-bookworm-arm64.tar" in done.stdout
+    assert done.returncode == 1 and "m: would fail: m: no engine_bin in the inventory" in \
+        " ".join(done.stderr.split()), done.stderr
+    wrong = _cli("cluster", "engines", "--inventory", str(pi), "--debian", "sometimes")
+    assert wrong.returncode == 2 and "--debian" in wrong.stderr and "always" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
 
 
 # real sshd hosts in network namespaces: marked `ssh`, skipped with the reason where they
@@ -501,10 +519,21 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
         host["engine_bin"] = str(tmp_path / f"bin-{host['name']}")
     invf = tmp_path / "inventory.yaml"
     invf.write_text(yaml.safe_dump(said))
-    done = _cli("cluster", "engines", "--inventory", str(invf), "--log-dir",
+    # the hosts have ddsperf and mosquitto (this machine's): by default they keep them
+    kept = _cli("cluster", "engines", "--inventory", str(invf), "--log-dir",
                 str(tmp_path / "logs"))
+    assert kept.returncode == 0 and "engines: 3/3 hosts" in kept.stdout, kept.stdout + \
+        kept.stderr
+    assert "ddsperf, mosquitto: the host's own (/usr/bin/ddsperf, /usr/sbin/mosquitto)" in \
+        kept.stdout
+    assert not (tmp_path / "bin-h2" / "ddsperf").exists()
+    # as an air-gapped host would have them: Debian's, with their libraries, from k8sdds
+    done = _cli("cluster", "engines", "--inventory", str(invf), "--log-dir",
+                str(tmp_path / "logs"), "--debian", "always")
     assert done.returncode == 0 and "engines: 3/3 hosts" in done.stdout, done.stdout + \
         done.stderr
+    assert done.stdout.count("ddsperf, mosquitto of Debian bookworm (amd64, with their "
+                             "libraries)") == 3, done.stdout
     import hashlib
 
     for host in ("h1", "h2", "h3"):
@@ -513,11 +542,21 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
             assert copy.stat().st_mode & 0o777 == 0o755
             assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(
                 built.read_bytes()).digest()
+    # the copy runs with its own libraries: Cyclone's from the copy, not this machine's
+    bundle = tmp_path / "bin-h2" / "debian-amd64"
+    loads = subprocess.run([str(tmp_path / "bin-h2" / "ddsperf"), "help"],
+                           capture_output=True, text=True, env={"LD_DEBUG": "files"})
+    assert f"needed by {bundle}/lib/libddsc.so.0debian" in loads.stderr, loads.stderr
+    version = subprocess.run([str(tmp_path / "bin-h2" / "mosquitto"), "-h"],
+                             capture_output=True, text=True, env={"LD_DEBUG": "files"})
+    assert "mosquitto version 2.0.11" in version.stdout  # bookworm's (Debian 12)
+    assert f"needed by {bundle}/lib/libwrap.so.0" in version.stderr
     sch = tmp_path / "s.csv"
     sch.write_text("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,"
                    "batchSize\n"
                    "zenoh,tcp,routed,1024,false,1,false,0\n"
-                   "mqtt,tcp,,1024,false,1,false,0\n")
+                   "mqtt,tcp,,1024,false,1,false,0\n"
+                   "ddsperf,udp,,1024,false,1,false,0\n")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}  # the engines only through engine_bin
     done = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--backend", "ssh",
                            "--inventory", str(invf), "--sch", str(sch), "--duration", "3",
@@ -546,7 +585,7 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
         "pub": "h2", "broker": "h2", "sub0": "h3"}
     df = pd.read_csv(run / "results.csv")
     s = df[(df.kind == "summary") & (df.role == "sub0")].set_index(["test", "metric"]).value
-    for test in (1, 2):  # real messages across the hosts' LAN, none lost
+    for test in (1, 2, 3):  # real messages across the hosts' LAN, none lost
         assert s[(test, "throughput_mbps")] > 1 and s[(test, "lost")] == 0
     assert set(df.topology.fillna("")) == {"routed", ""}
 

@@ -54,7 +54,7 @@ def cluster_check(inventory: Path = INVENTORY,
         *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix),
         engines_check(r, own)])
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     table = Table(title="cluster check")
     for col in ("host", "check", "result", "found", "fix"):
@@ -107,7 +107,7 @@ def cluster_tune(
         (lambda r: tuning.revert(r, root)) if revert else
         (lambda r: tuning.tune(r, chosen, root)))
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     failed = [h for h, r in results.items() if isinstance(r, HostError)]
     for host, changes in results.items():
@@ -205,7 +205,7 @@ def cluster_init(
 
     results, folder = per_host(control, known, dry_run, log_dir, _init)
     if dry_run:
-        dry_run_listing(folder, control.hosts)
+        dry_run_listing(folder, control.hosts, results)
         return
     report(results, f"init with {plan.name}", folder)
     out_console.print(kubeadm.keep_admin_conf(kubeconfig, fetched[0]))
@@ -224,7 +224,7 @@ def cluster_join(inventory: Path = INVENTORY,
     folder = logs_of(log_dir, loaded.hosts)
     results = kubeadm.join_all(loaded, known, dry_run, folder.folder, ignore)
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     report(results, "join", folder)
 
@@ -242,7 +242,7 @@ def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_
     folder = logs_of(log_dir, loaded.hosts)
     results = kubeadm.reset_all(loaded, known, dry_run, folder.folder)
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     report(results, "reset", folder)
 
@@ -287,7 +287,7 @@ def cluster_load_image(
 
     results, folder = per_host(loaded, known, dry_run, log_dir, one)
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     report(results, "load-image", folder)
 
@@ -331,27 +331,45 @@ def cluster_images(
                               address, lambda line: err_console.print(
                                   line, markup=False, highlight=False))
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     report(results, f"images for kubeadm and {plan.name}", folder.folder)
 
 
-def cluster_engines(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+def cluster_engines(inventory: Path = INVENTORY,
+                    debian: str = typer.Option(
+                        "missing", "--debian", help="When to copy the Debian engines "
+                        "(ddsperf, mosquitto, with their libraries, downloaded here once for "
+                        "each architecture): missing (to a host that lacks them, or holds "
+                        "k8sdds' copy), always, never."),
+                    mirror: str | None = typer.Option(
+                        None, "--mirror", help="Debian mirror the Debian engines are "
+                        "downloaded from [http://deb.debian.org/debian]."),
+                    known_hosts: Path | None = KNOWN_HOSTS,
                     dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
-    """Copy the engines k8sdds builds (k8sdds-mqtt, k8sdds-zenoh, zenohd), built here for
-    each host's architecture (`make engines`), into the host's engine_bin over SSH (checked
-    by SHA-256, mode 0755): for hosts with no package repository and no toolchain, such as
-    an air-gapped Pi. `cluster check` says what each host still lacks."""
-    from k8sdds.cluster.engines import deliver
-    from k8sdds.images.build import own_engines
+    """Copy the engines a `--backend ssh` run starts into each host's engine_bin over SSH
+    (checked by SHA-256): those k8sdds builds (k8sdds-mqtt, k8sdds-zenoh, zenohd; `make
+    engines` builds them for each architecture) and Debian's ddsperf and mosquitto with
+    their libraries (glibc is the host's), for hosts with no package repository and no
+    toolchain, such as an air-gapped Pi. `cluster check` says what each host still lacks."""
+    from k8sdds.cluster.engines import DEBIAN_WHEN, deliver
+    from k8sdds.images.build import DEFAULT_MIRROR, own_engines
+    from k8sdds.images.debian_engines import bundle
+
+    when = choice(debian, list(DEBIAN_WHEN), "--debian")
 
     def built(arch: str) -> dict[str, Path]:
         return {Path(k).name: v for k, v in own_engines(arch).items()}
 
+    def debian_tar(arch: str) -> Path:
+        return bundle(arch, mirror or DEFAULT_MIRROR, say=lambda line: err_console.print(
+            line, markup=False, highlight=False))
+
     loaded, known = hosts(inventory, known_hosts)
-    results, folder = per_host(loaded, known, dry_run, log_dir, lambda r: deliver(r, built))
+    results, folder = per_host(loaded, known, dry_run, log_dir,
+                               lambda r: deliver(r, built, debian_tar, when))
     if dry_run:
-        dry_run_listing(folder, loaded.hosts)
+        dry_run_listing(folder, loaded.hosts, results)
         return
     report(results, "engines", folder)
 

@@ -56,10 +56,19 @@ def per_host(loaded, known: str, dry_run: bool, logs: Path, work):
     return on_hosts(loaded.hosts, known, dry_run, folder.folder, work), folder
 
 
-def dry_run_listing(folder: HostLogs, hosts) -> None:
+def dry_run_listing(folder: HostLogs, hosts, results: dict) -> None:
+    """The commands each host would be given; a host the real command would fail on, by
+    name, with why (exit status 1)."""
+    from k8sdds.cluster.remote import HostError
+
     for host in hosts:
         out_console.print(f"[bold]{host.name}[/bold] ({host.user}@{host.address}:{host.port})")
         out_console.print(folder.since(host).rstrip(), markup=False, highlight=False)
+    failed = {h: r for h, r in results.items() if isinstance(r, HostError)}
+    for host, error in failed.items():
+        err_console.print(f"[red]{host}: would fail[/red]: {error}")
+    if failed:
+        raise typer.Exit(1)
 
 
 def report(results: dict, what: str, folder: Path) -> None:

@@ -145,10 +145,12 @@ def apt_config(work: Path, arch: str, suite: str, mirror: str) -> Path:
 
 
 def unpack(rootfs: Path, wanted: tuple[str, ...], arch: str, suite: str, mirror: str,
-           work: Path, run: Callable[..., None], say: Callable[[str], None]) -> list[str]:
+           work: Path, run: Callable[..., None], say: Callable[[str], None],
+           leave_out: tuple[str, ...] = ()) -> list[str]:
     """Download `wanted` and what they depend on for `arch`, and unpack each into `rootfs`
-    (its merged-/usr links kept); the .deb files unpacked. `run(argv, what, env)` runs a
-    command of this machine and raises on failure."""
+    (its merged-/usr links kept), but the packages named in `leave_out`; the .deb files
+    unpacked. `run(argv, what, env)` runs a command of this machine and raises on
+    failure."""
     if not wanted:
         return []
     env = {**os.environ, "APT_CONFIG": str(apt_config(work, arch, suite, mirror)),
@@ -157,7 +159,8 @@ def unpack(rootfs: Path, wanted: tuple[str, ...], arch: str, suite: str, mirror:
     run(["apt-get", "-q", "update"], f"apt-get update for {arch}", env)
     run(["apt-get", "-q", "-y", "install", "--download-only", *wanted],
         f"downloading the {arch} packages", env)
-    debs = sorted((work / "cache" / "archives").glob("*.deb"))
+    debs = [deb for deb in sorted((work / "cache" / "archives").glob("*.deb"))
+            if deb.name.split("_")[0] not in leave_out]
     found: list[Alternative] = []
     for deb in debs:
         control = work / "control" / deb.stem
