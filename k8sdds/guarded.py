@@ -5,9 +5,11 @@ directories that hold only regular files and directories (no link is ever follow
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +42,48 @@ def read_bytes(path: str | Path, what: str, follow: bool = True,
                limit: int | None = None) -> bytes:
     """The bytes of a regular file (`follow=False`: a symbolic link is refused, not
     followed); FileRefused for anything else or for more than the kind's limit."""
+    return b"".join(read_pieces(path, what, follow, limit))
+
+
+def read_pieces(path: str | Path, what: str, follow: bool = True, limit: int | None = None,
+                size: int = MiB) -> Iterator[bytes]:
+    """The bytes of a regular file `size` at a time, as `read_bytes` checks them (checked
+    when the file is opened, before the first piece): a long file read without holding it
+    whole."""
     path = Path(path)
     limit = LIMITS.get(what, 64 * MiB) if limit is None else limit
+    fd = _open(path, what, follow)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(f"{path}: {_kind(st.st_mode)}, not a regular file; the {what} "
+                              "must be one")
+        if st.st_size > limit:
+            raise FileRefused(f"{path}: {st.st_size} bytes; a {what} may have at most {limit}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return _pieces(fd, path, what, limit, size)
+
+
+def _pieces(fd: int, path: Path, what: str, limit: int, size: int) -> Iterator[bytes]:
+    try:
+        got = 0
+        while piece := os.read(fd, size):
+            got += len(piece)
+            if got > limit:  # it grew while read
+                raise FileRefused(f"{path}: more than {limit} bytes; a {what} may not")
+            yield piece
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path, what: str, follow: bool) -> int:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     if not follow:
         flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags)
+        return os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise FileRefused(f"{path}: a symbolic link; k8sdds does not follow links in a "
@@ -56,22 +93,37 @@ def read_bytes(path: str | Path, what: str, follow: bool = True,
         reason = {errno.EISDIR: "a directory, not a file",
                   errno.EACCES: "permission denied"}.get(exc.errno, exc.strerror)
         raise FileRefused(f"{path}: cannot read the {what}: {reason}") from None
+
+
+def read_head(path: str | Path, what: str, size: int, follow: bool = True) -> bytes:
+    """The first `size` bytes of a regular file, checked as `read_bytes` checks it."""
+    pieces = read_pieces(path, what, follow, size=size)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FileRefused(f"{path}: {_kind(st.st_mode)}, not a regular file; the {what} "
-                              "must be one")
-        if st.st_size > limit:
-            raise FileRefused(f"{path}: {st.st_size} bytes; a {what} may have at most {limit}")
-        chunks, size = [], 0
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:  # it grew while read
-                raise FileRefused(f"{path}: more than {limit} bytes; a {what} may not")
-        return b"".join(chunks)
+        return next(pieces, b"")
     finally:
-        os.close(fd)
+        pieces.close()
+
+
+def text_pieces(path: str | Path, what: str, follow: bool = True, size: int = 2 * MiB,
+                advance: Callable[[int], None] | None = None) -> Iterator[str]:
+    """A regular file's text a piece at a time, each piece ending at a line's end (a piece
+    with no line's end in four times `size` is given as it is); bytes that are not UTF-8
+    replaced, as an engine's output may hold them. `advance(n)`: n more bytes read."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    rest = ""
+    for raw in read_pieces(path, what, follow, size=size):
+        if advance is not None:
+            advance(len(raw))
+        rest += decoder.decode(raw)
+        cut = rest.rfind("\n") + 1
+        if not cut and len(rest) < 4 * size:
+            continue
+        cut = cut or len(rest)
+        yield rest[:cut]
+        rest = rest[cut:]
+    rest += decoder.decode(b"", final=True)
+    if rest:
+        yield rest
 
 
 def decode(data: bytes, path: str | Path, what: str) -> str:

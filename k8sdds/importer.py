@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from k8sdds import cni, perftest, records
 from k8sdds.errors import UserError
-from k8sdds.guarded import FileRefused, read_bytes
+from k8sdds.guarded import FileRefused, read_bytes, read_head, read_pieces
 from k8sdds.model import Test
 from k8sdds.parsers.perftest_header import header
 from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest, atomic_write
@@ -107,11 +108,25 @@ def from_header(said: dict[str, object], index: int) -> Test | None:
                 duration=float(said.get("duration", 10.0)))
 
 
+def log_bytes(root: Path) -> int:
+    """The bytes of every log a tree's tests hold (links not followed, not counted): what
+    `import_tree` will read, for a progress bar."""
+    total = 0
+    for kind in KINDS:
+        for log in Path(root).glob(f"{kind}/*/test-*/rtiperftest-*.log"):
+            if LOG.match(log.name) and not any(p.is_symlink() for p in (
+                    log, log.parent, log.parent.parent, log.parent.parent.parent)):
+                total += log.stat().st_size if log.is_file() else 0
+    return total
+
+
 def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = None,
-                schedule: Path | None = None) -> list[Path]:
+                schedule: Path | None = None,
+                advance: Callable[[int], None] | None = None) -> list[Path]:
     """Import every configuration under `root`; return the run directories written. With
     `skipped`, a configuration that cannot be imported is listed there (folder, reason) and
-    the rest goes on; without, the first one raises."""
+    the rest goes on; without, the first one raises. `advance(n)`: n more bytes of the
+    logs read."""
     root, out = Path(root), Path(out)
     if not root.is_dir():
         raise UserError(f"{root}: not a directory")
@@ -140,7 +155,7 @@ def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = N
                 continue
             seen += 1
             try:
-                runs.append(_import(root, kind, latency, folder, out, schedule))
+                runs.append(_import(root, kind, latency, folder, out, schedule, advance))
             except UserError as exc:
                 if skipped is None:
                     raise
@@ -151,7 +166,8 @@ def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = N
 
 
 def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
-            schedule: Path | None = None) -> Path:
+            schedule: Path | None = None, advance: Callable[[int], None] | None = None
+            ) -> Path:
     datapath, transport, variant = configuration(folder.name)
     links: list[str] = []
     sch = _schedule(folder, root, schedule, links)
@@ -180,7 +196,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
     run = RunDir.create(out, partial.name)
     try:
         _fill(run, final.name, root, kind, latency, folder, sch, rows, base, tests_dirs,
-              engines, datapath, transport, variant, links)
+              engines, datapath, transport, variant, links, advance)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -190,7 +206,8 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
 
 def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder: Path,
           sch: Path | None, rows: list | None, base: int, tests_dirs: dict, engines,
-          datapath: str, transport: str, variant: str, links: list[str]) -> None:
+          datapath: str, transport: str, variant: str, links: list[str],
+          advance: Callable[[int], None] | None = None) -> None:
     manifest = RunManifest(
         run_id=run_id, backend="imported", tests=[], status="complete",
         command_line=["k8sdds", "import", "k8sdds-data", str(root)],
@@ -207,21 +224,22 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         row = index - base
         if rows is not None and not 0 <= row < len(rows):
             raise UserError(f"{path}: no row {row} in {sch} ({len(rows)} rows)")
-        logs, refused = {}, []
+        logs, heads, refused = {}, {}, []
         for log in sorted(path.iterdir()):
             m = LOG.match(log.name)
             if m:
                 role = "pub" if m[1] == "pub" else f"sub{m[2] or 0}"
                 try:  # a regular file of the tree: no link followed, no FIFO opened
-                    logs[role] = read_bytes(log, "log", follow=False)
+                    heads[role] = read_head(log, "log", HEAD, follow=False)
+                    logs[role] = log
                 except FileRefused as exc:
                     refused.append(str(exc))
         if rows is None:
-            said = _said(logs)
+            said = _said(heads)
             described = from_header(said, row)
             if described is None:
                 lacking = [n for n in NEEDED if n not in said]
-                first = next(iter(logs.values()), b"").decode("utf-8", errors="replace")
+                first = next(iter(heads.values()), b"").decode("utf-8", errors="replace")
                 unsaid.append(f"test-{index}: its logs do not say {', '.join(lacking)} ("
                               + (" / ".join(line.strip() for line in first.splitlines()[1:3]
                                             if line.strip()) or "no log")
@@ -234,7 +252,7 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         scheduled = replace(scheduled, engine="rtiperftest", datapath=datapath,
                             transport=transport, latency_test=latency,
                             secure="secure" in variant, number=row + 1)
-        test, differ = _with_header(scheduled, logs, str(sch), columns)
+        test, differ = _with_header(scheduled, heads, str(sch), columns)
         impossible = check_values(test)
         if impossible:  # a header value no test can have: never a parameter
             field, value, allowed = impossible
@@ -246,10 +264,14 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         key = RepeatKey(test.number, 1)
         rep_dir = run.repeat_dir(key)
         rep_dir.mkdir(parents=True)
-        for role, data in logs.items():
-            atomic_write(rep_dir / f"{role}.log", data)
+        for role, log in list(logs.items()):
+            try:  # copied a piece at a time: a long log is never held whole
+                atomic_write(rep_dir / f"{role}.log", read_pieces(log, "log", follow=False))
+            except FileRefused as exc:  # changed since its head was read
+                refused.append(str(exc))
+                del logs[role]
         roles = list(logs)
-        parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
+        parsed = records.parse_logs(test, rep_dir, roles, engine.parser, advance)
         failures = refused + [f"{r}: {p.failure}" for r, p in parsed.items() if p.failure]
         expected = set(engine.roles(test))
         missing = sorted(expected - set(roles))
@@ -288,8 +310,13 @@ HEADER_FIELDS = {"data_len": "datalen", "best_effort": "besteffort", "batch_size
                  "transport": None, "secure": None}
 
 
+# how much of a log's start is read for its header (Perftest prints it in the first lines)
+HEAD = 64 * 1024
+
+
 def _said(logs: dict[str, bytes]) -> dict[str, object]:
-    """What the logs' headers print, the publisher's first, then any other's."""
+    """What the logs' headers print (`logs`: each log's first HEAD bytes), the
+    publisher's first, then any other's."""
     said: dict[str, object] = {}
     for role in sorted(logs, key=lambda r: r != "pub"):
         for name, value in header(logs[role].decode("utf-8", errors="replace")).items():

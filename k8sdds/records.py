@@ -5,26 +5,27 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from k8sdds import parsers
-from k8sdds.guarded import read_bytes
+from k8sdds.guarded import read_bytes, text_pieces
 from k8sdds.model import Test
 from k8sdds.parsers import Parsed, Value
+from k8sdds.parsers.base import MAX_SAMPLES, thinning_step
 from k8sdds.results.schema import test_values
 
 USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
 DATAPATH = "datapath"  # the pseudo role its figures are recorded under
 
 
-def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str
-               ) -> dict[str, Parsed]:
+def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str,
+               advance: Callable[[int], None] | None = None) -> dict[str, Parsed]:
     """Parse each role's log of one repeat with `parser` (the engine's; a missing log parses
-    as a failure)."""
-    parse = parsers.PARSERS[parser]
+    as a failure); `advance(n)`: n more bytes of a log read (a progress bar's)."""
+    parse, stream = parsers.PARSERS[parser], parsers.STREAMS.get(parser)
     out = {}
     for role in roles:
         log = rep_dir / f"{role}.log"
@@ -32,8 +33,16 @@ def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str
             out[role] = Parsed(failure=f"no log {log.name}")
             continue
         # never through a link, never a FIFO; engines may print bytes that are not UTF-8
-        text = read_bytes(log, "log", follow=False).decode("utf-8", errors="replace")
-        out[role] = parse(text, role, test.latency_test)
+        if stream is not None:  # a piece at a time: a long log is never held whole
+            reading = stream(role, test.latency_test)
+            for piece in text_pieces(log, "log", follow=False, advance=advance):
+                reading.feed(piece)
+            out[role] = reading.result()
+            continue
+        data = read_bytes(log, "log", follow=False)
+        if advance is not None:
+            advance(len(data))
+        out[role] = parse(data.decode("utf-8", errors="replace"), role, test.latency_test)
     usage = rep_dir / USAGE
     if os.path.lexists(usage):
         out[DATAPATH] = datapath_usage(read_bytes(usage, "usage", follow=False)
@@ -87,23 +96,20 @@ def impossible(metric: str, value: float, unit: str, t: float | None = None) -> 
     return None
 
 
-# the interval samples of one metric a role keeps in results.csv: an hour of seconds. A log
-# with more (a day-long Perftest run) keeps every k-th, evenly; its summaries are the
-# parser's, of every line, and stay exact
-MAX_SAMPLES = 3600
-
-
 def thinned(result: Parsed, said: list[str] | None = None, role: str = "") -> Parsed:
     """`result` with each column of samples cut to at most MAX_SAMPLES, every k-th kept
-    (said in `said`, with how many there were)."""
+    (`thinning_step`; a parser that read a long log a piece at a time has done it already),
+    said in `said` with how many there were."""
     columns = []
     for col in result.columns:
-        n = len(col.values)
-        if n <= MAX_SAMPLES:
+        n = max(col.seen, len(col.values))
+        step = thinning_step(n)
+        if step == 1:
             columns.append(col)
             continue
-        step = -(-n // MAX_SAMPLES)
-        columns.append(col._replace(t=col.t[::step], values=col.values[::step]))
+        if len(col.values) == n:  # not thinned as it was read
+            col = col._replace(t=col.t[::step], values=col.values[::step])
+        columns.append(col)
         if said is not None:
             said.append(f"{role}.log: {col.metric}: {n:,} interval samples, one in {step:,} "
                         f"kept (at most {MAX_SAMPLES:,}; the summaries are of all)")

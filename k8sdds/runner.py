@@ -308,7 +308,7 @@ class Runner:
         entry.wall_s = round(time.monotonic() - t0, 3)
         parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
         rows = records.rows(run.run_id, self.backend.name, test, key.repeat, entry.placement,
-                            parsed, self._arches)
+                            parsed, self._arches, dropped=entry.dropped)
         if rows:
             run.append_results(rows)
         if entry.reason is None:

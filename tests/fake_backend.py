@@ -37,6 +37,7 @@ class FakeBackend:
     started: list[str] = field(default_factory=list)
     wired: list[str] = field(default_factory=list)  # use_datapath's names, in order
     ran: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat) deployed
+    logs: dict[str, Path] = field(default_factory=lambda: dict(LOGS))  # what pub, sub print
 
     def limits(self) -> Limits:
         return Limits(max_subscribers=8, paths=PATHS)
@@ -69,7 +70,7 @@ class FakeBackend:
 
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
-        shutil.copyfile(LOGS["pub" if placement.role == "pub" else "sub"], log)
+        shutil.copyfile(self.logs["pub" if placement.role == "pub" else "sub"], log)
         self.started.append(placement.role)
         return Handle(placement.role, None, log, ref=placement.role)
 

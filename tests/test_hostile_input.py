@@ -5,10 +5,6 @@ Examples tried per target are the max_examples of each test."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,6 +13,7 @@ from k8sdds import model, schedule
 from k8sdds.errors import ScheduleError, UserError
 from k8sdds.parsers import PARSERS
 
+from .cli_support import invoke
 from .conftest import FIXTURES
 
 HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize"
@@ -150,6 +147,5 @@ def test_testbed_names_cannot_escape(name):
 
     with pytest.raises(UserError, match="testbed name"):
         check_name(name)
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "status", "--testbed", name],
-                          capture_output=True, text=True, env={**os.environ})
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    done = invoke("testbed", "status", "--testbed", name)  # the CLI, in this process
+    assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -335,3 +335,44 @@ def test_parse_of_a_run_whose_engine_is_unknown_is_a_clear_error(tmp_path):
     assert done.returncode == 2 and "ran engine 'nosuch', which this k8sdds does not know" \
         in " ".join(done.stderr.split()), done.stderr
     assert (run / "results.csv").read_text() == before
+
+
+def test_a_long_log_is_imported_a_piece_at_a_time_with_its_bytes_counted(tmp_path):
+    """A 59 MB subscriber log (half a million interval lines): copied and parsed a piece at
+    a time (the most Python holds at once, traced, is far below the log's size), its samples
+    thinned as read, every byte of every log counted for the progress bar."""
+    import tracemalloc
+
+    tree = _tree(tmp_path / "tree")
+    sub = tree / "throughput-test/flannel-udp/test-0/rtiperftest-sub0.log"
+    head, cut, tail = sub.read_text().partition("Length:")
+    line = ("Packets:  2336445  Packets/s: 2209783  Packets/s(ave): 2209783  Mbps:  1767.8  "
+            "Mbps(ave):  1767.8  Lost:     0 (0.00%)\n")
+    with open(sub, "w") as out:
+        out.write(head)
+        for _ in range(50):
+            out.write(line * 10_000)
+        out.write(cut + tail)
+    size = sub.stat().st_size
+    assert size > 59e6
+    with open(sub) as log:  # the interval lines, counted here
+        lines = sum(1 for text in log if text.lstrip().startswith("Packets:"))
+    logs = sum(os.path.getsize(p) for p in tree.rglob("rtiperftest-*.log"))
+    counted: list[int] = []
+    tracemalloc.start()
+    try:
+        [run, _] = import_tree(tree, tmp_path / "out", advance=counted.append)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sum(counted) == logs  # every log's bytes, each once
+    assert peak < size / 2, f"{peak / 1e6:.0f} MB held at once for a {size / 1e6:.0f} MB log"
+    df = pd.read_csv(run / "results.csv")
+    thr = df[(df.test == 1) & (df.role == "sub0") & (df.metric == "throughput_mbps")]
+    assert thr[thr.kind == "summary"].value.tolist() == [2.1]  # the result line, exact
+    # every 256th: the smallest power of two leaving at most 3,600 of half a million
+    assert 128 * 3600 < lines <= 256 * 3600
+    assert thr[thr.kind == "sample"].t.tolist() == list(range(1, lines + 1, 256))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert f"test-0/sub0.log: throughput_mbps: {lines:,} interval samples, one in 256 kept " \
+        "(at most 3,600; the summaries are of all)" in manifest["imported"]["skipped"]

@@ -231,9 +231,55 @@ def test_a_roles_samples_are_thinned_evenly_past_an_hour_and_said():
                                   np.arange(10000.0)),))
     said: list[str] = []
     [col] = thinned(long, said, "sub0").columns
-    assert col.t.tolist() == list(range(1, 10001, 3)) and len(col.t) == 3334
-    assert said == ["sub0.log: throughput_mbps: 10,000 interval samples, one in 3 kept (at "
+    # every 4th: the smallest power of two leaving at most 3,600 of 10,000 (3 would too, but
+    # a log read a piece at a time cannot know its length before its end)
+    assert col.t.tolist() == list(range(1, 10001, 4)) and len(col.t) == 2500
+    assert said == ["sub0.log: throughput_mbps: 10,000 interval samples, one in 4 kept (at "
                     "most 3,600; the summaries are of all)"]
     short = Parsed(columns=(Column("lost", "samples", np.arange(1.0, 3601.0),
                                    np.zeros(3600)),))
     assert thinned(short, said, "sub0") == short and len(said) == 1
+
+
+def test_samples_thinned_as_read_are_those_of_the_whole_log_and_bounded():
+    import numpy as np
+
+    from k8sdds.parsers.base import MAX_SAMPLES, Samples
+
+    for n, step in ((3600, 1), (3601, 2), (7200, 2), (7201, 4), (100_000, 32)):
+        kept = Samples("lost", "samples")
+        rng = np.random.default_rng(n)
+        at = 0
+        while at < n:  # pieces of any length, as a log's lines fall into its pieces
+            size = int(rng.integers(1, 2000))
+            t = np.arange(at + 1.0, min(at + size, n) + 1.0)
+            kept.add(t, t * 10)
+            at += len(t)
+            assert kept.kept <= MAX_SAMPLES
+        col = kept.column()
+        assert col.t.tolist() == list(range(1, n + 1, step)), n
+        assert col.values.tolist() == [10.0 * i for i in range(1, n + 1, step)]
+        assert col.seen == n
+    assert Samples("lost", "samples").column() is None
+
+
+def test_a_long_log_is_thinned_as_read_and_said_once(monkeypatch):
+    from k8sdds.parsers import rtiperftest as rti
+    from k8sdds.records import thinned
+
+    head = (R / "legacy-throughput-sub.log").read_text().partition("Waiting for data...\n")
+    lines = "".join(f"Packets: {i * 10:8d}  Packets/s: {i:5d}  Packets/s(ave): {i:5d}  "
+                    f"Mbps: {i / 10:.1f}  Mbps(ave): 1.0  Lost: 0 (0.00%)\n"
+                    for i in range(1, 10001))
+    monkeypatch.setattr(rti, "CHUNK", 5000)
+    parsed = rti.parse(head[0] + head[1] + lines + head[2], "sub0", False)
+    by = {c.metric: c for c in parsed.columns}
+    assert by["samples_per_s"].t.tolist() == list(range(1, 10001, 4))
+    assert by["samples_per_s"].values.tolist() == list(range(1, 10001, 4))
+    said: list[str] = []
+    assert thinned(parsed, said, "sub0") == parsed  # already thinned: said, not cut again
+    assert "sub0.log: samples_per_s: 10,000 interval samples, one in 4 kept (at most 3,600; " \
+        "the summaries are of all)" in said
+    assert parsed.summary("throughput_mbps") == 2.1
+
+

@@ -16,7 +16,7 @@ from k8sdds.errors import RunStopped, ScheduleError, UserError
 from k8sdds.results import RepeatKey, RunDir
 from k8sdds.runner import Runner, RunOptions, resumable
 
-from .fake_backend import FakeBackend
+from .fake_backend import LOGS, FakeBackend
 
 SCHEDULE = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,repeats,duration\n"
             "1024,false,1,false,0,2,1\n1024,false,1,false,0,1,1\n")
@@ -76,6 +76,27 @@ def test_a_run_records_every_repeat_and_its_rows(setup):
     assert set(zip(df.node, df.arch, strict=True)) == {("node1", "amd64"), ("node2", "arm64")}
     assert backend.ups == backend.downs == 1
     assert backend.started[:2] == ["sub0", "pub"]  # subscribers first, the publisher last
+
+
+def test_a_value_no_measurement_can_have_is_left_out_and_said_in_the_repeat(setup, tmp_path):
+    """A subscriber whose log says a thread used 999,999 % of a core (no machine has 10,000
+    cores): that sample is no row, and the repeat's entry says which, where and why."""
+    tests, runner, _ = setup
+    sub = tmp_path / "sub.log"
+    sub.write_text(LOGS["sub"].read_text().replace("recvUC:24%+3%", "recvUC:999999%+3%", 1))
+    outcome = runner(FakeBackend(logs={**LOGS, "sub": sub})).run(tests)
+    manifest = RunDir(outcome.run_dir).read_manifest()
+    for key, entry in manifest.repeats.items():
+        assert entry.status == "done"
+        # the threads' shares of second 1 add up (0+1+999,999+3), and the mean of the four
+        # seconds with it (the others 29, 29, 32) is no share either
+        assert entry.dropped == [
+            "sub0.log: cpu_pct 1000003.0 at 1 s: a CPU share over 102400 % (1,024 cores); "
+            "left out", "sub0.log: cpu_pct 250023.25: a CPU share over 102400 % (1,024 "
+            "cores); left out"], (key, entry.dropped)
+    df = _rows(outcome.run_dir)
+    cpu = df[(df.role == "sub0") & (df.metric == "cpu_pct") & (df.kind == "sample")]
+    assert len(cpu) > 0 and (cpu.value <= 100 * 1024).all()
 
 
 def test_failures_are_recorded_with_their_reason_and_the_run_goes_on(setup):

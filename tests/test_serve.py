@@ -285,8 +285,8 @@ def test_listening_beyond_loopback_needs_a_token(tmp_path):
     assert done.returncode == 2 and "is not ADDRESS:PORT" in " ".join(done.stderr.split())
 
 
-def test_pages_need_the_token_too_and_login_sets_it(service):
-    base, token, logs = service
+def test_pages_need_the_token_too_and_login_sets_it(shared_service):
+    base, token, _ = shared_service
     status, body = _get(f"{base}/")  # redirected to the login form
     assert status == 200 and 'name="token"' in body and "<table" not in body
     status, body = _get(f"{base}/login?token=wrong-token-wrong-token")
@@ -298,10 +298,10 @@ def test_pages_need_the_token_too_and_login_sets_it(service):
         assert response.status == 200
 
 
-def test_a_body_of_unknown_length_is_refused(service):
+def test_a_body_of_unknown_length_is_refused(shared_service):
     import http.client
 
-    base, token, _ = service
+    base, token, _ = shared_service
     host, port = base.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
     conn.request("POST", "/api/tasks", body=iter([b'{"schedule": "', b"x" * 1000, b'"}']),

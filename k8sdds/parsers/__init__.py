@@ -13,4 +13,8 @@ PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {
     "qperf": qperf.parse, "ping": ping.parse, "ab": ab.parse, "mqtt": mqtt.parse,
     "zenoh": zenoh.parse}
 
-__all__ = ["PARSERS", "SAMPLE", "SUMMARY", "Column", "Parsed", "Value"]
+# parsers that can also read a log a piece at a time (Stream(role, latency_test): feed(piece),
+# result()): their memory does not grow with a log's lines
+STREAMS = {"rtiperftest": rtiperftest.Stream}
+
+__all__ = ["PARSERS", "STREAMS", "SAMPLE", "SUMMARY", "Column", "Parsed", "Value"]

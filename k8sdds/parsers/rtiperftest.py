@@ -13,6 +13,10 @@ the parsers, and most never read an RTI log.
 
 A refusal (`... cannot be used ...`), `command terminated with exit code N`, or no result at
 all is a failure with its reason, never a zero.
+
+A log is read a piece at a time (`Stream`; `parse` of a text is the same over its pieces):
+interval samples are thinned as they come (`base.Samples`), the CSV sections are read across
+pieces (`perftest_csv.Sections`), so memory does not grow with a log's lines.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import re
 
 import numpy as np
 
-from k8sdds.parsers.base import SUMMARY, Column, Parsed, Value
+from k8sdds.parsers.base import SUMMARY, Column, Parsed, Samples, Value
+from k8sdds.parsers.perftest_csv import Sections, numeric, unit
 
 _NUM = r"([-+]?\d+(?:\.\d+)?)"
 _LEGACY_THR = re.compile(
@@ -54,70 +59,20 @@ _ENDS = 64 * 1024
 _REFUSAL_WORDS = ("cannot", "rror", "RROR", "nvalid", "not supported", "Unknown option",
                   "not a valid", "Exception")
 _JSON_START = re.compile(r'\{\s*"perftest"\s*:')
-_SECTION = re.compile(r"^\s*(Throughput Summary|One-?way Latency Summary|Interval Throughput"
-                      r"|Intervals? One-?[Ww]ay Latency)\b.*:\s*$", re.IGNORECASE)
-
-# CSV header (lower case, unit stripped) -> metric; a header may carry "(us)", "(μs)", "(%)"
-_THR_COLUMNS = {
-    "length": "data_len", "sample size": "data_len", "total samples": "received",
-    "samples/s": "samples_per_s_interval", "ave samples/s": "samples_per_s",
-    "avg samples/s": "samples_per_s", "mbps": "throughput_mbps_interval",
-    "ave mbps": "throughput_mbps", "avg mbps": "throughput_mbps", "lost samples": "lost",
-    "lost samples %": "lost_pct", "cpu": "cpu_pct", "cpu %": "cpu_pct",
-}
-_LAT_COLUMNS = {
-    "length": "data_len", "sample size": "data_len", "latency": "latency_us",
-    "ave": "latency_us_mean", "avg": "latency_us_mean", "std": "latency_us_std",
-    "min": "latency_us_min", "max": "latency_us_max", "50%": "latency_us_p50",
-    "90%": "latency_us_p90", "99%": "latency_us_p99", "99.99%": "latency_us_p9999",
-    "99.9999%": "latency_us_p999999", "serialization": "serialize_us",
-    "deserialization": "deserialize_us", "total": "serialization_total_us",
-    "cpu": "cpu_pct", "cpu %": "cpu_pct",
-}
-_PER_INTERVAL = {"latency_us", "lost", "lost_pct", "cpu_pct"}
-UNITS = {"throughput_mbps": "Mb/s", "samples_per_s": "samples/s", "received": "samples",
-         "lost": "samples", "lost_pct": "%", "cpu_pct": "%", "data_len": "bytes"}
-
-
-def _unit(metric: str) -> str:
-    return UNITS.get(metric, "us" if metric.endswith("_us") or "latency_us" in metric else "")
-
-
-def _header_key(name: str) -> str:
-    name = name.strip().lower().replace("μs", "us")
-    name = re.sub(r"\((?:bytes|us)\)", "", name)
-    name = name.replace("(%)", "%").replace("(", "").replace(")", "")
-    return re.sub(r"\s+", " ", name).strip()
-
-
 def parse(text: str, role: str, latency_test: bool) -> Parsed:
-    """Parse one Perftest process's output (pure: no I/O)."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if '"perftest"' in text and _JSON_START.search(text):
-        values, columns = _json(text)
-    else:
-        csv_values, csv_columns = _csv(text)
-        legacy_values, legacy_columns = _legacy(text)
-        values, columns = csv_values + legacy_values, csv_columns + legacy_columns
-    failure = _failure(text, role, latency_test, values)
-    return Parsed(values=tuple(values), failure=failure, columns=tuple(columns))
+    """Parse one Perftest process's output (pure: no I/O): `Stream` fed the text a piece at
+    a time."""
+    stream = Stream(role, latency_test)
+    for piece in _chunks(text):
+        stream.feed(piece)
+    return stream.result()
 
 
-def _numeric(series) -> np.ndarray:
-    import pandas as pd
-
-    if pd.api.types.is_numeric_dtype(series):
-        return series.to_numpy(dtype=float)
-    return pd.to_numeric(series.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
-
-
-CHUNK = 8 << 20  # characters of a log read at a time for its interval lines
+CHUNK = 2 << 20  # characters of a log read at a time
 
 
 def _chunks(text: str, size: int = CHUNK):
-    """`text` in pieces of about `size` characters, each ending at a line's end: a long log's
-    interval lines are picked and parsed a piece at a time, never all as one list."""
+    """`text` in pieces of about `size` characters, each ending at a line's end."""
     start, n = 0, len(text)
     while start < n:
         end = text.find("\n", min(start + size, n))
@@ -126,26 +81,111 @@ def _chunks(text: str, size: int = CHUNK):
         start = end
 
 
-def _interval_columns(text: str, keep, first_line, wanted: dict[str, tuple[str, str]]
-                      ) -> list[Column]:
-    """The interval lines of `text` that `keep` accepts (the first of them matching
-    `first_line`), parsed a chunk at a time and joined: one Column per metric."""
-    parts: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
-    layout, done = None, 0
-    for chunk in _chunks(text):
-        lines = [line for line in chunk.split("\n") if keep(line)]
+class _Lines:
+    """One kind of legacy interval line (`Packets: ...`, `One way Latency: ...`): the
+    first one fixes the layout (a first line of another shape: none of them is read),
+    each piece's lines are read by pandas' C tokenizer and numbered on from the last."""
+
+    def __init__(self, marker: str, keep, first_line, wanted: dict[str, tuple[str, str]]):
+        self.marker, self.keep, self.first_line, self.wanted = marker, keep, first_line, wanted
+        self.layout: str | None = None
+        self.off, self.done = False, 0
+
+    def feed(self, piece: str, samples) -> None:
+        if self.off or self.marker not in piece:
+            return
+        lines = [line for line in piece.split("\n") if self.keep(line)]
         if not lines:
-            continue
-        if layout is None:
-            if not first_line.match(lines[0]):
-                return []
-            layout = lines[0]
-        for col in _token_columns(lines, wanted, layout, done):
-            parts.setdefault((col.metric, col.unit), []).append((col.t, col.values))
-        done += len(lines)
-    return [Column(metric, unit, np.concatenate([t for t, _ in got]),
-                   np.concatenate([v for _, v in got]))
-            for (metric, unit), got in parts.items()]
+            return
+        if self.layout is None:
+            if not self.first_line.match(lines[0]):
+                self.off = True
+                return
+            self.layout = lines[0]
+        for col in _token_columns(lines, self.wanted, self.layout, self.done):
+            samples(col.metric, col.unit).add(col.t, col.values)
+        self.done += len(lines)
+
+
+def _legacy_lines() -> tuple[_Lines, _Lines]:
+    cpu = {"CPU": ("cpu_pct", "%"), "CPU:": ("cpu_pct", "%")}
+    return (_Lines("Packets:", lambda line: line.lstrip().startswith("Packets:"),
+                   _INTERVAL_THR, {"Packets/s:": ("samples_per_s", "samples/s"),
+                                   "Mbps:": ("throughput_mbps", "Mb/s"),
+                                   "Lost:": ("lost", "samples"), **cpu}),
+            _Lines("atency:", lambda line: line[:16] in _LAT_STARTS or line.lstrip()[
+                :16].lower() in ("one way latency:", "one-way latency:"), _INTERVAL_LAT,
+                   {"Latency:": ("latency_us", "us"), **cpu}))
+
+
+class Stream:
+    """One Perftest process's output read a piece at a time (`feed`, each piece ending at a
+    line's end; `result` at the end). Memory holds a piece, the log's first and last 64 KiB
+    (where refusals are printed) and at most MAX_SAMPLES samples of each metric (`Samples`,
+    thinned as read), whatever the log's length; a JSON log, one document, is held whole."""
+
+    def __init__(self, role: str, latency_test: bool):
+        self.role, self.latency_test = role, latency_test
+        self._start = ""  # the first 2 * _ENDS characters
+        self._tail = ""  # the last _ENDS characters
+        self._size = 0
+        self._pending: list[str] | None = []  # pieces until the format is known
+        self._json: list[str] | None = None
+        self._exit: str | None = None
+        self._values: list[Value] = []
+        self._samples: dict[tuple[str, str], Samples] = {}
+        self._lines = _legacy_lines()
+        self._sections = Sections()
+
+    def _sample(self, metric: str, unit: str) -> Samples:
+        return self._samples.setdefault((metric, unit), Samples(metric, unit))
+
+    def feed(self, piece: str) -> None:
+        if "\r" in piece:
+            piece = piece.replace("\r\n", "\n").replace("\r", "\n")
+        if len(self._start) < 2 * _ENDS:
+            self._start += piece[:2 * _ENDS - len(self._start)]
+        self._tail = (self._tail[-_ENDS:] + piece[-_ENDS:])[-_ENDS:]
+        self._size += len(piece)
+        if self._exit is None and (m := _EXIT.search(piece)):
+            self._exit = m.group(1)
+        if self._pending is not None:  # JSON if its start is in the log's head
+            self._pending.append(piece)
+            if _JSON_START.search(self._start[:_ENDS]):
+                self._json, self._pending = self._pending, None
+            elif len(self._start) >= _ENDS:
+                pending, self._pending = self._pending, None
+                for held in pending:
+                    self._read(held)
+            return
+        if self._json is not None:
+            self._json.append(piece)
+        else:
+            self._read(piece)
+
+    def _read(self, piece: str) -> None:
+        for lines in self._lines:
+            lines.feed(piece, self._sample)
+        self._sections.feed(piece, self._values, self._sample)
+        if "Length:" in piece:
+            self._values += _summary_lines(piece)
+
+    def result(self) -> Parsed:
+        """What the output measured, or why it holds no valid result."""
+        if self._pending is not None:  # shorter than the head: not JSON
+            pending, self._pending = self._pending, None
+            for held in pending:
+                self._read(held)
+        if self._json is not None:
+            values, columns = _json("".join(self._json))
+        else:
+            self._sections.finish(self._values, self._sample)
+            values = self._values
+            columns = [c for c in (s.column() for s in self._samples.values()) if c]
+        ends = (self._start if self._size <= 2 * _ENDS
+                else self._start[:_ENDS] + "\n" + self._tail)
+        failure = _failure(ends, self._exit, self.role, self.latency_test, values)
+        return Parsed(values=tuple(values), failure=failure, columns=tuple(columns))
 
 
 def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
@@ -166,129 +206,57 @@ def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
                         quoting=csv.QUOTE_NONE)  # a stray quote is a character, not a string
     t = np.arange(before + 1, before + len(frame) + 1, dtype=float)
     out = []
-    for pos, (metric, unit) in positions.items():
-        values = _numeric(frame[pos])
+    for pos, (metric, measure) in positions.items():
+        values = numeric(frame[pos])
         ok = ~np.isnan(values)
         if ok.any():
-            out.append(Column(metric, unit, t[ok], values[ok]))
+            out.append(Column(metric, measure, t[ok], values[ok]))
     return out
 
 
-def _failure(text: str, role: str, latency_test: bool, values: list[Value]) -> str | None:
+def _failure(ends: str, exit_code: str | None, role: str, latency_test: bool,
+             values: list[Value]) -> str | None:
     """Why this output holds no valid result: a non-zero exit, or the result its role must
-    print missing (a throughput subscriber's rate, a latency publisher's latency)."""
-    # Perftest prints refusals and errors before its results or after them, not among the
-    # interval lines: look at the head and the tail only
-    ends = text if len(text) <= 2 * _ENDS else text[:_ENDS] + "\n" + text[-_ENDS:]
+    print missing (a throughput subscriber's rate, a latency publisher's latency). Perftest
+    prints refusals and errors before its results or after them, not among the interval
+    lines: `ends` is the head and the tail of the output."""
     refusals = ([m.group(0).strip() for m in _REFUSAL.finditer(ends)]
                 if any(w in ends for w in _REFUSAL_WORDS) else [])
-    exit_code = _EXIT.search(text)
     summaries = {v.metric for v in values if v.kind == SUMMARY}
     needs = ("throughput_mbps" if not latency_test and role.startswith("sub") else
              "latency_us_mean" if latency_test and role == "pub" else None)
     reasons = []
-    if exit_code and exit_code.group(1) != "0":
-        reasons = refusals + [f"exit code {exit_code.group(1)}"]
+    if exit_code is not None and exit_code != "0":
+        reasons = refusals + [f"exit code {exit_code}"]
     elif needs and needs not in summaries:
         reasons = refusals + ["no result line"]
     return "; ".join(dict.fromkeys(reasons)) or None
 
 
-def _legacy(text: str) -> tuple[list[Value], list[Column]]:
+def _summary_lines(piece: str) -> list[Value]:
+    """The legacy result lines (`Length: ... Packets/s(ave) ...`, `Length: ... Latency:
+    Ave ...`) of a piece."""
     out: list[Value] = []
-    columns: list[Column] = []
-    if "Packets:" in text:
-        columns += _interval_columns(
-            text, lambda line: line.startswith("Packets:") or line.lstrip().startswith(
-                "Packets:"), _INTERVAL_THR, {
-                "Packets/s:": ("samples_per_s", "samples/s"), "Mbps:": ("throughput_mbps", "Mb/s"),
-                "Lost:": ("lost", "samples"), "CPU": ("cpu_pct", "%"), "CPU:": ("cpu_pct", "%")})
-    if "atency:" in text:
-        columns += _interval_columns(
-            text, lambda line: line[:16] in _LAT_STARTS or line.lstrip()[:16].lower() in (
-                "one way latency:", "one-way latency:"), _INTERVAL_LAT,
-            {"Latency:": ("latency_us", "us"), "CPU": ("cpu_pct", "%"),
-             "CPU:": ("cpu_pct", "%")})
-    if "Length:" in text:
-        for m in _LEGACY_THR.finditer(text):
-            out += [Value("received", float(m[2]), "samples"),
-                    Value("samples_per_s", float(m[3]), "samples/s"),
-                    Value("throughput_mbps", float(m[4]), "Mb/s"),
-                    Value("lost", float(m[5]), "samples")]
-            if m[6] is not None:
-                out.append(Value("lost_pct", float(m[6]), "%"))
-            if m[7] is not None:
-                out.append(Value("cpu_pct", float(m[7]), "%"))
-        for m in _LEGACY_LAT.finditer(text):
-            out += [Value(n, float(m[i + 2]), "us") for i, n in enumerate(_LAT_NAMES)]
-            if m[11] is not None:
-                out.append(Value("cpu_pct", float(m[11]), "%"))
-    return out, columns
+    for m in _LEGACY_THR.finditer(piece):
+        out += [Value("received", float(m[2]), "samples"),
+                Value("samples_per_s", float(m[3]), "samples/s"),
+                Value("throughput_mbps", float(m[4]), "Mb/s"),
+                Value("lost", float(m[5]), "samples")]
+        if m[6] is not None:
+            out.append(Value("lost_pct", float(m[6]), "%"))
+        if m[7] is not None:
+            out.append(Value("cpu_pct", float(m[7]), "%"))
+    for m in _LEGACY_LAT.finditer(piece):
+        out += [Value(n, float(m[i + 2]), "us") for i, n in enumerate(_LAT_NAMES)]
+        if m[11] is not None:
+            out.append(Value("cpu_pct", float(m[11]), "%"))
+    return out
 
 
 _LAT_STARTS = ("One way Latency:", "One-Way Latency:", "One-way Latency:")
 _LAT_NAMES = ["latency_us_mean", "latency_us_std", "latency_us_min", "latency_us_max",
               "latency_us_p50", "latency_us_p90", "latency_us_p99", "latency_us_p9999",
               "latency_us_p999999"]
-
-
-def _csv(text: str) -> tuple[list[Value], list[Column]]:
-    import pandas as pd
-
-    if "Summary:" not in text and "Interval" not in text:
-        return [], []
-    out: list[Value] = []
-    columns: list[Column] = []
-    lines = text.split("\n")
-    i, t = 0, 0
-    while i < len(lines):
-        sec = _SECTION.match(lines[i]) if lines[i].rstrip().endswith(":") else None
-        if not sec:
-            i += 1
-            continue
-        title = sec.group(1).lower()
-        interval = title.startswith("interval")
-        names = _LAT_COLUMNS if "latency" in title else _THR_COLUMNS
-        i += 1
-        while i < len(lines) and not lines[i].strip():
-            i += 1
-        if i >= len(lines):
-            break
-        header = lines[i].split(",")
-        # per column: (metric, unit) when the column is kept in this section
-        kept = []
-        for k, h in enumerate(header):
-            metric = names.get(_header_key(h))
-            if metric is None or metric == "data_len":
-                continue
-            name = metric.removesuffix("_interval")
-            if interval and (metric in _PER_INTERVAL or metric.endswith("_interval")):
-                kept.append((k, name, _unit(name)))
-            elif not interval and not metric.endswith("_interval"):
-                kept.append((k, name, _unit(name)))
-        width = len(header)
-        i += 1
-        first = i
-        while i < len(lines) and lines[i].count(",") == width - 1:
-            i += 1  # the rows of the section; it ends at a blank line, a title, a cut row
-        if first == i or not kept:
-            continue
-        frame = pd.read_csv(io.StringIO("\n".join(lines[first:i])), header=None,
-                            usecols=[k for k, _, _ in kept], engine="c",
-                            skipinitialspace=True, quoting=csv.QUOTE_NONE)
-        if interval:
-            stamps = np.arange(t + 1, t + 1 + len(frame), dtype=float)
-            t += len(frame)
-            for k, name, unit in kept:
-                values = _numeric(frame[k])
-                ok = ~np.isnan(values)
-                columns.append(Column(name, unit, stamps[ok], values[ok]))
-        else:
-            for k, name, unit in kept:
-                for value in _numeric(frame[k]).tolist():
-                    if value == value:  # not nan
-                        out.append(Value(name, value, unit))
-    return out, columns
 
 
 # JSON keys (lower case) -> metric, for summaries and intervals
@@ -327,7 +295,7 @@ def _json(text: str) -> tuple[list[Value], list[Column]]:
             for key in frame.columns:
                 plan = _JSON_INTERVAL.get(key)
                 if plan:
-                    values = _numeric(frame[key])
+                    values = numeric(frame[key])
                     ok = ~np.isnan(values)
                     columns.append(Column(plan[0], plan[1], stamps[ok], values[ok]))
         for key, value in (block.get("summary") or {}).items():
@@ -341,9 +309,9 @@ def _json_plans() -> tuple[dict, dict]:
     interval, summary = {}, {}
     for key, metric in _JSON_KEYS.items():
         if metric != "received" and not metric.endswith("_ave"):  # running averages: no
-            interval[key] = (metric, _unit(metric))
+            interval[key] = (metric, unit(metric))
         name = metric.removesuffix("_ave")
-        summary[key] = (name, _unit(name))
+        summary[key] = (name, unit(name))
     return interval, summary
 
 

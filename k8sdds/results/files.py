@@ -7,20 +7,23 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
-def atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None:
-    """Replace `path` with `data` in one step; readable as the umask allows, or with `mode`
-    (0o600 for secrets)."""
+def atomic_write(path: Path, data: str | bytes | Iterable[bytes], mode: int | None = None
+                 ) -> None:
+    """Replace `path` with `data` (text, bytes, or pieces of bytes written as they come) in
+    one step; readable as the umask allows, or with `mode` (0o600 for secrets)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes 0600, which is already right for secrets; results are for reading
         os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
-                       **({} if isinstance(data, bytes) else {"newline": ""})) as fh:
-            fh.write(data)
+        text = isinstance(data, str)
+        with os.fdopen(fd, "w" if text else "wb", **({"newline": ""} if text else {})) as fh:
+            for piece in (data,) if isinstance(data, (str, bytes)) else data:
+                fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -62,12 +62,15 @@ class RepeatEntry:
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     wall_s: float | None = None
     source: str | None = None  # imported: the folder the logs came from
+    # what of the logs is not a row: values no measurement can have, samples thinned
+    # (records.rows's `dropped`: log, metric, value, why)
+    dropped: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "reason": self.reason, "placement": self.placement}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name not in out and value not in (None, {}):
+            if f.name not in out and value not in (None, {}, []):
                 out[f.name] = value
         return out
 
@@ -84,6 +87,9 @@ class RepeatEntry:
         for name in ("reason", "started", "discovery", "source"):
             if data.get(name) is not None and not isinstance(data[name], str):
                 raise ManifestError(f"{where}: {name} is not text")
+        if not isinstance(data.get("dropped", []), list) or not all(
+                isinstance(line, str) for line in data.get("dropped", [])):
+            raise ManifestError(f"{where}: dropped is not a list of text")
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
