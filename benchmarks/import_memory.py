@@ -8,7 +8,7 @@ lines are repeated to --mb megabytes (legacy format, as `perftest_cpp -sub` prin
 a second), and its publisher's log. The import runs as a child process; its peak resident
 memory is the kernel's (getrusage of the children).
 
-Usage: .venv/bin/python benchmarks/import_memory.py [--mb 1024] [--format legacy|csv]
+Usage: .venv/bin/python benchmarks/import_memory.py [--mb 1024] [--format legacy|csv|json]
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ LINES = {"legacy": ("legacy-throughput-sub.log", "Length:",
                     "1767.8  Mbps(ave):  1767.8  Lost:     0 (0.00%)\n"),
          "csv": ("doc-csv-intervals-cpu-sub.log", None,
                  "           100,       3591398,    1908340,       1908340,   1526.7,    "
-                 "1526.7,            0,             0.00, 12.12\n")}
+                 "1526.7,            0,             0.00, 12.12\n"),
+         "json": ("doc-json-sub.log", None, None)}
 
 
 def write_log(path: Path, kind: str, mb: float) -> None:
@@ -37,6 +38,8 @@ def write_log(path: Path, kind: str, mb: float) -> None:
     time (the benchmark holds no more of it than the importer should)."""
     name, before, line = LINES[kind]
     text = (FIX / name).read_text()
+    if line is None:  # JSON: the first interval's object, repeated before it
+        line = text[text.index('{\n\t\t\t\t\t"length"'):text.index("},") + 2]
     at = text.index(before) if before else text.index(line) + len(line)
     block = line * 10_000
     with open(path, "w") as out:

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 
 import numpy as np
 
 from k8sdds.parsers.base import SUMMARY, Column, Parsed, Samples, Value
-from k8sdds.parsers.perftest_csv import Sections, numeric, unit
+from k8sdds.parsers.perftest_csv import Sections, numeric
+from k8sdds.parsers.perftest_json import Document
 
 _NUM = r"([-+]?\d+(?:\.\d+)?)"
 _LEGACY_THR = re.compile(
@@ -122,7 +122,8 @@ class Stream:
     """One Perftest process's output read a piece at a time (`feed`, each piece ending at a
     line's end; `result` at the end). Memory holds a piece, the log's first and last 64 KiB
     (where refusals are printed) and at most MAX_SAMPLES samples of each metric (`Samples`,
-    thinned as read), whatever the log's length; a JSON log, one document, is held whole."""
+    thinned as read), whatever the log's length; a JSON log is read as its text comes too
+    (`perftest_json.Document`)."""
 
     def __init__(self, role: str, latency_test: bool):
         self.role, self.latency_test = role, latency_test
@@ -130,7 +131,7 @@ class Stream:
         self._tail = ""  # the last _ENDS characters
         self._size = 0
         self._pending: list[str] | None = []  # pieces until the format is known
-        self._json: list[str] | None = None
+        self._json: Document | None = None
         self._exit: str | None = None
         self._values: list[Value] = []
         self._samples: dict[tuple[str, str], Samples] = {}
@@ -151,15 +152,17 @@ class Stream:
             self._exit = m.group(1)
         if self._pending is not None:  # JSON if its start is in the log's head
             self._pending.append(piece)
-            if _JSON_START.search(self._start[:_ENDS]):
-                self._json, self._pending = self._pending, None
+            if start := _JSON_START.search(self._start[:_ENDS]):
+                held, self._pending = "".join(self._pending), None
+                self._json = Document(self._values, self._sample)
+                self._json.feed(held[start.start():])
             elif len(self._start) >= _ENDS:
                 pending, self._pending = self._pending, None
                 for held in pending:
                     self._read(held)
             return
         if self._json is not None:
-            self._json.append(piece)
+            self._json.feed(piece)
         else:
             self._read(piece)
 
@@ -177,11 +180,11 @@ class Stream:
             for held in pending:
                 self._read(held)
         if self._json is not None:
-            values, columns = _json("".join(self._json))
+            self._json.finish()
         else:
             self._sections.finish(self._values, self._sample)
-            values = self._values
-            columns = [c for c in (s.column() for s in self._samples.values()) if c]
+        values = self._values
+        columns = [c for c in (s.column() for s in self._samples.values()) if c]
         ends = (self._start if self._size <= 2 * _ENDS
                 else self._start[:_ENDS] + "\n" + self._tail)
         failure = _failure(ends, self._exit, self.role, self.latency_test, values)
@@ -257,62 +260,3 @@ _LAT_STARTS = ("One way Latency:", "One-Way Latency:", "One-way Latency:")
 _LAT_NAMES = ["latency_us_mean", "latency_us_std", "latency_us_min", "latency_us_max",
               "latency_us_p50", "latency_us_p90", "latency_us_p99", "latency_us_p9999",
               "latency_us_p999999"]
-
-
-# JSON keys (lower case) -> metric, for summaries and intervals
-_JSON_KEYS = {
-    "latency": "latency_us", "latency_ave": "latency_us_mean", "latency_std": "latency_us_std",
-    "latency_min": "latency_us_min", "latency_max": "latency_us_max",
-    "latency_50": "latency_us_p50", "latency_90": "latency_us_p90",
-    "latency_99": "latency_us_p99", "latency_99.99": "latency_us_p9999",
-    "latency_99.9999": "latency_us_p999999", "packets": "received",
-    "packets/s": "samples_per_s", "packets/s_ave": "samples_per_s_ave", "mbps": "throughput_mbps",
-    "mbps_ave": "throughput_mbps_ave", "lost": "lost", "lost_percent": "lost_pct",
-    "cpu": "cpu_pct", "serialize": "serialize_us", "deserialize": "deserialize_us",
-    "total_s": "serialization_total_us",
-}
-
-
-def _json(text: str) -> tuple[list[Value], list[Column]]:
-    import pandas as pd
-
-    start = text.find("{")
-    try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
-    except ValueError:
-        return [], []
-    out: list[Value] = []
-    columns: list[Column] = []
-    t = 0
-    for block in doc.get("perftest", []) if isinstance(doc, dict) else []:
-        if not isinstance(block, dict):
-            continue
-        intervals = [iv for iv in block.get("intervals") or [] if isinstance(iv, dict)]
-        if intervals:
-            frame = pd.DataFrame.from_records(intervals)
-            stamps = np.arange(t + 1, t + 1 + len(frame), dtype=float)
-            t += len(frame)
-            for key in frame.columns:
-                plan = _JSON_INTERVAL.get(key)
-                if plan:
-                    values = numeric(frame[key])
-                    ok = ~np.isnan(values)
-                    columns.append(Column(plan[0], plan[1], stamps[ok], values[ok]))
-        for key, value in (block.get("summary") or {}).items():
-            plan = _JSON_SUMMARY.get(key.lower())
-            if plan and isinstance(value, (int, float)):
-                out.append(Value(plan[0], float(value), plan[1]))
-    return out, columns
-
-
-def _json_plans() -> tuple[dict, dict]:
-    interval, summary = {}, {}
-    for key, metric in _JSON_KEYS.items():
-        if metric != "received" and not metric.endswith("_ave"):  # running averages: no
-            interval[key] = (metric, unit(metric))
-        name = metric.removesuffix("_ave")
-        summary[key] = (name, unit(name))
-    return interval, summary
-
-
-_JSON_INTERVAL, _JSON_SUMMARY = _json_plans()
