@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds import __version__
-from k8sdds.analysis import answer, history, middlewares, plots, tables
+from k8sdds.analysis import answer, history, middlewares, plots, references, tables
 from k8sdds.analysis.load import Runs, load
 from k8sdds.results import atomic_write
 
@@ -62,6 +62,22 @@ def _table(df: pd.DataFrame, floatfmt: str = "{:.1f}", index: bool = False) -> s
         return ""
     return df.to_html(float_format=floatfmt.format, na_rep="-", border=0, escape=True,
                       index=index)
+
+
+def _references(mw: pd.DataFrame) -> str:
+    """How k8sdds' own clients of the middlewares shown stand against each middleware's
+    reference tool, as last measured (analysis/references.csv)."""
+    shown = set(mw["middleware"]) if not mw.empty else set()
+    ref = references.table(shown)
+    if ref.empty:
+        return ""
+    return ("<h3>Against each middleware's own tools</h3><p>k8sdds runs its own clients of "
+            "Zenoh and MQTT (k8sdds-zenoh, k8sdds-mqtt); beside the middleware's reference "
+            "programs on one path, interleaved, they read as below (" +
+            html.escape(references.measured(shown)) + "). A ratio near 1 means a figure "
+            "above is the middleware's, not the client's: where one middleware is slower "
+            "than another, its own tools are too (docs/how-to/zenoh.md says where Zenoh's "
+            "round trip goes).</p>" + _table(ref, "{:.0f}"))
 
 
 def _shown(*parts: str) -> bool:
@@ -184,7 +200,7 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                             mw.drop(columns="engine").rename(columns={
                                 "throughput_mbps": "Mb/s", "p50_us": "p50 (µs)",
                                 "p99_us": "p99 (µs)", "via": "broker or router on"}))
-                        if not mw.empty else ""),
+                        if not mw.empty else "") + _references(mw),
         "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
                       "repeats; qperf latency as a round trip, twice its one-way figure), "
                       "beside ddsperf on the same paths.</p>" + _table(matrix)
