@@ -291,15 +291,16 @@ def cases(only: list[str], payloads: list[int], metrics: list[str], topologies: 
 
 def explain(tb, tools: Path, payloads: list[int], duration: float) -> None:
     print("| tools | payload | p50 (µs) | echo side's threads | its wake-ups per round trip "
-          "|\n|---|---|---|---|---|")
+          "| k8sdds' p50 of the same (µs) |\n|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for size in payloads:
-            _, zenoh_dir = k8sdds_figure(tmp, f"zenoh,tcp,peer,{size},false,1,false,0,true",
+            zenoh, zenoh_dir = k8sdds_figure(tmp, f"zenoh,tcp,peer,{size},false,1,false,0,"
+                                             "true", duration, "latency_us_p50")
+            dds, dds_dir = k8sdds_figure(tmp, f"ddsperf,udp,,{size},false,1,false,0,true",
                                          duration, "latency_us_p50")
-            _, dds_dir = k8sdds_figure(tmp, f"ddsperf,udp,,{size},false,1,false,0,true",
-                                       duration, "latency_us_p50")
-            for line in where_time_goes(tb, zenoh_dir, dds_dir, tools, size, duration):
-                print(line, flush=True)
+            for line, ours in zip(where_time_goes(tb, zenoh_dir, dds_dir, tools, size,
+                                                  duration), (zenoh, dds), strict=True):
+                print(f"{line} {ours:.0f} |", flush=True)
 
 
 def routers(tb, tools: Path, payloads: list[int], pairs: int, duration: float) -> None:
@@ -353,8 +354,6 @@ def main() -> None:
                  "mosquitto-clients")
     tools = zenoh_tools() if "zenoh" in only else Path()
     started = time.monotonic()
-    print("| middleware | payload | metric | k8sdds | reference tool | ratio (95 % interval; "
-          "Welch p) |\n|---|---|---|---|---|---|")
     tb = Testbed(default_nodes(4, name=TESTBED))
     tb.up()
     tb.use_datapath("host")
@@ -368,6 +367,8 @@ def main() -> None:
             tb.down()
         return
     written = []
+    print("| middleware | payload | metric | k8sdds | reference tool | ratio (95 % interval; "
+          "Welch p) |\n|---|---|---|---|---|---|")
     try:
         for engine, label, size, row, metric in cases(only, payloads, args.metrics.split(","),
                                                        args.topologies.split(",")):
