@@ -158,10 +158,9 @@ fn payload(size: usize, seq: u64) -> Vec<u8> {
 /// A throughput test's messages, without an allocation each: buffers of `size` bytes
 /// kept here and lent to Zenoh (a ZBytes over an `Arc` of one of them, no copy), each
 /// written again with the next sequence number once Zenoh has let go of it (its `Arc` is
-/// ours alone again: Zenoh copies a message into its batch as it is put, so one buffer
-/// mostly serves). As Zenoh's z_pub_thr puts one payload again and again; a fresh buffer per
-/// message, freed by Zenoh, cost about a sixth of the 1 KiB rate on 2 cores
-/// (benchmarks/reference_tools.py).
+/// ours alone again), as Zenoh's z_pub_thr puts one payload again and again. A fresh
+/// buffer per message cost about a sixth of the 1 KiB rate on 2 cores
+/// (benchmarks/reference_tools.py, docs/how-to/zenoh.md).
 const POOL: usize = 64; // buffers at most, whatever Zenoh holds on to
 
 struct Messages {
@@ -256,8 +255,7 @@ fn publish(a: &Args) {
     let mut next = Instant::now();
     let mut seq = 0u64;
     let mut messages = Messages::new(a.size);
-    // the clock is read every 256 messages at full rate (a read is a twentieth of a 1 KiB
-    // message's time here), at each one when paced
+    // the clock is read every 256 messages at full rate, after each one when paced
     while interval.is_some() || seq % 256 != 0 || Instant::now() < end {
         if let Err(e) = publisher.put(messages.next(seq)).wait() {
             fail(&format!("put: {e}"));
