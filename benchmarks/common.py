@@ -1,10 +1,18 @@
-"""What every benchmark does: run the k8sdds CLI as a user would and read its JSON outcome."""
+"""What every benchmark does: run the k8sdds CLI as a user would and read its JSON outcome,
+and start again by hand what a run started, in the nodes it placed it on (`Hand`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+from k8sdds.perftest.base import engine_path
+from k8sdds.testbed import netns
 
 
 def k8sdds(*args: str) -> dict:
@@ -18,3 +26,52 @@ def k8sdds(*args: str) -> dict:
     for failure in outcome.get("failed", []):
         print("failed:", failure, file=sys.stderr)
     return outcome
+
+
+class Hand:
+    """Processes started by hand in the nodes where a k8sdds run placed its roles."""
+
+    def __init__(self, tb, run_dir: Path, sessions: bool = True):
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        self.entry = manifest["repeats"]["test-1/rep-1"]
+        self.tb, self.rep = tb, run_dir / "test-1" / "rep-1"
+        self.sessions = sessions  # each in a session of its own, as from its own shell
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, role: str, argv: list[str], out=subprocess.PIPE) -> subprocess.Popen:
+        ns = self.tb.node(self.entry["placement"][role]).ns
+        proc = subprocess.Popen(netns.exec_argv(ns, argv), cwd=self.rep, stdout=out,
+                                stderr=subprocess.STDOUT, text=True,
+                                start_new_session=self.sessions,
+                                env={**os.environ, "PATH": engine_path()})
+        self.procs.append(proc)
+        return proc
+
+    def hub(self, role: str, port: int, argv: list[str] | None = None) -> None:
+        """The router or broker k8sdds ran, as it ran it (or `argv`), listening before the
+        others."""
+        self.wait_listening(self.start(role, argv or self.entry["argv"][role],
+                                       subprocess.DEVNULL), port)
+
+    @staticmethod
+    def wait_listening(proc: subprocess.Popen, port: int, timeout: float = 10) -> None:
+        """Until `proc` listens on `port` (read from /proc: nothing to be told of)."""
+        deadline = time.monotonic() + timeout
+        while not netns.listening(proc.pid, port) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            self._signal(proc, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._signal(proc, signal.SIGKILL)
+
+    def _signal(self, proc: subprocess.Popen, sig: int) -> None:
+        """`sig` to the process (and its group, when it leads one)."""
+        try:
+            os.killpg(proc.pid, sig) if self.sessions else proc.send_signal(sig)
+        except ProcessLookupError:
+            pass

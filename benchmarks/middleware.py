@@ -21,22 +21,18 @@ Usage: .venv/bin/python benchmarks/middleware.py [--pairs 5] [--duration 5] [--s
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds  # benchmarks/common.py
+from common import Hand, k8sdds  # benchmarks/common.py
 
 from k8sdds.parsers import PARSERS
 from k8sdds.perftest import registry
-from k8sdds.perftest.base import engine_path
-from k8sdds.testbed import netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 
@@ -59,35 +55,19 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
     broker or router first, then the subscriber, then the publisher), each in a session of its
     own (`sessions`, as from its own shell) or all in this one; the subscriber's Mb/s."""
     port = registry()[engine].listen_port
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    entry = manifest["repeats"]["test-1/rep-1"]
-    rep = run_dir / "test-1" / "rep-1"
-    env = {**os.environ, "PATH": engine_path()}
+    hand = Hand(tb, run_dir, sessions)
+    argv = hand.entry["argv"]
     procs = {}
-
-    def start(role: str) -> subprocess.Popen:
-        ns = tb.node(entry["placement"][role]).ns
-        return subprocess.Popen(netns.exec_argv(ns, entry["argv"][role]), env=env, cwd=rep,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=sessions)
-
     try:
-        for i, role in enumerate(r for r in entry["argv"] if r != "pub"):
-            procs[role] = start(role)
+        for i, role in enumerate(r for r in argv if r != "pub"):
+            procs[role] = hand.start(role, argv[role])
             if i == 0 and port:  # the first follower listens before the driver, as k8sdds waits
-                deadline = time.monotonic() + 10
-                while not netns.listening(procs[role].pid, port) and \
-                        time.monotonic() < deadline:
-                    time.sleep(0.01)
-        procs["pub"] = start("pub")
-        procs["pub"].communicate(timeout=120)
-        time.sleep(1.0)
-        for proc in procs.values():
-            proc.terminate()
-        out = procs["sub0"].communicate(timeout=10)[0]
+                hand.wait_listening(procs[role], port)
+        hand.start("pub", argv["pub"]).communicate(timeout=120)
+        time.sleep(1.0)  # the subscriber's last per-second line
     finally:
-        for proc in procs.values():
-            proc.kill()
+        hand.stop()
+    out = procs["sub0"].stdout.read()
     return PARSERS[engine](out, "sub0", False).summary("throughput_mbps")
 
 

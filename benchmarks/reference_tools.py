@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,12 +36,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds  # benchmarks/common.py
+from common import Hand, k8sdds  # benchmarks/common.py
 from middleware import ratio_interval  # benchmarks/middleware.py
 
 from k8sdds.caches import root
 from k8sdds.perftest.base import engine_path
-from k8sdds.testbed import netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 
@@ -84,44 +81,6 @@ def translate(argv: list[str]) -> list[str]:
         elif flag == "-listen":
             out += ["-l", next(it)]
     return out
-
-
-class Hand:
-    """Processes started by hand in the nodes where a k8sdds run placed its roles."""
-
-    def __init__(self, tb: Testbed, run_dir: Path):
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        self.entry = manifest["repeats"]["test-1/rep-1"]
-        self.tb, self.rep = tb, run_dir / "test-1" / "rep-1"
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, role: str, argv: list[str], out=subprocess.PIPE) -> subprocess.Popen:
-        ns = self.tb.node(self.entry["placement"][role]).ns
-        proc = subprocess.Popen(netns.exec_argv(ns, argv), cwd=self.rep, stdout=out,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                env={**os.environ, "PATH": engine_path()})
-        self.procs.append(proc)
-        return proc
-
-    def hub(self, role: str, port: int, argv: list[str] | None = None) -> None:
-        """The router or broker k8sdds ran, as it ran it (or `argv`), listening before the
-        others."""
-        proc = self.start(role, argv or self.entry["argv"][role], subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not netns.listening(proc.pid, port) and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def zenoh_throughput(tb, run_dir: Path, tools: Path, size: int, duration: float,

@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from .test_serve import _clear, _free_port, _get, _runs, db_url, postgres  # noqa: F401
+from .test_serve import _clear, _free_port, _get, _runs, _wait_listening, db_url, postgres  # noqa: F401
 
 ROOT = Path(__file__).parent.parent
 SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
@@ -44,16 +42,8 @@ def service(db_url, tmp_path):  # noqa: F811 - the fixture of test_serve
                              "--listen", f"127.0.0.1:{port}", "--out", str(logs),
                              "--max-task-seconds", str(CEILING)], env=env,
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
     try:
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read()
-                assert time.monotonic() < deadline, "k8sdds serve did not listen"
-                time.sleep(0.1)  # a server starting: nothing to wait on but its port
+        _wait_listening(proc, port)
         yield f"http://127.0.0.1:{port}", logs, run.name
     finally:
         proc.terminate()
