@@ -50,7 +50,7 @@ check: $(BIN)/k8sdds $(VENV)/.test-extras
 ## clients, which the demo does not run
 install: system-deps $(BIN)/k8sdds
 
-## engines: k8sdds-mqtt (Go), k8sdds-zenoh and zenohd (Rust), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
+## engines: k8sdds-mqtt (Go), k8sdds-zenoh (Rust; also the Zenoh router), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
 engines:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
 	  for arch in "" arm64 armhf; do ARCH=$$arch ENGINES=mqtt engines/build || exit 1; done; \

@@ -4,7 +4,9 @@ root, after `make engines`):
 
 - Zenoh: k8sdds-zenoh (`k8sdds run`) against programs that do what Zenoh's published
   examples do (benchmarks/zenoh-reference: z_pub_thr/z_sub_thr, z_ping/z_pong, on the same
-  zenoh crate 1.10.2; built here on the first run), peer to peer and through zenohd;
+  zenoh crate 1.10.2; built here on the first run), peer to peer and through a router
+  (k8sdds-zenoh -mode router, as k8sdds runs it; `--routers`: against zenohd, built here
+  from crates.io on its first use);
 - MQTT: k8sdds-mqtt against mosquitto's own clients (`mosquitto_pub -l` fed by `yes`,
   `mosquitto_sub` counted over a fixed time; Debian's mosquitto-clients), QoS 0 and 1,
   through the same mosquitto.
@@ -40,7 +42,6 @@ from common import Hand, k8sdds  # benchmarks/common.py
 from middleware import ratio_interval  # benchmarks/middleware.py
 
 from k8sdds.caches import root
-from k8sdds.perftest.base import engine_path
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 
@@ -67,6 +68,22 @@ def zenoh_tools() -> Path:
     subprocess.run(["cargo", "build", "--release", "--locked", "--quiet"], cwd=CRATE,
                    env=env, check=True)
     return target / "release"
+
+
+def zenohd() -> Path:
+    """Zenoh's own router at the zenoh crate's version, for `--routers` only (k8sdds runs
+    its own client's router mode): from crates.io, with its own Cargo.lock, in a target
+    directory of its own (its plugins' features would rebuild the engines' crates; about 7
+    minutes the first time, cached after)."""
+    cache = root() / "zenohd"
+    if not (cache / "bin" / "zenohd").exists():
+        print("building zenohd 1.10.2 for --routers (cached in", cache, ")", flush=True)
+        env = {**os.environ, "CARGO_TARGET_DIR": str(cache / "target"),
+               "CARGO_PROFILE_RELEASE_STRIP": "symbols",
+               "PATH": f"{os.environ['PATH']}:{Path.home() / '.cargo/bin'}"}
+        subprocess.run(["cargo", "install", "zenohd", "--version", "=1.10.2", "--locked",
+                        "--root", str(cache), "--quiet"], env=env, check=True)
+    return cache / "bin" / "zenohd"
 
 
 def translate(argv: list[str]) -> list[str]:
@@ -263,10 +280,9 @@ def explain(tb, tools: Path, payloads: list[int], duration: float) -> None:
 
 
 def routers(tb, tools: Path, payloads: list[int], pairs: int, duration: float) -> None:
-    """zenohd against k8sdds-zenoh's own router mode (the same zenoh crate, `mode: router`),
-    the same reference clients through each, in turn."""
-    own = [shutil.which("k8sdds-zenoh", path=engine_path()) or "k8sdds-zenoh", "-mode",
-           "router", "-listen", "tcp/0.0.0.0:7447"]
+    """zenohd against k8sdds-zenoh's own router mode (the same zenoh crate, `mode: router`;
+    the router k8sdds runs), the same reference clients through each, in turn."""
+    theirs = [str(zenohd()), "--listen", "tcp/0.0.0.0:7447", "--no-multicast-scouting"]
     print("| payload | metric | zenohd | k8sdds-zenoh -mode router | ratio (95 % interval; "
           "Welch p) |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -279,7 +295,7 @@ def routers(tb, tools: Path, payloads: list[int], pairs: int, duration: float) -
                 for i in range(pairs):
                     for name in (("zenohd", "own") if i % 2 == 0 else ("own", "zenohd")):
                         got[name].append(measure(tb, run_dir, tools, size, duration,
-                                                 router=None if name == "zenohd" else own))
+                                                 router=theirs if name == "zenohd" else None))
                 ratio, half, p = ratio_interval(got["own"], got["zenohd"])
                 print(f"| {size} B | {metric} | {statistics.mean(got['zenohd']):.0f} | "
                       f"{statistics.mean(got['own']):.0f} | **{ratio:.2f}** (±{half:.0%}; "

@@ -24,7 +24,7 @@ SERVICE_PATHS = ("pod-service", "external-nodeport")
 # cds: an RTI Cloud Discovery Service the run deploys as one more role (rtiperftest)
 DISCOVERIES = ("multicast", "peers", "cds")
 # how messages go from the publisher to the subscribers: directly, or through a broker or
-# router the run deploys as one more role (MQTT's broker, Zenoh's zenohd)
+# router the run deploys as one more role (MQTT's broker, Zenoh's router)
 TOPOLOGIES = ("peer", "routed")
 
 

@@ -320,7 +320,7 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
     if test.topology and test.topology not in engine.topologies:
         runs = " or ".join(engine.topologies) or "client to server"
         return ("topology", test.topology,
-                f"{test.engine} runs {runs}; topology=routed is for zenoh (through zenohd) "
+                f"{test.engine} runs {runs}; topology=routed is for zenoh (through a Zenoh router) "
                 "and mqtt (through its broker)")
     if test.mqtt_qos >= 0 and test.mqtt_qos not in engine.qos_levels:
         takes = [n for n, e in engines.items() if test.mqtt_qos in e.qos_levels]

@@ -178,7 +178,7 @@ def _middleware_roles(engine: str, tmp_path: Path) -> dict[str, list[str]]:
 def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, tmp_path):
     """mosquitto (Debian's, for the Pi) and k8sdds-mqtt in the image; its ARM subscriber,
     run by qemu-user, counts what this machine's publisher sends through this machine's
-    broker; on arm64 the same for k8sdds-zenoh (and zenohd is there)."""
+    broker; on arm64 the same for k8sdds-zenoh."""
     from k8sdds.images.foreign import DEBIAN
     from k8sdds.parsers import PARSERS
     from k8sdds.perftest import registry
@@ -194,7 +194,6 @@ def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, 
     engines = ["mqtt"]
     if (engine_bin() / f"k8sdds-zenoh-{DEBIAN[arch]}").exists():  # make engines, with the
         engines.append("zenoh")  # cross gcc (make test installs it): arm64
-        assert _elf_machine(rootfs / "usr/local/bin/zenohd") == ELF_MACHINE[arch]
     assert arch != "arm64" or "zenoh" in engines, "make test builds k8sdds-zenoh for arm64"
     for engine in engines:
         client = rootfs / "usr/local/bin" / f"k8sdds-{engine}"

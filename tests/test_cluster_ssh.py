@@ -138,7 +138,7 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
     assert "pass" in rows[("h2", "time skew")]
     # what a bare-host run would lack: said, with the command that delivers it, not a failure
     engines = rows[("h1", "engines (ssh runs)")]
-    assert "note" in engines and "missing: k8sdds-zenoh, zenohd, k8sdds-mqtt" in engines
+    assert "note" in engines and "missing: k8sdds-zenoh, k8sdds-mqtt" in engines
     assert "k8sdds cluster engines -i INVENTORY (after giving the host an engine_bin)" in \
         engines
     # every command and its output, per host
@@ -265,6 +265,10 @@ if args[-4:] == ["get", "nodes", "-o", "name"]:
     print("node/h1\\nnode/h2")
 if args[-3:] == ["config", "view", "--raw"]:
     print("apiVersion: v1\\nkind: Config\\nclusters: []")
+if args[-4:] == ["daemonsets", "-A", "-o", "json"]:
+    print(json.dumps({{"items": [{{"metadata": {{"namespace": "kube-system",
+        "name": "kube-proxy", "generation": 1}}, "status": {{"observedGeneration": 1,
+        "desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2}}}}]}}))
 """
 
 
@@ -369,6 +373,7 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
         (cp, ["kubeadm", "token", "create"]),
         (hosts.address(2), ["kubeadm", "join", "10.252.0.11:6443"]),
         (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),
+        (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),
         (cp, ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"])]
     assert calls[1]["argv"][3:] == ["--token", "abcdef.0123456789abcdef",
                                     "--discovery-token-ca-cert-hash", "sha256:" + "ab" * 32,
@@ -376,6 +381,9 @@ def test_init_join_reset_run_the_exact_commands_over_ssh(kube_hosts, tmp_path):
                                     "--ignore-preflight-errors=Swap,SystemVerification"]
     assert calls[2]["argv"][3:] == ["get", "nodes", "-o", "name"]  # until every one is there
     assert calls[3]["argv"][3:6] == ["wait", "--for=condition=Ready", "node/h1"]
+    # then the DaemonSets' pods (the CNI's, kube-proxy) ready on every node
+    assert calls[4]["argv"][3:] == ["get", "daemonsets", "-A", "-o", "json"]
+    assert "every DaemonSet's pods ready" in " ".join(done.stdout.split())
 
     done = _cli("cluster", "reset", *args)
     assert done.returncode == 0, done.stderr
@@ -537,7 +545,7 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
     import hashlib
 
     for host in ("h1", "h2", "h3"):
-        for name in ("k8sdds-mqtt", "k8sdds-zenoh", "zenohd"):
+        for name in ("k8sdds-mqtt", "k8sdds-zenoh"):
             copy, built = tmp_path / f"bin-{host}" / name, engine_bin() / name
             assert copy.stat().st_mode & 0o777 == 0o755
             assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(

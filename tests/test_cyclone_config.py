@@ -33,6 +33,15 @@ def test_render_escapes_values():
     assert [p.get("address") for p in root.iter("Peer")] == ["1.2.3.4", "<&>"]
 
 
+def test_listed_peers_are_announced_to_every_second_not_cyclones_30_s():
+    """ddsperf waits 10 s for its peers: one lost announcement must not cost the repeat."""
+    listed = ET.fromstring(render(CycloneConfig(interface="", allow_multicast="false",
+                                                peers=["10.244.1.5"])))
+    assert listed.find("./Domain/Discovery/SPDPInterval").text == "1s"
+    multicast = ET.fromstring(render(CycloneConfig(interface="", allow_multicast="true")))
+    assert multicast.find(".//SPDPInterval") is None
+
+
 def test_throughput_roles_and_argv():
     engine = ENGINES["ddsperf"]
     assert engine.roles(BASE) == ["pub", "sub0", "sub1"]

@@ -103,9 +103,9 @@ def test_peer_to_peer_the_subscribers_listen_and_the_publisher_dials_them_all():
     assert "-connect" not in sub1 and "-duration" not in sub1
 
 
-def test_routed_every_role_is_a_client_of_zenohd():
-    assert _argv(ROUTED, "router") == ("zenohd", "--listen", "tcp/0.0.0.0:7447",
-                                       "--no-multicast-scouting")
+def test_routed_every_role_is_a_client_of_k8sdds_zenohs_router():
+    assert _argv(ROUTED, "router") == ("k8sdds-zenoh", "-mode", "router", "-listen",
+                                       "tcp/0.0.0.0:7447")
     for role in ("pub", "sub0", "sub1"):
         argv = _argv(ROUTED, role)
         assert _flag(argv, "-zmode") == "client"
@@ -152,14 +152,23 @@ def test_a_publisher_that_cannot_reach_its_peer_fails_with_its_reason():
     assert parsed.failure and "cannot open a Zenoh" in parsed.failure
 
 
-def test_the_router_measures_nothing_and_fails_only_on_its_errors():
-    ok = PARSERS["zenoh"]((ZENOH / "router.log").read_text(), "router", False)
+@pytest.mark.parametrize("log", ["router.log", "router-own.log"])
+def test_the_router_measures_nothing(log):
+    """zenohd's log (runs before k8sdds-zenoh was the router) and k8sdds-zenoh's."""
+    ok = PARSERS["zenoh"]((ZENOH / log).read_text(), "router", False)
     assert ok.failure is None and ok.values == ()
+
+
+def test_the_router_fails_on_its_errors():
     line = ("\x1b[2m2026-11-26T01:56:40.588665Z\x1b[0m \x1b[31mERROR\x1b[0m main ThreadId(01) "
             "\x1b[2mzenohd\x1b[0m\x1b[2m:\x1b[0m Unable to open listener tcp/0.0.0.0:7447: "
             "Address in use\n")
     bad = PARSERS["zenoh"](line, "router", False)
-    assert bad.failure == "zenohd: Unable to open listener tcp/0.0.0.0:7447: Address in use"
+    assert bad.failure == "router: Unable to open listener tcp/0.0.0.0:7447: Address in use"
+    # k8sdds-zenoh -mode router on a port already taken (real output)
+    taken = PARSERS["zenoh"]((ZENOH / "router-own-port-taken.log").read_text(), "router", False)
+    assert taken.failure and taken.failure.startswith("router: ")
+    assert "Address already in use" in taken.failure
 
 
 def test_engines_lists_zenoh_with_what_it_supports():
@@ -169,5 +178,5 @@ def test_engines_lists_zenoh_with_what_it_supports():
     out = subprocess.run([sys.executable, "-m", "k8sdds", "engines"], capture_output=True,
                          text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
-    assert "zenoh: Zenoh throughput, latency; peer to peer (topology=peer) or through zenohd" \
-        in out.stdout
+    assert ("zenoh: Zenoh throughput, latency; peer to peer (topology=peer) or through a Zenoh "
+            "router (topology=routed)") in " ".join(out.stdout.split())

@@ -220,3 +220,19 @@ def test_bad_options_are_refused_before_any_host(tmp_path):
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert message in text and "Traceback" not in text, (args, text)
     assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
+
+
+def test_daemonsets_still_rolling_out_are_named():
+    def ds(name, desired, ready, updated, generation=1, observed=1):
+        return {"metadata": {"namespace": "kube-flannel", "name": name,
+                             "generation": generation},
+                "status": {"desiredNumberScheduled": desired, "numberReady": ready,
+                           "updatedNumberScheduled": updated,
+                           "observedGeneration": observed}}
+
+    listing = {"items": [ds("done", 3, 3, 3), ds("starting", 3, 2, 3),
+                         ds("old-pods", 3, 3, 1), ds("unseen-change", 3, 3, 3, 2, 1),
+                         ds("none-wanted", 0, 0, 0)]}
+    assert kubeadm.unready_daemonsets(listing) == [
+        "kube-flannel/starting", "kube-flannel/old-pods", "kube-flannel/unseen-change"]
+    assert kubeadm.unready_daemonsets({"items": []}) == []

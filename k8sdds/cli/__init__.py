@@ -8,14 +8,14 @@ import sys
 import typer
 
 from k8sdds import stopping
-from k8sdds.cli import analysis, cluster, image, importing, run, serve, testbed
+from k8sdds.cli import analysis, cluster, image, importing, run, serve, testbed, vm
 from k8sdds.cli.common import err_console
 from k8sdds.errors import UserError
 
 # plain help (click's): a help text's "[default]" is text, not rich markup to drop
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Benchmark DDS publish/subscribe on (emulated) edge Kubernetes clusters.")
-for group in (run, analysis, testbed, cluster, image, importing, serve):
+for group in (run, analysis, testbed, cluster, image, importing, serve, vm):
     group.register(app)
 
 

@@ -37,7 +37,7 @@ def image_build(
     chroot (for another architecture: its packages unpacked), packed by umoci and skopeo;
     cached by the Dockerfile's content under /var/cache/k8sdds/images ($K8SDDS_CACHE). From
     docker/Dockerfile, the engines k8sdds builds (`make engines`: k8sdds-mqtt,
-    k8sdds-zenoh, zenohd) for that architecture are added in /usr/local/bin."""
+    k8sdds-zenoh) for that architecture are added in /usr/local/bin."""
     from k8sdds.images.build import DOCKERFILE, BuildOptions, build, own_engines
     from k8sdds.images.foreign import DEBIAN, HOST
     from k8sdds.images.index import combine

@@ -7,7 +7,7 @@
       - {name: pi1, address: 192.168.1.11, role: worker, arch: arm, engine_bin: /opt/k8sdds/bin}
 
 `engine_bin` (optional, an absolute directory): where the engines k8sdds builds (k8sdds-mqtt,
-k8sdds-zenoh, zenohd) are on that host; the ssh backend puts it first on the roles' PATH.
+k8sdds-zenoh) are on that host; the ssh backend puts it first on the roles' PATH.
 """
 
 from __future__ import annotations

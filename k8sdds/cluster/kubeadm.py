@@ -187,7 +187,37 @@ def wait_ready(remote: Remote, names: list[str], timeout: float = READY_TIMEOUT_
     _ok(remote, (*KUBECTL, "wait", "--for=condition=Ready", *(f"node/{n}" for n in names),
                  f"--timeout={max(1, int(deadline - time.monotonic()))}s"), root=True,
         timeout=timeout + 60)
-    return ["every node Ready"]
+    return ["every node Ready", _daemonsets_ready(remote, deadline)]
+
+
+def unready_daemonsets(listing: dict) -> list[str]:
+    """The DaemonSets of `kubectl get daemonsets -A -o json` whose pods are not all ready
+    and up to date (a node's CNI pod still starting), as namespace/name. Pure."""
+    late = []
+    for ds in listing.get("items", []):
+        st = ds.get("status", {})
+        want = st.get("desiredNumberScheduled", 0)
+        if (st.get("numberReady", 0) < want or st.get("updatedNumberScheduled", 0) < want
+                or st.get("observedGeneration", 0) < ds["metadata"].get("generation", 0)):
+            late.append(f"{ds['metadata']['namespace']}/{ds['metadata']['name']}")
+    return late
+
+
+def _daemonsets_ready(remote: Remote, deadline: float) -> str:
+    """Until every DaemonSet's pods are ready on every node (the CNI's and kube-proxy): a
+    node is Ready once its CNI pod wrote the configuration, while the other nodes' CNI pods
+    may not route to it yet, and a run started then loses its first repeat."""
+    while not remote.dry_run:
+        listed = _ok(remote, (*KUBECTL, "get", "daemonsets", "-A", "-o", "json"), root=True)
+        late = unready_daemonsets(json.loads(listed.out))
+        if not late:
+            return "every DaemonSet's pods ready"
+        if time.monotonic() > deadline:
+            raise HostError(f"the pods of {', '.join(late)} not ready in time (kubectl -n "
+                            f"NAMESPACE describe daemonset NAME)")
+        time.sleep(2)
+    _ok(remote, (*KUBECTL, "get", "daemonsets", "-A", "-o", "json"), root=True)
+    return "every DaemonSet's pods ready"
 
 
 def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path,

@@ -1,8 +1,9 @@
-"""k8sdds-zenoh and zenohd output -> values.
+"""k8sdds-zenoh output -> values.
 
 k8sdds-zenoh prints its per-second lines in ddsperf's format (engines/zenoh), so its
-publisher, subscribers, ping and pong read as ddsperf's do. The router (zenohd) measures
-nothing: its log counts only for the errors it reports (tracing's `ERROR` lines).
+publisher, subscribers, ping and pong read as ddsperf's do. The router (k8sdds-zenoh -mode
+router; zenohd in runs made before it) measures nothing: its log counts only for the errors
+it reports (Zenoh's tracing `ERROR` lines, k8sdds-zenoh's own `error:` lines).
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from k8sdds.parsers.base import Parsed
 ROUTER = "router"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ROUTER_ERROR = re.compile(r"^\S+\s+ERROR\s+(?:.*?\s)?\S+:\s(?P<msg>.+)$")
+_OWN_ERROR = re.compile(r"^error: (?P<msg>.+)$")
 
 
 def parse(text: str, role: str, latency_test: bool) -> Parsed:
     """Parse one role's output (pure: no I/O)."""
     if role == ROUTER:
         errors = [m["msg"].strip() for line in text.splitlines()
-                  if (m := _ROUTER_ERROR.match(_ANSI.sub("", line).strip()))]
-        return Parsed(failure="zenohd: " + "; ".join(dict.fromkeys(errors)) if errors
+                  if (m := _ROUTER_ERROR.match(_ANSI.sub("", line).strip())
+                      or _OWN_ERROR.match(line.strip()))]
+        return Parsed(failure="router: " + "; ".join(dict.fromkeys(errors)) if errors
                       else None)
     return ddsperf.parse(text, role, latency_test)

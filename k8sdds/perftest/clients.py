@@ -28,8 +28,8 @@ def not_built(program: str, toolchain: str) -> str:
 
 
 def first_line(program: str, flag: str) -> str:
-    """The line `program flag` prints that starts with the program's name (zenohd logs a
-    line before it), else the name."""
+    """The line `program flag` prints that starts with the program's name (the version line
+    among whatever else it logs), else the name."""
     try:
         text = subprocess.run([built(program) or program, flag], capture_output=True,
                               text=True, timeout=10).stdout

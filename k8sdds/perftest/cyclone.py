@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+SPDP_INTERVAL = "1s"  # participant announcements to listed peers (Cyclone's default: 30 s)
+
+
 @dataclass(frozen=True)
 class SecurityFiles:
     """DDS Security: the plugin libraries and this participant's credentials (absolute)."""
@@ -67,6 +70,10 @@ def render(cfg: CycloneConfig) -> str:
     ET.SubElement(disc, "ParticipantIndex").text = "auto"
     ET.SubElement(disc, "MaxAutoParticipantIndex").text = str(cfg.max_participant_index)
     if cfg.peers:
+        # unicast discovery: a peer's first announcement can be lost (its pod network not
+        # carrying yet, the peer not started); Cyclone repeats it every 30 s by default, past
+        # ddsperf's wait for its peers (-Q initwait, 10 s), so k8sdds repeats it every second
+        ET.SubElement(disc, "SPDPInterval").text = SPDP_INTERVAL
         peers = ET.SubElement(disc, "Peers")
         for address in cfg.peers:
             ET.SubElement(peers, "Peer", address=address)

@@ -1,9 +1,11 @@
 """Zenoh, peer to peer or through a router: `k8sdds-zenoh` (engines/zenoh: a small Rust
-program on the `zenoh` crate, built by `make engines`) and, routed, `zenohd`.
+program on the `zenoh` crate, built by `make engines`), which is also the router of the routed
+topology (`-mode router`: a Zenoh session in router mode, what zenohd runs).
 
 Roles: `pub` (the driver: a publisher at full speed or at pubRate, or the ping side of a
 latency test) and `sub0..` (subscribers counting, or the pong side); `topology=routed` adds
-`router` (zenohd, on a node of its own where the cluster has one: placement.place), to which
+`router` (k8sdds-zenoh -mode router, on a node of its own where the cluster has one:
+placement.place), to which
 every other role connects as a Zenoh client. Peer to peer, each subscriber listens on a port
 of its own (7447 + its index, so several share a node's address) and the publisher dials
 them all. `bestEffort` picks the congestion control: true drops what the link cannot take
@@ -22,7 +24,6 @@ from k8sdds.perftest.clients import PEER_WAIT, OwnClient, built, first_line, not
 ROUTER = "router"
 PORT = 7447  # Zenoh's own port: the router's, and the first subscriber's peer to peer
 BINARY = "k8sdds-zenoh"
-ZENOHD = "zenohd"
 
 
 def routed(test: Test) -> bool:
@@ -30,20 +31,20 @@ def routed(test: Test) -> bool:
 
 
 def router_argv() -> tuple[str, ...]:
-    """zenohd listening on PORT, with no multicast scouting (the roles are told where it
-    is)."""
-    return (ZENOHD, "--listen", f"tcp/0.0.0.0:{PORT}", "--no-multicast-scouting")
+    """The router listening on PORT (k8sdds-zenoh never scouts by multicast: the roles are
+    told where it is)."""
+    return (BINARY, "-mode", "router", "-listen", f"tcp/0.0.0.0:{PORT}")
 
 
 class Zenoh(OwnClient):
     name = "zenoh"
     binary = BINARY
-    programs = (BINARY, ZENOHD)
-    hubs = (ROUTER,)  # zenohd, in the routed topology
+    programs = (BINARY,)
+    hubs = (ROUTER,)  # k8sdds-zenoh -mode router, in the routed topology
     arches = ("amd64", "arm64")  # Rust: this machine's and a Pi 4/5's (Debian's cross gcc)
-    supports = ("Zenoh throughput, latency; peer to peer (topology=peer) or through zenohd "
-                "(topology=routed); tcp; bestEffort drops under congestion")
-    parser = "zenoh"  # k8sdds-zenoh prints ddsperf's lines; zenohd's errors
+    supports = ("Zenoh throughput, latency; peer to peer (topology=peer) or through a Zenoh "
+                "router (topology=routed); tcp; bestEffort drops under congestion")
+    parser = "zenoh"  # k8sdds-zenoh prints ddsperf's lines; the router, Zenoh's errors
     listen_port = PORT  # the router, or the first subscriber, listens before the driver
     topologies = ("peer", "routed")
 
@@ -81,8 +82,7 @@ class Zenoh(OwnClient):
         return Command(tuple(argv))
 
     def unavailable(self) -> str | None:
-        missing = [p for p in (BINARY, ZENOHD) if not built(p)]
-        return not_built(missing[0], "Rust's cargo") if missing else None
+        return None if built(BINARY) else not_built(BINARY, "Rust's cargo")
 
     def version(self) -> str:
-        return f"{first_line(BINARY, '-version')}, {first_line(ZENOHD, '--version')}"
+        return first_line(BINARY, "-version")

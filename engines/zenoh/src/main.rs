@@ -10,8 +10,10 @@
 //! first 8 bytes, big-endian), from which a subscriber counts what it lost (a publisher's
 //! messages arrive in order, so a gap is a loss); a ping carries its send time. The
 //! publisher (or ping) first waits until every subscriber (or pong) says on KEY/ready that it
-//! has subscribed, so no test starts before its peers listen. `-mode router` is a Zenoh
-//! router (what zenohd runs, without its plugins), for a k8sdds built without zenohd.
+//! has subscribed, so no test starts before its peers listen. `-mode router` is the Zenoh
+//! router of the routed topology: a session in router mode, which is what zenohd runs (zenohd
+//! adds plugins k8sdds does not use; the two were measured alike, docs/how-to/zenoh.md). It
+//! logs Zenoh's warnings and errors on stdout as zenohd does (RUST_LOG overrides the level).
 use std::collections::HashSet;
 use std::process::exit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -417,6 +419,7 @@ fn pong(a: &Args) {
 }
 
 fn router(a: &Args) {
+    zenoh::init_log_from_env_or("warn");
     let _session = open(a, "router");
     line("router up".into());
     loop {

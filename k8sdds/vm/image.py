@@ -1,0 +1,323 @@
+"""The ARM machine's disk, built once and cached: Debian's arm64 system (debootstrap, its
+maintainer scripts run under qemu-user in a private binfmt_misc) with the Kubernetes node
+parts k8sdds cross-builds (kubelet, kubeadm, kubectl), packed as an ext4 image beside the
+kernel and initramfs Debian's packages made.
+
+The maintainer scripts run in a user namespace of this process's own (uids mapped one to
+one) with a binfmt_misc instance of its own: qemu-aarch64-static is registered there, never
+in this machine's, and nothing is left mounted when it ends."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from k8sdds import caches
+from k8sdds.errors import UserError
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+ROOT_LABEL = "k8sdds-root"
+SEED_LABEL = "k8sdds-seed"
+ROOT_SIZE = "6G"  # sparse: what the images and pods of a node need, written as they come
+PAUSE = "registry.k8s.io/pause:3.10.1"  # kubeadm 1.34's sandbox image
+
+
+@dataclass(frozen=True)
+class Board:
+    """One kind of ARM machine: what Debian calls it and how QEMU emulates it."""
+
+    arch: str  # Debian's architecture
+    qemu: str  # the full-system emulator
+    cpu: str  # the emulated core (a Pi's)
+    user: str  # the user-mode emulator that runs its maintainer scripts here
+    elf: tuple[str, str]  # binfmt_misc magic and mask of its ELF executables
+    kernel: str  # Debian's kernel package
+    console: str  # the serial console's device name in the guest
+    k8s: str  # the folder of the cross-built Kubernetes parts (.ci/k8s-cross-binaries)
+
+
+BOARDS = {
+    "arm64": Board(
+        arch="arm64", qemu="qemu-system-aarch64", cpu="cortex-a53",
+        user="/usr/bin/qemu-aarch64-static",
+        elf=(r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00",
+             r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"),
+        kernel="linux-image-arm64", console="ttyAMA0", k8s="linux-arm64"),
+}
+
+# Debian's packages: systemd and sshd, the container runtime and what the kubelet, kubeadm's
+# preflight and the CNIs call on a node; ddsperf for a bare-host run
+PACKAGES = ("systemd", "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "iproute2",
+            "iputils-ping", "procps", "containerd", "runc", "containernetworking-plugins",
+            "iptables", "conntrack", "ethtool", "socat", "ebtables", "ca-certificates",
+            "mount", "cyclonedds-tools")
+K8S_PARTS = ("kubelet", "kubeadm", "kubectl")
+
+SEED_SCRIPT = f"""#!/bin/sh
+# This machine's own name, address and keys, from its seed disk (k8sdds vm up).
+set -eu
+seed=/run/k8sdds-seed
+mkdir -p "$seed"
+mount -o ro LABEL={SEED_LABEL} "$seed"
+read -r name < "$seed/hostname"
+read -r address < "$seed/address"
+read -r gateway < "$seed/gateway"
+hostname "$name"
+cp "$seed/hostname" /etc/hostname
+printf '127.0.0.1 localhost\\n%s %s\\n' "${{address%/*}}" "$name" > /etc/hosts
+printf 'nameserver %s\\n' "$gateway" > /etc/resolv.conf
+ip link set lo up
+ip addr add "$address" dev eth0
+ip link set eth0 up
+ip route add default via "$gateway"
+install -d -m 700 /root/.ssh
+install -m 600 "$seed/authorized_keys" /root/.ssh/authorized_keys
+install -m 600 "$seed/ssh_host_ed25519_key" /etc/ssh/ssh_host_ed25519_key
+install -m 644 "$seed/ssh_host_ed25519_key.pub" /etc/ssh/ssh_host_ed25519_key.pub
+umount "$seed"
+"""
+
+SEED_UNIT = """[Unit]
+Description=k8sdds: this machine's name, address and keys from its seed disk
+DefaultDependencies=no
+Requires=dev-disk-by\\x2dlabel-k8sdds\\x2dseed.device
+After=dev-disk-by\\x2dlabel-k8sdds\\x2dseed.device local-fs.target
+Before=network.target network-online.target ssh.service containerd.service kubelet.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/k8sdds-seed
+
+[Install]
+WantedBy=multi-user.target network-online.target
+"""
+
+# the unit and drop-in kubeadm's packages install (kubernetes/release, rpm/deb packaging)
+KUBELET_UNIT = """[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+KUBEADM_DROPIN = """[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+
+# path in the machine -> (text, mode)
+FILES: Mapping[str, tuple[str, int]] = {
+    "etc/fstab": (f"LABEL={ROOT_LABEL} / ext4 rw,errors=remount-ro 0 1\n", 0o644),
+    "usr/local/sbin/k8sdds-seed": (SEED_SCRIPT, 0o755),
+    "etc/systemd/system/k8sdds-seed.service": (SEED_UNIT, 0o644),
+    "usr/lib/systemd/system/kubelet.service": (KUBELET_UNIT, 0o644),
+    "usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (KUBEADM_DROPIN, 0o644),
+    # what kubeadm's preflight checks and a CNI's bridge and VXLAN need of the kernel
+    "etc/modules-load.d/k8sdds.conf": ("overlay\nbr_netfilter\n", 0o644),
+    "etc/sysctl.d/90-k8sdds.conf": ("net.ipv4.ip_forward = 1\n"
+                                    "net.bridge.bridge-nf-call-iptables = 1\n", 0o644),
+    # containerd's CRI with kubeadm's sandbox image (loaded by `cluster images`: no registry)
+    "etc/containerd/config.toml": (f'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
+                                   f'  sandbox_image = "{PAUSE}"\n', 0o644),
+    "etc/ssh/sshd_config.d/k8sdds.conf": ("HostKey /etc/ssh/ssh_host_ed25519_key\n"
+                                          "PermitRootLogin prohibit-password\n"
+                                          "PasswordAuthentication no\nUseDNS no\n", 0o644),
+}
+# run in the machine's root once its packages are configured
+SETTLE = ("systemctl enable k8sdds-seed.service kubelet.service"
+          " && rm -f /etc/ssh/ssh_host_*"
+          " && : > /etc/machine-id && rm -f /var/lib/dbus/machine-id"
+          " && mkdir -p /opt/cni/bin && for p in /usr/lib/cni/*; do"
+          " ln -sf \"$p\" /opt/cni/bin/; done"
+          " && apt-get clean && rm -rf /var/lib/apt/lists/*")
+
+
+@dataclass(frozen=True)
+class Disk:
+    """A built machine disk: the files qemu boots."""
+
+    folder: Path
+    board: Board
+
+    @property
+    def kernel(self) -> Path:
+        return self.folder / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.folder / "initrd.img"
+
+    @property
+    def root(self) -> Path:
+        return self.folder / "root.img"
+
+    def built(self) -> dict:
+        return json.loads((self.folder / "built.json").read_text())
+
+
+def missing(board: Board) -> str | None:
+    """What this machine lacks to build or boot `board`'s machine, or None."""
+    for tool in ("debootstrap", "mkfs.ext4", "unshare", "qemu-img", board.qemu, board.user):
+        if not shutil.which(tool):
+            return (f"needs {tool} (apt-get install debootstrap e2fsprogs qemu-utils "
+                    f"qemu-system-arm qemu-user-static)")
+    lacking = [p for p in K8S_PARTS if not (caches.k8s_bin() / board.k8s / p).exists()]
+    if lacking:
+        return (f"{', '.join(lacking)} for {board.arch} not built in "
+                f"{caches.k8s_bin() / board.k8s} (K8S_COMPONENTS='{' '.join(K8S_PARTS)}' "
+                f".ci/k8s-cross-binaries {board.arch} kubernetes)")
+    return None
+
+
+def recipe(board: Board) -> str:
+    """What the disk is made of, as text: its hash names the cached disk. Pure but for the
+    Kubernetes parts' contents."""
+    parts = {p: hashlib.sha256((caches.k8s_bin() / board.k8s / p).read_bytes()).hexdigest()
+             for p in K8S_PARTS}
+    return json.dumps({"suite": SUITE, "board": board.arch, "packages": PACKAGES,
+                       "files": FILES, "settle": SETTLE, "parts": parts}, sort_keys=True)
+
+
+def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk:
+    """The machine disk for `board`, built the first time (about 15 minutes on 2 cores),
+    then taken from the cache."""
+    reason = missing(board)
+    if reason:
+        raise UserError(f"the {board.arch} machine: {reason}")
+    key = hashlib.sha256(recipe(board).encode()).hexdigest()[:12]
+    folder = caches.root() / "vm" / f"debian-{SUITE}-{board.arch}-{key}"
+    done = Disk(folder, board)
+    if (folder / "built.json").exists():
+        return done
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".building-") as work:
+        root = Path(work) / "root"
+        say(f"the {board.arch} machine's disk: Debian {SUITE} from {mirror} (once; cached "
+            f"in {folder})")
+        _run(["debootstrap", "--foreign", f"--arch={board.arch}", "--variant=minbase",
+              f"--include={','.join((*PACKAGES, board.kernel))}", SUITE, str(root), mirror],
+             "debootstrap's first stage")
+        say(f"its packages configured under {Path(board.user).name} (debootstrap's second "
+            "stage)")
+        in_root(board, root, "export container=lxc; /debootstrap/debootstrap --second-stage",
+                "debootstrap's second stage")
+        for name in K8S_PARTS:
+            shutil.copy2(caches.k8s_bin() / board.k8s / name, root / "usr/bin" / name)
+        for path, (text, mode) in FILES.items():
+            target = root / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            target.chmod(mode)
+        in_root(board, root, SETTLE, "settling the machine")
+        staged = Path(work) / "disk"
+        staged.mkdir()
+        boot = root / "boot"
+        shutil.copyfile(_one(boot, "vmlinuz-*"), staged / "vmlinuz")
+        shutil.copyfile(_one(boot, "initrd.img-*"), staged / "initrd.img")
+        (staged / "packages").write_text(_packages(root))
+        say("packed as an ext4 image")
+        _run(["mkfs.ext4", "-q", "-L", ROOT_LABEL, "-d", str(root), str(staged / "root.img"),
+              ROOT_SIZE], "mkfs.ext4")
+        (staged / "built.json").write_text(json.dumps(
+            {"seconds": round(time.monotonic() - started), "recipe": json.loads(
+                recipe(board))}, indent=1) + "\n")
+        os.replace(staged, folder)
+    say(f"the {board.arch} machine's disk: built in {time.monotonic() - started:.0f} s")
+    return done
+
+
+def in_root(board: Board, root: Path, script: str, what: str) -> None:
+    """Run `script` (sh) chrooted in the foreign `root`, its binaries run by qemu-user through
+    a binfmt_misc of a user namespace of our own (uids 0-65535 mapped to themselves, so
+    files keep their owners)."""
+    magic, mask = board.elf
+    setup = (
+        "set -e; mount -t binfmt_misc none /proc/sys/fs/binfmt_misc; "
+        f"printf '%s' ':k8sdds-{board.arch}:M::{magic}:{mask}:{board.user}:FP' "
+        "> /proc/sys/fs/binfmt_misc/register; "
+        f'mount --rbind /dev "{root}/dev"; mount --rbind /sys "{root}/sys"; '
+        f'exec chroot "{root}" /bin/sh -c "$1"')
+    # the child waits until its uid map is written (by us: only a process outside the
+    # namespace may write it), then sets up its binfmt_misc and runs the script
+    wrapper = f'until grep -q . /proc/self/uid_map; do sleep 0.05; done; {setup}'
+    proc = subprocess.Popen(["unshare", "--user", "--mount", "--pid", "--fork", "--mount-proc",
+                             "--", "sh", "-c", wrapper, "sh", script],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        child = _child_of(proc.pid)
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{child}/{name}").write_text("0 0 65536\n")
+        out, _ = proc.communicate(timeout=3600)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise UserError(f"the machine's disk: {what} failed (exit {proc.returncode}): "
+                        + " | ".join(out.strip().splitlines()[-5:]))
+
+
+def _child_of(pid: int, timeout: float = 10) -> int:
+    """unshare's forked child (the namespaces' first process)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = []
+        if children:
+            return int(children[0])
+        time.sleep(0.02)  # unshare forking: nothing to wait on but /proc
+    raise UserError("the machine's disk: unshare did not start its child")
+
+
+def _one(folder: Path, pattern: str) -> Path:
+    found = sorted(folder.glob(pattern))
+    if len(found) != 1:
+        raise UserError(f"the machine's disk: {len(found)} files {pattern} in /boot, not one")
+    return found[0]
+
+
+def _packages(root: Path) -> str:
+    """The installed packages and versions, from dpkg's status file (read, not run)."""
+    rows, name, version = [], "", ""
+    for line in (root / "var/lib/dpkg/status").read_text().splitlines() + [""]:
+        if line.startswith("Package: "):
+            name = line.split(": ", 1)[1]
+        elif line.startswith("Version: "):
+            version = line.split(": ", 1)[1]
+        elif not line and name:
+            rows.append(f"{name} {version}")
+            name = version = ""
+    return "\n".join(sorted(rows)) + "\n"
+
+
+def _run(argv: list[str], what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise UserError(f"the machine's disk: {what} failed (exit {proc.returncode}): "
+                        + " | ".join(tail))
