@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("schedule", "records", "baseline"),
     ("reparse", "importer", "analysis", "run_flags"),
     ("images",),  # the places: the images, then what runs them, then the backends
-    ("testbed", "cluster"),
+    ("testbed", "cluster", "vm"),
     ("deployment",),
     ("runner",),
     ("request",),

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from k8sdds import cni as cnis
-from k8sdds.cluster import images, kubeadm
+from k8sdds.cluster import images, kubeadm, ready
 from k8sdds.cni import manifests
 from k8sdds.errors import UserError
 from k8sdds.images import kubernetes as kimages
@@ -233,6 +233,6 @@ def test_daemonsets_still_rolling_out_are_named():
     listing = {"items": [ds("done", 3, 3, 3), ds("starting", 3, 2, 3),
                          ds("old-pods", 3, 3, 1), ds("unseen-change", 3, 3, 3, 2, 1),
                          ds("none-wanted", 0, 0, 0)]}
-    assert kubeadm.unready_daemonsets(listing) == [
+    assert ready.unready_daemonsets(listing) == [
         "kube-flannel/starting", "kube-flannel/old-pods", "kube-flannel/unseen-change"]
-    assert kubeadm.unready_daemonsets({"items": []}) == []
+    assert ready.unready_daemonsets({"items": []}) == []

@@ -13,12 +13,12 @@ import json
 import re
 import secrets
 import shlex
-import time
 from pathlib import Path
 
 from k8sdds import cni as cnis
 from k8sdds.cluster.inventory import Inventory
-from k8sdds.cluster.remote import HostError, Remote, Result, on_hosts, remote_file
+from k8sdds.cluster.ready import ADMIN, KUBECTL, wait_ready
+from k8sdds.cluster.remote import HostError, Remote, checked, last_line, on_hosts, remote_file
 from k8sdds.cni.base import Plan
 from k8sdds.cni.manifests import adapt, shipped, url_steps
 from k8sdds.errors import UserError
@@ -26,9 +26,6 @@ from k8sdds.errors import UserError
 __all__ = ["Plan", "init", "join_all", "drain", "reset", "reset_all", "kubeadm_config",
            "without_cluster_rules"]
 
-ADMIN = "/etc/kubernetes/admin.conf"
-KUBECTL = ("kubectl", "--kubeconfig", ADMIN)
-READY_TIMEOUT_S = 600.0  # Raspberry Pis pull images slowly
 DRAIN_TIMEOUT_S = 180  # pods leaving every node (their grace periods)
 KINDS = {"InitConfiguration": "kubeadm.k8s.io", "ClusterConfiguration": "kubeadm.k8s.io",
          "KubeletConfiguration": "kubelet.config.k8s.io",
@@ -98,7 +95,7 @@ def _preflight(ignore: str | None) -> tuple[str, ...]:
 
 def host_version(remote: Remote) -> str:
     """The Kubernetes version of the host's kubeadm (what the cluster runs)."""
-    r = _ok(remote, ("kubeadm", "version", "-o", "short"))
+    r = checked(remote, ("kubeadm", "version", "-o", "short"))
     got = r.out.strip() if not remote.dry_run else "v1.34.3"
     if not VERSION.match(got):
         raise HostError(f"kubeadm version -o short said {got[:60]!r}")
@@ -112,32 +109,32 @@ def init(remote: Remote, cni: Plan, extra: list[dict] = (), ignore: str | None =
     version = host_version(remote)
     config = kubeadm_config(host.name, host.address, version, cni, extra)
     with remote_file(remote, config, "kubeadm") as path:
-        _ok(remote, ("kubeadm", "init", "--config", path, *_preflight(ignore)), root=True,
+        checked(remote, ("kubeadm", "init", "--config", path, *_preflight(ignore)), root=True,
             timeout=900)
     done = [f"kubeadm init {version} (pod network {cni.pod_cidr})"]
     secret = cni.install.secret
     if secret:  # an encryption password (weave's): generated, never printed or logged
-        _ok(remote, (*KUBECTL, "-n", "kube-system", "create", "secret", "generic",
+        checked(remote, (*KUBECTL, "-n", "kube-system", "create", "secret", "generic",
                      secret, f"--from-file={secret}=/dev/stdin"),
             root=True, stdin=secrets.token_urlsafe(32))
         done.append(f"Secret {secret}")
     if cni.manifest is None and cni.cni.installer:  # cilium: its CLI installs it
         step = cni.cni.installer(cni.install, ADMIN)
-        _ok(remote, step, root=True, timeout=900)
+        checked(remote, step, root=True, timeout=900)
         return [*done, shlex.join(step[:2] + step[4:6])]
     if url:
         for step in url_steps(cni, KUBECTL):
-            _ok(remote, step, root=True)
+            checked(remote, step, root=True)
             done.append(shlex.join(step[3:])[:90])
         return done
     with remote_file(remote, adapt(cni, shipped(cni)), cni.name) as path:
-        _ok(remote, (*KUBECTL, "apply", "-f", path), root=True)
+        checked(remote, (*KUBECTL, "apply", "-f", path), root=True)
     return [*done, f"{cni.manifest.file} applied (shipped, pinned)"]
 
 
 def admin_conf(remote: Remote) -> str:
     """The control plane's admin kubeconfig (cluster-admin: write it 0600)."""
-    return _ok(remote, (*KUBECTL, "config", "view", "--raw"), root=True).out
+    return checked(remote, (*KUBECTL, "config", "view", "--raw"), root=True).out
 
 
 def keep_admin_conf(path: Path, text: str) -> str:
@@ -154,7 +151,7 @@ def keep_admin_conf(path: Path, text: str) -> str:
 
 def join_command(remote: Remote) -> tuple[str, ...]:
     """A fresh join command from the control plane (a token valid 24 h), as argv."""
-    r = _ok(remote, ("kubeadm", "token", "create", "--print-join-command"), root=True)
+    r = checked(remote, ("kubeadm", "token", "create", "--print-join-command"), root=True)
     line = r.out.strip().splitlines()[-1] if r.out.strip() else ""
     if remote.dry_run:
         line = ("kubeadm join CONTROL-PLANE:6443 --token TOKEN "
@@ -165,59 +162,9 @@ def join_command(remote: Remote) -> tuple[str, ...]:
 
 
 def join(remote: Remote, command: tuple[str, ...], ignore: str | None = None) -> list[str]:
-    _ok(remote, (*command, f"--node-name={remote.host.name}", *_preflight(ignore)),
+    checked(remote, (*command, f"--node-name={remote.host.name}", *_preflight(ignore)),
         root=True, timeout=900)
     return ["kubeadm join"]
-
-
-def wait_ready(remote: Remote, names: list[str], timeout: float = READY_TIMEOUT_S
-               ) -> list[str]:
-    """Until every node in `names` has registered (kubeadm join returns before the kubelet
-    does), then until each is Ready."""
-    deadline = time.monotonic() + timeout
-    while not remote.dry_run:
-        listed = _ok(remote, (*KUBECTL, "get", "nodes", "-o", "name"), root=True)
-        absent = set(names) - {n.removeprefix("node/") for n in listed.out.split()}
-        if not absent:
-            break
-        if time.monotonic() > deadline:
-            raise HostError(f"{', '.join(sorted(absent))} did not register within "
-                            f"{timeout:g} s (see its kubelet's log)")
-        time.sleep(2)  # another host's kubelet registering: nothing here to wait on
-    _ok(remote, (*KUBECTL, "wait", "--for=condition=Ready", *(f"node/{n}" for n in names),
-                 f"--timeout={max(1, int(deadline - time.monotonic()))}s"), root=True,
-        timeout=timeout + 60)
-    return ["every node Ready", _daemonsets_ready(remote, deadline)]
-
-
-def unready_daemonsets(listing: dict) -> list[str]:
-    """The DaemonSets of `kubectl get daemonsets -A -o json` whose pods are not all ready
-    and up to date (a node's CNI pod still starting), as namespace/name. Pure."""
-    late = []
-    for ds in listing.get("items", []):
-        st = ds.get("status", {})
-        want = st.get("desiredNumberScheduled", 0)
-        if (st.get("numberReady", 0) < want or st.get("updatedNumberScheduled", 0) < want
-                or st.get("observedGeneration", 0) < ds["metadata"].get("generation", 0)):
-            late.append(f"{ds['metadata']['namespace']}/{ds['metadata']['name']}")
-    return late
-
-
-def _daemonsets_ready(remote: Remote, deadline: float) -> str:
-    """Until every DaemonSet's pods are ready on every node (the CNI's and kube-proxy): a
-    node is Ready once its CNI pod wrote the configuration, while the other nodes' CNI pods
-    may not route to it yet, and a run started then loses its first repeat."""
-    while not remote.dry_run:
-        listed = _ok(remote, (*KUBECTL, "get", "daemonsets", "-A", "-o", "json"), root=True)
-        late = unready_daemonsets(json.loads(listed.out))
-        if not late:
-            return "every DaemonSet's pods ready"
-        if time.monotonic() > deadline:
-            raise HostError(f"the pods of {', '.join(late)} not ready in time (kubectl -n "
-                            f"NAMESPACE describe daemonset NAME)")
-        time.sleep(2)
-    _ok(remote, (*KUBECTL, "get", "daemonsets", "-A", "-o", "json"), root=True)
-    return "every DaemonSet's pods ready"
 
 
 def join_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path,
@@ -301,13 +248,13 @@ def drain(remote: Remote, names: list[str]) -> list[str]:
     admin.conf, no API server): nothing drained, and why."""
     listed = remote.run((*KUBECTL, "get", "nodes", "-o", "name"), root=True)
     if listed.code != 0:
-        return [f"nothing drained ({_last_line(listed)[:120]})"]
+        return [f"nothing drained ({last_line(listed)[:120]})"]
     known = {n.removeprefix("node/") for n in listed.out.split()}
     nodes = names if remote.dry_run else [n for n in names if n in known]
     if not nodes:
         return ["no node to drain"]
-    _ok(remote, (*KUBECTL, "cordon", *nodes), root=True)  # evicted pods land nowhere
-    _ok(remote, (*KUBECTL, "drain", *nodes, "--ignore-daemonsets", "--delete-emptydir-data",
+    checked(remote, (*KUBECTL, "cordon", *nodes), root=True)  # evicted pods land nowhere
+    checked(remote, (*KUBECTL, "drain", *nodes, "--ignore-daemonsets", "--delete-emptydir-data",
                  "--force", f"--timeout={DRAIN_TIMEOUT_S}s"), root=True,
         timeout=DRAIN_TIMEOUT_S + 60)
     return [f"{len(nodes)} nodes drained"]
@@ -377,9 +324,9 @@ def reset(remote: Remote) -> list[str]:
     """kubeadm reset and what it leaves behind: the CNIs' files, links, routes, the
     cluster's iptables rules and the CNIs' ipsets (what may not exist is fine)."""
     removed = remove_pods(remote)
-    _ok(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
+    checked(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
     remote.run(RESET_CONFIG, root=True)  # no such directory: nothing to remove
-    _ok(remote, RESET_FILES, root=True)
+    checked(remote, RESET_FILES, root=True)
     for link in LINKS:
         remote.run(("ip", "link", "delete", link), root=True)  # absent on this host: fine
     for route in ROUTES:
@@ -392,27 +339,12 @@ def reset(remote: Remote) -> list[str]:
             continue
         kept = without_cluster_rules(saved.out)
         if kept != saved.out.rstrip("\n") + "\n":
-            _ok(remote, (restore,), root=True, stdin=kept)
+            checked(remote, (restore,), root=True, stdin=kept)
             done.append(f"cluster rules removed ({save.removesuffix('-save')})")
     listed = remote.run(("ipset", "list", "-n"), root=True)  # no ipset here: none made
     sets = cluster_sets(listed.out) if listed.code == 0 and not remote.dry_run else []
     for name in sets:  # no rule refers to them any more
-        _ok(remote, ("ipset", "destroy", name), root=True)
+        checked(remote, ("ipset", "destroy", name), root=True)
     if sets:
         done.append(f"{len(sets)} ipsets removed")
     return done
-
-
-def _ok(remote: Remote, argv, root: bool = False, stdin: str | None = None,
-        timeout: float = 600):
-    r = remote.run(argv, root=root, stdin=stdin, timeout=timeout)
-    if r.code != 0 and not remote.dry_run:
-        raise HostError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''}: "
-                        f"{_last_line(r)[:200]}")
-    return r
-
-
-def _last_line(r: Result) -> str:
-    """What a failed command said last (its stderr first), or its exit status. Pure."""
-    lines = (r.err.strip() or r.out.strip()).splitlines()
-    return lines[-1] if lines else f"exit {r.code}"

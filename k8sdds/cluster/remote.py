@@ -258,3 +258,20 @@ def remote_file(remote: Remote, text: str, name: str) -> Iterator[str]:
         local.flush()
         with remote_copy(remote, Path(local.name), name) as target:
             yield target
+
+
+def checked(remote: Remote, argv, root: bool = False, stdin: str | None = None,
+            timeout: float = 600) -> Result:
+    """Run `argv` on the host; a HostError with what it said last when it fails (never in
+    a dry run)."""
+    r = remote.run(argv, root=root, stdin=stdin, timeout=timeout)
+    if r.code != 0 and not remote.dry_run:
+        raise HostError(f"{argv[0]} {argv[1] if len(argv) > 1 else ''}: "
+                        f"{last_line(r)[:200]}")
+    return r
+
+
+def last_line(r: Result) -> str:
+    """What a failed command said last (its stderr first), or its exit status. Pure."""
+    lines = (r.err.strip() or r.out.strip()).splitlines()
+    return lines[-1] if lines else f"exit {r.code}"

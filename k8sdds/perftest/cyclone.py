@@ -6,7 +6,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-
 SPDP_INTERVAL = "1s"  # participant announcements to listed peers (Cyclone's default: 30 s)
 
 

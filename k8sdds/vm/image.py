@@ -119,13 +119,24 @@ RestartSec=10
 WantedBy=multi-user.target
 """
 KUBEADM_DROPIN = """[Service]
-Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_KUBECONFIG_ARGS=\\
+--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \\
+--kubeconfig=/etc/kubernetes/kubelet.conf"
 Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
 EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
 EnvironmentFile=-/etc/default/kubelet
 ExecStart=
-ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS \\
+$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 """
+
+# the initramfs holds only what finds the root file system on the board's virtio disk (the
+# default, every storage driver, takes many minutes under qemu-user); written before the
+# kernel's package is configured
+INITRAMFS: Mapping[str, str] = {
+    "etc/initramfs-tools/conf.d/k8sdds": "MODULES=list\nCOMPRESS=gzip\n",
+    "etc/initramfs-tools/modules": "virtio_pci\nvirtio_blk\next4\n",
+}
 
 # path in the machine -> (text, mode)
 FILES: Mapping[str, tuple[str, int]] = {
@@ -197,7 +208,8 @@ def recipe(board: Board) -> str:
     parts = {p: hashlib.sha256((caches.k8s_bin() / board.k8s / p).read_bytes()).hexdigest()
              for p in K8S_PARTS}
     return json.dumps({"suite": SUITE, "board": board.arch, "packages": PACKAGES,
-                       "files": FILES, "settle": SETTLE, "parts": parts}, sort_keys=True)
+                       "files": FILES, "initramfs": INITRAMFS, "settle": SETTLE,
+                       "parts": parts}, sort_keys=True)
 
 
 def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk:
@@ -220,6 +232,9 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
         _run(["debootstrap", "--foreign", f"--arch={board.arch}", "--variant=minbase",
               f"--include={','.join((*PACKAGES, board.kernel))}", SUITE, str(root), mirror],
              "debootstrap's first stage")
+        for path, text in INITRAMFS.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
         say(f"its packages configured under {Path(board.user).name} (debootstrap's second "
             "stage)")
         in_root(board, root, "export container=lxc; /debootstrap/debootstrap --second-stage",
