@@ -138,6 +138,16 @@ INITRAMFS: Mapping[str, str] = {
     "etc/initramfs-tools/modules": "virtio_pci\nvirtio_blk\next4\n",
 }
 
+CRI = '[plugins."io.containerd.grpc.v1.cri"'
+CONTAINERD = f"""version = 2
+{CRI}]
+  sandbox_image = "{PAUSE}"
+{CRI}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+{CRI}.containerd.runtimes.runc.options]
+  SystemdCgroup = true
+"""
+
 # path in the machine -> (text, mode)
 FILES: Mapping[str, tuple[str, int]] = {
     "etc/fstab": (f"LABEL={ROOT_LABEL} / ext4 rw,errors=remount-ro 0 1\n", 0o644),
@@ -150,8 +160,10 @@ FILES: Mapping[str, tuple[str, int]] = {
     "etc/sysctl.d/90-k8sdds.conf": ("net.ipv4.ip_forward = 1\n"
                                     "net.bridge.bridge-nf-call-iptables = 1\n", 0o644),
     # containerd's CRI with kubeadm's sandbox image (loaded by `cluster images`: no registry)
-    "etc/containerd/config.toml": (f'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
-                                   f'  sandbox_image = "{PAUSE}"\n', 0o644),
+    # and systemd's cgroups, as the kubelet here uses them whatever the cluster's kubelet
+    # configuration says (the driver is the node's own: its init system's)
+    "etc/containerd/config.toml": (CONTAINERD, 0o644),
+    "etc/default/kubelet": ("KUBELET_EXTRA_ARGS=--cgroup-driver=systemd\n", 0o644),
     "etc/ssh/sshd_config.d/k8sdds.conf": ("HostKey /etc/ssh/ssh_host_ed25519_key\n"
                                           "PermitRootLogin prohibit-password\n"
                                           "PasswordAuthentication no\nUseDNS no\n", 0o644),
@@ -160,8 +172,8 @@ FILES: Mapping[str, tuple[str, int]] = {
 SETTLE = ("systemctl enable k8sdds-seed.service kubelet.service"
           " && rm -f /etc/ssh/ssh_host_*"
           " && : > /etc/machine-id && rm -f /var/lib/dbus/machine-id"
-          " && mkdir -p /opt/cni/bin && for p in /usr/lib/cni/*; do"
-          " ln -sf \"$p\" /opt/cni/bin/; done"
+          " && mkdir -p /opt/cni/bin && test -x /usr/lib/cni/bridge"
+          " && ln -sf /usr/lib/cni/* /opt/cni/bin/"
           " && apt-get clean && rm -rf /var/lib/apt/lists/*")
 
 
