@@ -11,13 +11,14 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the
-# bare-host commands, Debian's arm64 cross gcc to link the Rust engines for a Pi 4/5
+# bare-host commands, Debian's arm64 cross gcc to link the Rust engines for a Pi 4/5, QEMU for
+# the ARM test host (k8sdds vm)
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
                      containerd runc containernetworking-plugins busybox-static \
                      postgresql qemu-user-static gcc libc6-dev libpcap-dev \
-                     gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+                     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm qemu-utils
 
-.PHONY: demo test check docs install engines system-deps test-deps k8s-test-binaries lint clean
+.PHONY: demo test check docs install engines system-deps test-deps k8s-test-binaries vm-disk lint clean
 
 # the tests that need no root, no namespaces, no sshd, no kube-apiserver, no database server
 # and no fuzzer's minutes
@@ -30,7 +31,7 @@ demo: install
 
 ## test: install everything the tests need, then lint and run the whole test suite: two test
 ## processes side by side, then the tests that must run alone (marker exclusive)
-test: test-deps install $(VENV)/.test-extras engines
+test: test-deps install $(VENV)/.test-extras engines vm-disk
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
 	$(BIN)/pytest -q -rs -m exclusive
@@ -67,12 +68,19 @@ test-deps:
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 	@$(MAKE) --no-print-directory k8s-test-binaries
 
-## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and CoreDNS and flannel cross-compiled for arm64, for the test of ARM kubeadm images
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and cross-compiled for arm64 CoreDNS and flannel (the test of ARM kubeadm images) and the kubelet, kubeadm, kubectl and kube-proxy (the ARM test host)
 k8s-test-binaries:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
 	  PATH="$$PATH:/usr/local/go/bin" .ci/k8s-test-binaries \
-	  && PATH="$$PATH:/usr/local/go/bin" .ci/k8s-cross-binaries arm64 coredns flannel; \
+	  && PATH="$$PATH:/usr/local/go/bin" .ci/k8s-cross-binaries arm64 coredns flannel \
+	  && K8S_COMPONENTS="kubelet kubeadm kubectl kube-proxy" PATH="$$PATH:/usr/local/go/bin" \
+	     .ci/k8s-cross-binaries arm64 kubernetes; \
 	else echo "no Go toolchain: the kubernetes backend's tests will be skipped"; fi
+
+## vm-disk: the ARM test host's disk (`k8sdds vm build`: Debian arm64 and the node parts above; as root, once, cached in /var/cache/k8sdds/vm)
+vm-disk: $(BIN)/k8sdds
+	@if [ "$$(id -u)" -eq 0 ]; then $(BIN)/k8sdds vm build; \
+	else echo "not root: the ARM test host's disk is not built (its test is skipped)"; fi
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

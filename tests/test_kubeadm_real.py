@@ -4,7 +4,9 @@ host's namespaces), images built here and loaded over SSH, the pinned flannel (v
 kube-router and Weave Net manifests applied from the control plane's copy, then a run of the
 kubernetes backend on that cluster, then reset: each host as it was, and this machine
 untouched throughout. flannel-vxlan's cycle is the Pi tutorial's (docs/tutorials/pi-cluster.md),
-its commands read from the page."""
+its commands read from the page, on the study's hybrid cluster: two amd64 test hosts and an
+ARM machine (tests/vm_support.py: an emulated Cortex-A53 with its own kernel, containerd and
+kubelet) as the Pi."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 import yaml
 
 from . import kubeadm_support as ks
+from . import vm_support
 from .emulated_support import host_mounts, root_links
 from .kube_support import fixed_paths
 
@@ -292,13 +295,24 @@ def _page_commands() -> tuple[dict, list[tuple[str, ...]]]:
     return yaml.safe_load(inventory), commands
 
 
-def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
+@pytest.fixture
+def arm(nodes):
+    """The ARM machine on the test hosts' bridge, at the address a fourth host would have."""
+    reason = vm_support.missing()
+    if reason:
+        pytest.skip(f"no ARM test host: {reason}")
+    with vm_support.arm_host(nodes, 4, "h4") as machine:
+        yield machine
+
+
+def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path):
     """Every command of docs/tutorials/pi-cluster.md, read from the page, in its order, in a
     folder of its own (the repository's schedules and Dockerfile reachable as from a clone).
     What differs, and why:
-    - the inventory's names, addresses, key, known_hosts and user are the test hosts', and
-      their architecture amd64 (the test hosts are this machine's; the image is still built for
-      the page's three architectures and each host takes its own);
+    - the inventory's names, addresses, key, known_hosts and user are the test hosts': the
+      control plane and the page's 32-bit Pi are amd64 test hosts (this machine's), its 64-bit
+      Pi the ARM machine (arm64, emulated); the image is still built for the page's three
+      architectures and each host takes its own;
     - init and join get the test nodes' kubeadm configuration and ignore kubeadm's
       preflight (cgroup v1, swap: tests/kubeadm_support.py);
     - `cluster tune` is not run: its keys include host-wide sysctls (net.core.rmem_max) that
@@ -312,10 +326,13 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
     said, commands = _page_commands()
     hosts = said["hosts"]
     assert [h["arch"] for h in hosts] == ["amd64", "arm", "arm64"]  # the page's hybrid
-    said["known_hosts"] = str(nodes.known_hosts((1, 2, 3)))
+    known = nodes.directory / "known_hosts-tutorial"
+    known.write_text(nodes.known_hosts((1, 2)).read_text() + arm.known_host)
+    said["known_hosts"] = str(known)
     said["defaults"].update(user="root", key=str(nodes.directory / "id_ed25519"))
-    for i, host in enumerate(hosts, start=1):  # the test hosts' names: their host names
+    for i, host in enumerate(hosts[:2], start=1):  # the test hosts' names: their host names
         host.update(name=f"h{i}", address=nodes.address(i), arch="amd64", user="root")
+    hosts[2].update(name=arm.spec.name, address=arm.spec.ip, arch="arm64", user="root")
     work = tmp_path / "clone"
     work.mkdir()
     (work / "hosts.yaml").write_text(yaml.safe_dump(said))
@@ -324,7 +341,8 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
     extra = work / "node.yaml"
     extra.write_text(yaml.safe_dump_all(NODE_CONFIG))
     test_only = ("--kubeadm-config", str(extra), "--ignore-preflight-errors", "all")
-    before = {i: _snapshot(nodes, i) for i in (1, 2, 3)}
+    before = {i: _snapshot(nodes, i) for i in (1, 2)}
+    before[4] = vm_support.ssh(nodes, arm, known, SNAPSHOT).stdout
     runs: list[Path] = []
     steps = []
     for words in commands:
@@ -369,7 +387,16 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
                 assert len(manifest["repeats"]) == 3 * 3 * len(manifest["datapaths"])
                 placed = {n for e in manifest["repeats"].values() for n in
                           e["placement"].values()}
-                assert placed <= {"h2", "h3"}  # the workers: pods stay off the control plane
+                assert placed <= {"h2", "h4"}  # the workers: pods stay off the control plane
+                # the publisher on amd64, the subscriber (or pong) on the ARM machine
+                assert {(e["placement"]["pub"], e["placement"]["sub0"])
+                        for e in manifest["repeats"].values()} == {("h2", "h4")}
+                arches = {n["name"]: n["arch"] for n in manifest["cluster"]["nodes"]}
+                assert (arches["h2"], arches["h4"]) == ("amd64", "arm64")
+                summary = df[df.kind == "summary"]
+                assert set(summary[summary.role == "sub0"].arch) == {"arm64"}
+                assert set(summary[summary.role == "pub"].arch) == {"amd64"}
+                assert (summary[summary.metric == "lost"].value == 0).all()  # reliable
             else:  # the bare hosts: the baseline
                 assert manifest["backend"] == "ssh" and len(manifest["repeats"]) == 9
         if words[1:3] == ["cluster", "init"]:  # a fresh kubeconfig where the run looks
@@ -386,6 +413,11 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
             api = config.new_client_from_config(str(work / "admin.conf"))
             ready = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
             assert ready == {h["name"] for h in hosts}
+            core = client.CoreV1Api(api)
+            assert core.read_node("h4").status.node_info.architecture == "arm64"
+            cni = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=h4").items
+            assert any(p.metadata.name.startswith("kube-flannel") and
+                       p.status.phase == "Running" for p in cni), [p.metadata.name for p in cni]
             api.close()
             if not runs:  # flannel-vxlan: its VXLAN device on the nodes
                 assert "flannel.1" in nodes.in_node(2, "ip", "-o", "link").stdout
@@ -395,6 +427,9 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
     done = _cli("cluster", "reset", "--inventory", str(work / "hosts.yaml"),
                 "--log-dir", str(tmp_path / "reset"))
     assert done.returncode == 0, done.stdout + done.stderr
-    for i in (1, 2, 3):
+    for i in (1, 2):
         assert _snapshot(nodes, i) == before[i], f"h{i} differs after reset"
+    after = vm_support.ssh(nodes, arm, known, SNAPSHOT).stdout
+    assert after == before[4], "the ARM machine differs after reset:\n" + "\n".join(
+        difflib.unified_diff(before[4].splitlines(), after.splitlines(), lineterm=""))
     print(f"the Pi tutorial: {time.monotonic() - started:.0f} s; " + "; ".join(steps))

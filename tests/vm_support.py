@@ -1,0 +1,51 @@
+"""An ARM test host: `k8sdds vm`'s machine (qemu-system-aarch64, an emulated Cortex-A53
+running Debian's arm64 system and the Kubernetes node parts k8sdds cross-builds) on the
+SSH test hosts' bridge, with the test hosts' key and a known_hosts line of its own host
+key. Its disk is built once (cached in /var/cache/k8sdds/vm)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from k8sdds.vm import image
+from k8sdds.vm.machine import Machine, Spec
+
+BOARD = image.BOARDS["arm64"]
+
+
+def missing() -> str | None:
+    """Why no ARM test host can be made here, or None."""
+    return image.missing(BOARD)
+
+
+@contextmanager
+def arm_host(hosts, index: int, name: str) -> Iterator[Machine]:
+    """A machine at the test hosts' address `index` (one no namespace of theirs uses), on
+    their bridge, root logging in with their key; down (and its tap gone) after."""
+    started = time.monotonic()
+    disk = image.disk(BOARD, say=print)
+    built = time.monotonic() - started
+    spec = Spec(name, f"{hosts.address(index)}/24", f"10.{hosts.net}.0.1",
+                f"{hosts.prefix}br", (hosts.directory / "id_ed25519.pub").read_text())
+    machine = Machine(hosts.directory / f"vm-{name}", spec)
+    try:
+        booted = machine.up(disk, say=print)
+        print(f"ARM host {name}: disk {built:.0f} s (cached: {disk.built()['seconds']} s when "
+              f"built), boot to sshd {booted:.0f} s, qemu RSS {machine.rss_mib():.0f} MiB")
+        yield machine
+    finally:
+        print(f"ARM host {name}: qemu RSS at the end {machine.rss_mib():.0f} MiB")
+        machine.down()
+
+
+def ssh(hosts, machine: Machine, known_hosts: Path, script: str,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    """`script` run by the machine's root shell, its host key checked."""
+    return subprocess.run(
+        ["ssh", "-i", str(hosts.directory / "id_ed25519"), "-o", "BatchMode=yes",
+         "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
+         f"root@{machine.spec.ip}", script], capture_output=True, text=True, timeout=timeout)
