@@ -89,8 +89,9 @@ umount "$seed"
 SEED_UNIT = """[Unit]
 Description=k8sdds: this machine's name, address and keys from its seed disk
 DefaultDependencies=no
-Requires=dev-disk-by\\x2dlabel-k8sdds\\x2dseed.device
-After=dev-disk-by\\x2dlabel-k8sdds\\x2dseed.device local-fs.target
+Requires=dev-disk-by\\x2dlabel-k8sdds\\x2dseed.device sys-subsystem-net-devices-eth0.device
+After=dev-disk-by\\x2dlabel-k8sdds\\x2dseed.device sys-subsystem-net-devices-eth0.device
+After=local-fs.target
 Before=network.target network-online.target ssh.service containerd.service kubelet.service
 
 [Service]
@@ -135,7 +136,7 @@ $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 # kernel's package is configured
 INITRAMFS: Mapping[str, str] = {
     "etc/initramfs-tools/conf.d/k8sdds": "MODULES=list\nCOMPRESS=gzip\n",
-    "etc/initramfs-tools/modules": "virtio_pci\nvirtio_blk\next4\n",
+    "etc/initramfs-tools/modules": "virtio_pci\nvirtio_blk\nvirtio_net\next4\n",
 }
 
 CRI = '[plugins."io.containerd.grpc.v1.cri"'
@@ -272,6 +273,9 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
             {"seconds": round(time.monotonic() - started), "recipe": json.loads(
                 recipe(board))}, indent=1) + "\n")
         os.replace(staged, folder)
+    for old in folder.parent.glob(f"debian-{SUITE}-{board.arch}-*"):
+        if old != folder:  # an earlier recipe's disk: never booted again
+            shutil.rmtree(old, ignore_errors=True)
     say(f"the {board.arch} machine's disk: built in {time.monotonic() - started:.0f} s")
     return done
 

@@ -119,8 +119,14 @@ class Machine:
         return self.folder / "console.log"
 
     def pid(self) -> int | None:
+        """qemu's process while it runs (an ended child of ours is reaped: not running)."""
         try:
             pid = int((self.folder / "qemu.pid").read_text())
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return None
+            except ChildProcessError:  # started by another k8sdds process
+                pass
             os.kill(pid, 0)
             return pid
         except (OSError, ValueError):
@@ -166,13 +172,18 @@ class Machine:
         (self.folder / "qemu.pid").write_text(str(proc.pid))
         say(f"{self.spec.name}: booting ({disk.board.cpu}, {self.spec.memory_mb} MiB, "
             f"console: {self.console})")
+        try:
+            return self._wait_ssh(proc, started, timeout)
+        except BaseException:  # interrupted too: nothing of it outlives the wait
+            self.down()
+            raise
+
+    def _wait_ssh(self, proc: subprocess.Popen, started: float, timeout: float) -> float:
         while not _ssh_answers(self.spec.ip):
             if proc.poll() is not None:
-                self.down()
                 raise UserError(f"machine {self.spec.name}: qemu ended (exit "
                                 f"{proc.returncode}): {_tail(self.folder / 'qemu.log')}")
             if time.monotonic() - started > timeout:
-                self.down()
                 raise UserError(f"machine {self.spec.name}: no sshd at {self.spec.ip}:22 "
                                 f"within {timeout:g} s; its console said: "
                                 f"{_tail(self.console)}")
@@ -190,7 +201,8 @@ class Machine:
         return 0.0
 
     def down(self) -> None:
-        """Stop qemu, remove the tap device and the machine's folder."""
+        """Stop qemu, remove the tap device and what the machine's folder holds but its
+        console's and qemu's logs (what it said, for whoever looks after)."""
         pid = self.pid()
         if pid:
             os.kill(pid, signal.SIGTERM)  # qemu ends the emulation at once
@@ -200,10 +212,9 @@ class Machine:
             if self.pid():
                 os.kill(pid, signal.SIGKILL)
         subprocess.run(["ip", "link", "del", tap_name(self.spec.name)], capture_output=True)
-        for item in sorted(self.folder.glob("*"), reverse=True):
-            item.unlink()
-        if self.folder.exists():
-            self.folder.rmdir()
+        for item in self.folder.glob("*"):
+            if item.name not in ("console.log", "qemu.log"):
+                item.unlink()
 
 
 def existing(name: str, state: Path = STATE) -> Machine | None:
