@@ -131,6 +131,10 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
     rows = {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
             for line in done.stdout.splitlines() if line.count("│") >= 6}
     assert "pass" in rows[("h1", "reachable")] and "pass" in rows[("h2", "reachable")]
+    # the inventory's h2 is a 32-bit Pi (arm); the test host is this machine's
+    assert "pass" in rows[("h1", "architecture")] and "x86_64" in rows[("h1", "architecture")]
+    assert "fail" in rows[("h2", "architecture")]
+    assert "x86_64 (amd64); the inventory says arm" in rows[("h2", "architecture")]
     assert "pass" in rows[("h1", "ip_forward")]
     assert "fail" in rows[("h2", "ip_forward")] and "sysctl -w" in rows[("h2", "ip_forward")]
     assert "fail" in rows[("h1", "kubeadm")] and "pkgs.k8s.io" in rows[("h1", "kubeadm")]

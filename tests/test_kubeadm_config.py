@@ -236,3 +236,15 @@ def test_daemonsets_still_rolling_out_are_named():
     assert ready.unready_daemonsets(listing) == [
         "kube-flannel/starting", "kube-flannel/old-pods", "kube-flannel/unseen-change"]
     assert ready.unready_daemonsets({"items": []}) == []
+
+
+def test_reset_deletes_only_the_cni_links_a_host_has():
+    """Naming an absent link loads its module on a real kernel (ipip's tunl0)."""
+    listing = ("1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN\n"
+               "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc pfifo_fast\n"
+               "5: flannel.1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1450 qdisc noqueue\n"
+               "6: cni0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1450 qdisc noqueue\n"
+               "7: veth1a2b3c4d@if2: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1450\n")
+    assert kubeadm.present_links(listing, ("cni0", "flannel.1", "tunl0", "kube-bridge")) == [
+        "cni0", "flannel.1"]
+    assert kubeadm.present_links("", ("tunl0",)) == []

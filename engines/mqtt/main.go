@@ -114,11 +114,7 @@ func announce(client mqtt.Client, stop <-chan struct{}) {
 }
 
 func payload(seq uint64) []byte {
-	return stamp(make([]byte, *size), seq)
-}
-
-// stamp writes the sequence number and the send time into buf's first 16 bytes.
-func stamp(buf []byte, seq uint64) []byte {
+	buf := make([]byte, *size)
 	binary.BigEndian.PutUint64(buf, seq)
 	binary.BigEndian.PutUint64(buf[8:], uint64(time.Now().UnixNano()))
 	return buf
@@ -150,20 +146,12 @@ func pub() {
 		interval = time.Second / time.Duration(*rate)
 	}
 	inflight := make([]mqtt.Token, 0, *window)
-	// one payload buffer more than the window: the client keeps a message's buffer (it does
-	// not copy it) until its token completes (QoS 0: written; QoS 1: acknowledged), and the
-	// window waits on the oldest token before the buffer it used comes round again
-	buffers := make([][]byte, *window+1)
-	for i := range buffers {
-		buffers[i] = make([]byte, *size)
-	}
 	next := time.Now()
 	for seq := uint64(0); time.Now().Before(end); seq++ {
 		// every QoS keeps a window of messages in flight: a QoS 0 token completes when the
 		// message is written, and waiting on each serialised the publisher with the
 		// client's writer (0.76 of mosquitto_pub's rate at 16 KiB before: docs/how-to/mqtt.md)
-		buf := stamp(buffers[seq%uint64(len(buffers))], seq)
-		inflight = append(inflight, client.Publish(*topic, byte(*qos), false, buf))
+		inflight = append(inflight, client.Publish(*topic, byte(*qos), false, payload(seq)))
 		if len(inflight) >= *window {
 			check(inflight[0], "publish")
 			inflight = inflight[1:]

@@ -85,6 +85,19 @@ CHECKS = (
           "install kubelet from pkgs.k8s.io (same minor as kubeadm)"),
 )
 CLOCK = ("date", "+%s.%N")
+# `uname -m` -> the inventory's name of that architecture
+MACHINES = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "armv6l": "arm"}
+
+
+def architecture(r: Result, said: str) -> tuple[bool, str]:
+    """The host's machine (`uname -m`) against the inventory's arch: a wrong one gets images
+    and engines of another architecture. Pure."""
+    machine = r.out.strip() if r.code == 0 else ""
+    found = MACHINES.get(machine)
+    if found is None:
+        return False, f"{machine or 'uname -m failed'}: not an architecture k8sdds builds for"
+    return (True, machine) if found == said else (
+        False, f"{machine} ({found}); the inventory says {said}")
 
 
 def skew(r: Result, sent: float, received: float) -> tuple[bool, str]:
@@ -101,6 +114,11 @@ def check_host(remote: Remote) -> list[Outcome]:
     """Every check on one host (connected, or dry-run: the commands only logged)."""
     name = remote.host.name
     out = [Outcome(name, "reachable", True, "ssh ok" if not remote.dry_run else "dry run", "")]
+    result = remote.run(("uname", "-m"))
+    passed, found = (architecture(result, remote.host.arch) if not remote.dry_run
+                     else (True, "dry run"))
+    out.append(Outcome(name, "architecture", passed, found,
+                       "" if passed else "give the host its arch in the inventory"))
     for check in CHECKS:
         result = remote.run(check.argv)
         passed, found = check.judge(result) if not remote.dry_run else (True, "dry run")

@@ -207,6 +207,15 @@ IPSETS = cnis.reset_ipsets()
 COMMENTS = cnis.reset_comments()
 
 
+def present_links(listing: str, wanted: tuple[str, ...]) -> list[str]:
+    """The links of `wanted` that `ip -o link show` lists: only those are deleted, since
+    naming an absent one (`ip link delete tunl0`) makes the kernel load the module that
+    provides it, which creates it (ipip's tunl0 on a Pi's kernel). Pure."""
+    names = {line.split(":")[1].strip().split("@")[0] for line in listing.splitlines()
+             if line.count(":") >= 2}
+    return [link for link in wanted if link in names]
+
+
 def cluster_sets(listing: str) -> list[str]:
     """The ipsets of `ipset list -n` a CNI made. Pure."""
     return [name for name in listing.split() if name.startswith(IPSETS)]
@@ -327,8 +336,9 @@ def reset(remote: Remote) -> list[str]:
     checked(remote, ("kubeadm", "reset", "-f"), root=True, timeout=600)
     remote.run(RESET_CONFIG, root=True)  # no such directory: nothing to remove
     checked(remote, RESET_FILES, root=True)
-    for link in LINKS:
-        remote.run(("ip", "link", "delete", link), root=True)  # absent on this host: fine
+    listed = remote.run(("ip", "-o", "link", "show"), root=True)
+    for link in present_links(listed.out, LINKS):
+        remote.run(("ip", "link", "delete", link), root=True)
     for route in ROUTES:
         remote.run(route, root=True)
     done = [*removed, "kubeadm reset", "CNI state removed"]
