@@ -180,11 +180,12 @@ def test_unknown_host_key_and_a_host_down_stop_only_themselves(hosts, tmp_path):
     assert f"cannot reach {hosts.address(3)}:22" in text
     from k8sdds.cluster.checks import CHECKS
 
-    # h1 fully checked: every check's command, the clock and the images' (which stop at
-    # kubeadm's version: no kubeadm here), and the engines row's look for ddsperf and
-    # mosquitto (no engine_bin: nothing more to look in), in its log
+    # h1 fully checked: its architecture, every check's command, the clock and the images'
+    # (which stop at kubeadm's version: no kubeadm here), and the engines row's look for
+    # ddsperf and mosquitto (no engine_bin: nothing more to look in), in its log
     log = (tmp_path / "h1.log").read_text()
-    assert log.count("$ ") == len(CHECKS) + 2 + 2
+    assert log.startswith("$ uname -m\n")
+    assert log.count("$ ") == 1 + len(CHECKS) + 2 + 2
     assert "$ sh -c 'command -v ddsperf'" in log and "$ sh -c 'command -v mosquitto'" in log
 
 

@@ -110,13 +110,13 @@ def init(remote: Remote, cni: Plan, extra: list[dict] = (), ignore: str | None =
     config = kubeadm_config(host.name, host.address, version, cni, extra)
     with remote_file(remote, config, "kubeadm") as path:
         checked(remote, ("kubeadm", "init", "--config", path, *_preflight(ignore)), root=True,
-            timeout=900)
+                timeout=900)
     done = [f"kubeadm init {version} (pod network {cni.pod_cidr})"]
     secret = cni.install.secret
     if secret:  # an encryption password (weave's): generated, never printed or logged
         checked(remote, (*KUBECTL, "-n", "kube-system", "create", "secret", "generic",
-                     secret, f"--from-file={secret}=/dev/stdin"),
-            root=True, stdin=secrets.token_urlsafe(32))
+                         secret, f"--from-file={secret}=/dev/stdin"),
+                root=True, stdin=secrets.token_urlsafe(32))
         done.append(f"Secret {secret}")
     if cni.manifest is None and cni.cni.installer:  # cilium: its CLI installs it
         step = cni.cni.installer(cni.install, ADMIN)
@@ -163,7 +163,7 @@ def join_command(remote: Remote) -> tuple[str, ...]:
 
 def join(remote: Remote, command: tuple[str, ...], ignore: str | None = None) -> list[str]:
     checked(remote, (*command, f"--node-name={remote.host.name}", *_preflight(ignore)),
-        root=True, timeout=900)
+            root=True, timeout=900)
     return ["kubeadm join"]
 
 
@@ -264,8 +264,8 @@ def drain(remote: Remote, names: list[str]) -> list[str]:
         return ["no node to drain"]
     checked(remote, (*KUBECTL, "cordon", *nodes), root=True)  # evicted pods land nowhere
     checked(remote, (*KUBECTL, "drain", *nodes, "--ignore-daemonsets", "--delete-emptydir-data",
-                 "--force", f"--timeout={DRAIN_TIMEOUT_S}s"), root=True,
-        timeout=DRAIN_TIMEOUT_S + 60)
+                     "--force", f"--timeout={DRAIN_TIMEOUT_S}s"), root=True,
+            timeout=DRAIN_TIMEOUT_S + 60)
     return [f"{len(nodes)} nodes drained"]
 
 

@@ -28,8 +28,8 @@ def wait_ready(remote: Remote, names: list[str], timeout: float = READY_TIMEOUT_
                             f"{timeout:g} s (see its kubelet's log)")
         time.sleep(2)  # another host's kubelet registering: nothing here to wait on
     checked(remote, (*KUBECTL, "wait", "--for=condition=Ready", *(f"node/{n}" for n in names),
-                 f"--timeout={max(1, int(deadline - time.monotonic()))}s"), root=True,
-        timeout=timeout + 60)
+                     f"--timeout={max(1, int(deadline - time.monotonic()))}s"), root=True,
+            timeout=timeout + 60)
     return ["every node Ready", _daemonsets_ready(remote, deadline)]
 
 
