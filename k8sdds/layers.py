@@ -18,7 +18,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("schedule", "records", "baseline"),
     ("reparse", "importer", "analysis", "run_flags"),
     ("images",),  # the places: the images, then what runs them, then the backends
-    ("testbed", "cluster", "vm"),
+    ("testbed", "cluster"),
+    ("vm",),  # a machine to try the cluster commands on (asks cluster.remote whether sshd is up)
     ("deployment",),
     ("runner",),
     ("request",),

@@ -50,14 +50,12 @@ def _daemonsets_ready(remote: Remote, deadline: float) -> str:
     """Until every DaemonSet's pods are ready on every node (the CNI's and kube-proxy): a
     node is Ready once its CNI pod wrote the configuration, while the other nodes' CNI pods
     may not route to it yet, and a run started then loses its first repeat."""
-    while not remote.dry_run:
+    while True:
         listed = checked(remote, (*KUBECTL, "get", "daemonsets", "-A", "-o", "json"), root=True)
-        late = unready_daemonsets(json.loads(listed.out))
+        late = [] if remote.dry_run else unready_daemonsets(json.loads(listed.out))
         if not late:
             return "every DaemonSet's pods ready"
         if time.monotonic() > deadline:
             raise HostError(f"the pods of {', '.join(late)} not ready in time (kubectl -n "
                             f"NAMESPACE describe daemonset NAME)")
-        time.sleep(2)
-    checked(remote, (*KUBECTL, "get", "daemonsets", "-A", "-o", "json"), root=True)
-    return "every DaemonSet's pods ready"
+        time.sleep(2)  # their pods starting: polled through the host's kubectl, as above

@@ -260,6 +260,16 @@ def remote_file(remote: Remote, text: str, name: str) -> Iterator[str]:
             yield target
 
 
+def ssh_answers(address: str, port: int = 22, timeout: float = 2) -> bool:
+    """Whether an SSH server answers at address:port (its banner; no login, no key)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as conn:
+            conn.settimeout(timeout)
+            return conn.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
 def checked(remote: Remote, argv, root: bool = False, stdin: str | None = None,
             timeout: float = 600) -> Result:
     """Run `argv` on the host; a HostError with what it said last when it fails (never in

@@ -5,7 +5,6 @@ kubelet's last heartbeat), the hosts of an inventory whose sshd answers."""
 from __future__ import annotations
 
 import datetime as dt
-import socket
 from pathlib import Path
 
 
@@ -54,14 +53,11 @@ def kubernetes(kubeconfig: Path, context: str | None = None) -> list[dict]:
 
 def ssh(inventory: Path) -> list[dict]:
     from k8sdds.cluster.inventory import load
+    from k8sdds.cluster.remote import ssh_answers
 
     out = []
     for host in load(inventory).hosts:
-        try:
-            with socket.create_connection((host.address, host.port), timeout=2) as s:
-                answered = s.recv(4).startswith(b"SSH-")
-        except OSError:
-            answered = False
+        answered = ssh_answers(host.address, host.port)
         out.append({"backend": "ssh", "where": str(inventory), "name": host.name,
                     "state": "answers" if answered else "no answer",
                     "last_seen": _now() if answered else None})

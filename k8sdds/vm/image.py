@@ -242,9 +242,9 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
         root = Path(work) / "root"
         say(f"the {board.arch} machine's disk: Debian {SUITE} from {mirror} (once; cached "
             f"in {folder})")
-        _run(["debootstrap", "--foreign", f"--arch={board.arch}", "--variant=minbase",
-              f"--include={','.join((*PACKAGES, board.kernel))}", SUITE, str(root), mirror],
-             "debootstrap's first stage")
+        run(["debootstrap", "--foreign", f"--arch={board.arch}", "--variant=minbase",
+             f"--include={','.join((*PACKAGES, board.kernel))}", SUITE, str(root), mirror],
+            "debootstrap's first stage")
         for path, text in INITRAMFS.items():
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_text(text)
@@ -267,8 +267,8 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
         shutil.copyfile(_one(boot, "initrd.img-*"), staged / "initrd.img")
         (staged / "packages").write_text(_packages(root))
         say("packed as an ext4 image")
-        _run(["mkfs.ext4", "-q", "-L", ROOT_LABEL, "-d", str(root), str(staged / "root.img"),
-              ROOT_SIZE], "mkfs.ext4")
+        run(["mkfs.ext4", "-q", "-L", ROOT_LABEL, "-d", str(root), str(staged / "root.img"),
+             ROOT_SIZE], "mkfs.ext4")
         (staged / "built.json").write_text(json.dumps(
             {"seconds": round(time.monotonic() - started), "recipe": json.loads(
                 recipe(board))}, indent=1) + "\n")
@@ -346,9 +346,11 @@ def _packages(root: Path) -> str:
     return "\n".join(sorted(rows)) + "\n"
 
 
-def _run(argv: list[str], what: str) -> None:
+def run(argv: list[str], what: str) -> None:
+    """A command of this machine's for the ARM machine; a UserError with what it said last
+    when it fails."""
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise UserError(f"the machine's disk: {what} failed (exit {proc.returncode}): "
+        raise UserError(f"the ARM machine: {what} failed (exit {proc.returncode}): "
                         + " | ".join(tail))

@@ -11,7 +11,6 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from k8sdds.cluster.remote import ssh_answers
 from k8sdds.errors import UserError
-from k8sdds.vm.image import BOARDS, SEED_LABEL, Disk
+from k8sdds.vm.image import BOARDS, SEED_LABEL, Disk, run
 
 BOOT_TIMEOUT_S = 600.0  # TCG boots a Debian arm64 in about 1-3 minutes on 2 busy cores
 STATE = Path("/run/k8sdds/vm")  # the machines `k8sdds vm up` started
@@ -144,12 +144,12 @@ class Machine:
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "spec.json").write_text(json.dumps(asdict(self.spec), indent=1))
         layer, seed = self.folder / "layer.qcow2", self.folder / "seed.img"
-        _run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(disk.root), "-F", "raw",
+        run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(disk.root), "-F", "raw",
               str(layer)], "the machine's copy-on-write layer")
         key = self.folder / "ssh_host_ed25519_key"
         key.unlink(missing_ok=True)
         key.with_suffix(".pub").unlink(missing_ok=True)
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", self.spec.name,
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", self.spec.name,
               "-f", str(key)], "its host key")
         with tempfile.TemporaryDirectory() as tmp:
             for name, text in seed_files(self.spec, key.read_text(),
@@ -158,11 +158,11 @@ class Machine:
                 (Path(tmp) / name).write_text(text)
                 (Path(tmp) / name).chmod(0o600)
             seed.unlink(missing_ok=True)
-            _run(["mkfs.ext4", "-q", "-L", SEED_LABEL, "-d", tmp, str(seed), "4M"],
+            run(["mkfs.ext4", "-q", "-L", SEED_LABEL, "-d", tmp, str(seed), "4M"],
                  "its seed disk")
         tap = tap_name(self.spec.name)
-        _run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], f"tap device {tap}")
-        _run(["ip", "link", "set", tap, "master", self.spec.bridge, "up"],
+        run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], f"tap device {tap}")
+        run(["ip", "link", "set", tap, "master", self.spec.bridge, "up"],
              f"tap device {tap} into {self.spec.bridge}")
         started = time.monotonic()
         proc = subprocess.Popen(qemu_argv(disk, self.spec, layer, seed, self.console),
@@ -179,7 +179,7 @@ class Machine:
             raise
 
     def _wait_ssh(self, proc: subprocess.Popen, started: float, timeout: float) -> float:
-        while not _ssh_answers(self.spec.ip):
+        while not ssh_answers(self.spec.ip):
             if proc.poll() is not None:
                 raise UserError(f"machine {self.spec.name}: qemu ended (exit "
                                 f"{proc.returncode}): {_tail(self.folder / 'qemu.log')}")
@@ -225,25 +225,9 @@ def existing(name: str, state: Path = STATE) -> Machine | None:
     return Machine(state / name, Spec(**json.loads(spec.read_text())))
 
 
-def _ssh_answers(address: str) -> bool:
-    """Whether an SSH server answers on address:22 (its banner; no login)."""
-    try:
-        with socket.create_connection((address, 22), timeout=2) as conn:
-            conn.settimeout(5)
-            return conn.recv(8).startswith(b"SSH-")
-    except OSError:
-        return False
-
-
 def _tail(path: Path, lines: int = 3) -> str:
     try:
         text = path.read_text(errors="replace").strip().splitlines()
     except OSError:
         return "(nothing)"
     return " | ".join(text[-lines:]) or "(nothing)"
-
-
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise UserError(f"{what}: {argv[0]} failed: {(proc.stderr or proc.stdout).strip()}")
