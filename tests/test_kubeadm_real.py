@@ -387,7 +387,12 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
             manifest = json.loads((run / "manifest.json").read_text())
             df = pd.read_csv(run / "results.csv")
             thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
-            assert (thr.value > 1).all() and len(thr) > 0
+            got = df[(df.kind == "summary") & (df.metric == "received")]
+            # data crossed to every subscriber; no floor on the rate: the emulated ARM core,
+            # beside the rest of the suite on 2 cores, read 0.74 Mb/s at 1 KiB (CI, 2026-11-26)
+            assert len(thr) > 0 and (thr.value > 0).all() and (got.value > 0).all()
+            assert len(got) == len(thr)
+            steps.append("Mb/s " + ", ".join(f"{v:.1f}" for v in thr.value))
             if "kubernetes" in words:
                 runs.append(run)
                 assert manifest["datapaths"] == (["flannel-vxlan", "host"] if len(runs) == 1
