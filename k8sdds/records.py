@@ -70,9 +70,11 @@ def datapath_usage(text: str) -> Parsed:
 
 
 def node_arches(cluster: Mapping[str, Any]) -> dict[str, str]:
-    """Each node's architecture, from a manifest's cluster description (its `nodes`)."""
+    """Each node's architecture, from a manifest's cluster description: its `nodes` (the
+    kubernetes and emulated backends) or its `hosts` (the ssh backend's bare hosts)."""
+    listed = [*cluster.get("nodes", []), *cluster.get("hosts", [])]
     return {str(n.get("name", "")): str(n.get("arch") or "")
-            for n in cluster.get("nodes", []) if isinstance(n, Mapping)}
+            for n in listed if isinstance(n, Mapping)}
 
 
 # a CPU share no machine of a study has: 100 % is one core, and no node has 1,024

@@ -18,6 +18,7 @@ import yaml
 from k8sdds.cluster import inventory as inv
 
 from . import ssh_support as ss
+from . import vm_support
 from .containerd_support import collect_garbage
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
@@ -507,6 +508,63 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
     assert (run / "test-1" / "rep-1" / "usage.json").exists()
     assert not list(Path("/tmp").glob(manifest["cluster"]["workdir"].split("/")[-1]))
     assert _ddsperf_in(bare, 2) == [] and _ddsperf_in(bare, 3) == []
+
+
+@pytest.mark.ssh
+@requires_hosts
+def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp_path):
+    """The study's 32-bit Pi as a bare host: `k8sdds vm`'s armhf machine (qemu-system-arm,
+    an emulated Cortex-A7 running Debian's armhf system) on the hosts' LAN. `cluster check`
+    finds armv7l and the node parts on it, and a run of the ssh backend measures from h2
+    (amd64) to it with Debian's armhf ddsperf. Its speed is an emulator's: the test asserts
+    that data crossed, not a rate."""
+    import pandas as pd
+
+    reason = vm_support.missing("armhf")
+    if reason:
+        pytest.skip(f"no 32-bit ARM test host: {reason}")
+    with vm_support.arm_host(bare, 5, "h5", "armhf") as pi:
+        known = tmp_path / "known_hosts"
+        known.write_text(bare.known_hosts((1, 2)).read_text() + pi.known_host)
+        invf = tmp_path / "inventory.yaml"
+        invf.write_text(yaml.safe_dump({
+            "known_hosts": str(known),
+            "defaults": {"user": "root", "key": str(bare.directory / "id_ed25519")},
+            "hosts": [{"name": "h1", "address": bare.address(1), "arch": "amd64",
+                       "role": "control-plane"},
+                      {"name": "h2", "address": bare.address(2), "arch": "amd64"},
+                      {"name": "h5", "address": pi.spec.ip, "arch": "arm"}]}))
+        done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir",
+                    str(tmp_path / "logs"))
+        rows = {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
+                for line in done.stdout.splitlines() if line.count("│") >= 6}
+        for check, found in (("architecture", "armv7l"), ("kubeadm", "v1.34.3"),
+                             ("kubelet", "v1.34.3"), ("container runtime", "containerd"),
+                             ("swap off", "off"), ("br_netfilter", "= 1")):
+            assert "pass" in rows[("h5", check)] and found in rows[("h5", check)], (
+                rows.get(("h5", check)), done.stdout[-2000:])
+        sch = tmp_path / "s.csv"
+        sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                       "1024,false,1,false,0\n")
+        done = _cli("run", "--backend", "ssh", "--inventory", str(invf), "--sch", str(sch),
+                    "--duration", "4", "--out", str(tmp_path / "out"), "--json", "--no-plot")
+        assert done.returncode == 0, done.stderr[-3000:]
+        outcome = json.loads(done.stdout)
+        assert outcome["failed"] == [], outcome["failed"]
+        run = Path(outcome["run_dir"])
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "h2", "sub0": "h5"}
+        df = pd.read_csv(run / "results.csv")
+        summary = df[df.kind == "summary"]
+        assert set(summary[summary.role == "sub0"].arch) == {"arm"}
+        assert set(summary[summary.role == "pub"].arch) == {"amd64"}
+        received = summary[(summary.role == "sub0") & (summary.metric == "received")].value
+        lost = summary[(summary.role == "sub0") & (summary.metric == "lost")].value
+        assert len(received) == 1 and received.iloc[0] > 0 and (lost == 0).all()
+        thr = summary[summary.metric == "throughput_mbps"].value.iloc[0]
+        print(f"amd64 to the armhf machine, 1 KiB: {thr:.1f} Mb/s, "
+              f"{received.iloc[0]:.0f} samples")
+        assert "ARMv7" in vm_support.ssh(bare, pi, known, "cat /proc/cpuinfo").stdout
 
 
 @pytest.mark.ssh

@@ -410,8 +410,11 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
                 assert set(summary[summary.role == "sub0"].arch) == {"arm64"}
                 assert set(summary[summary.role == "pub"].arch) == {"amd64"}
                 assert (summary[summary.metric == "lost"].value == 0).all()  # reliable
-            else:  # the bare hosts: the baseline
+            else:  # the bare hosts: the baseline, ddsperf from h2 to the ARM machine
                 assert manifest["backend"] == "ssh" and len(manifest["repeats"]) == 3
+                summary = df[df.kind == "summary"]
+                assert set(summary[summary.role == "sub0"].arch) == {"arm64"}
+                assert set(summary[summary.role == "pub"].arch) == {"amd64"}
         if words[1:3] == ["cluster", "init"]:  # a fresh kubeconfig where the run looks
             api = config.new_client_from_config(str(work / "admin.conf"))
             assert client.VersionApi(api).get_code().git_version == "v1.34.3"

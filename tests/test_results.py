@@ -137,3 +137,14 @@ def test_datapath_usage_in_percent_of_a_core():
     assert datapath_usage("{not json").values == ()
     assert datapath_usage('{"wall_s": 0}').values == ()
     assert datapath_usage('{"wall_s": 1, "softirq_s": -0.2}').values[0].value == 0.0
+
+
+def test_each_roles_architecture_comes_from_the_nodes_or_the_bare_hosts():
+    from k8sdds.records import node_arches
+
+    # the kubernetes backend's manifest names nodes, the ssh backend's its bare hosts
+    assert node_arches({"nodes": [{"name": "pi2", "arch": "arm64"}]}) == {"pi2": "arm64"}
+    assert node_arches({"hosts": [{"name": "h2", "arch": "amd64", "role": "worker"},
+                                  {"name": "pi1", "arch": "arm"}], "workdir": "/tmp/x"}) == {
+        "h2": "amd64", "pi1": "arm"}
+    assert node_arches({}) == {}

@@ -35,6 +35,35 @@ def test_qemu_emulates_a_pi_3s_core_with_the_disk_the_seed_and_a_tap():
     assert "-serial" in argv and argv[argv.index("-serial") + 1] == "file:/m/console.log"
 
 
+def test_the_32_bit_board_is_a_pi_2s_core_on_qemu_system_arm():
+    from dataclasses import replace
+
+    disk = Disk(Path("/cache/vm/d"), BOARDS["armhf"])
+    argv = machine.qemu_argv(disk, replace(SPEC, arch="armhf"), Path("/m/layer.qcow2"),
+                             Path("/m/seed.img"), Path("/m/console.log"))
+    assert argv[:5] == ["qemu-system-arm", "-M", "virt", "-cpu", "cortex-a7"]
+    assert BOARDS["armhf"].kernel == "linux-image-armmp-lpae"  # virt's PCI above 4 GiB
+
+
+# QEMU's scripts/qemu-binfmt-conf.sh (and Debian's /usr/share/binfmts/qemu-*): the ELF header
+# of each architecture's executables, and the mask applied before comparing
+ELF = {
+    "arm64": (r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+              r"\x02\x00\xb7\x00",
+              r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff"
+              r"\xfe\xff\xff\xff"),
+    "armhf": (r"\x7f\x45\x4c\x46\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+              r"\x02\x00\x28\x00",
+              r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff"
+              r"\xfe\xff\xff\xff"),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(ELF))
+def test_each_board_registers_qemus_own_binfmt_magic(arch):
+    assert BOARDS[arch].elf == ELF[arch]
+
+
 def test_names_fit_a_link_and_macs_are_local_and_stable():
     assert len(machine.tap_name("a-very-long-machine-name-indeed")) <= 15
     assert machine.tap_name("arm1") != machine.tap_name("arm2")
