@@ -10,10 +10,11 @@ import typer
 from k8sdds.cli.common import err_console, out_console
 from k8sdds.errors import UserError
 
-vm_app = typer.Typer(no_args_is_help=True, help="An emulated ARM machine (qemu, a Pi 3's "
-                     "Cortex-A53 running Debian's arm64 system and the Kubernetes node parts), "
-                     "with its own address on a bridge of this machine. Proves what runs on "
-                     "ARM, not a Pi's speed. Needs root.")
+vm_app = typer.Typer(no_args_is_help=True, help="An emulated ARM machine (qemu: a Pi 3's "
+                     "Cortex-A53 running Debian's arm64 system, or a Pi 2's Cortex-A7 running "
+                     "its armhf one, each with the Kubernetes node parts), with its own "
+                     "address on a bridge of this machine. Proves what runs on ARM, not a "
+                     "Pi's speed. Needs root. Guide: docs/how-to/arm-machine.md.")
 
 
 def _say(line: str) -> None:
@@ -28,14 +29,16 @@ def _board(arch: str):
     return BOARDS[arch]
 
 
-ARCH = typer.Option("arm64", "--arch", help="The machine's architecture (Debian's name).")
+ARCH = typer.Option("arm64", "--arch", help="The machine's architecture, Debian's name: "
+                    "arm64 (a Pi 3's Cortex-A53) or armhf (a Pi 2's Cortex-A7, 32-bit; its "
+                    "inventory arch is arm).")
 MIRROR = typer.Option("http://deb.debian.org/debian", "--mirror",
                       help="Debian mirror for the machine's packages (its first build only).")
 
 
 def vm_build(arch: str = ARCH, mirror: str = MIRROR) -> None:
     """Build the machine's disk (Debian's system, the kubelet, kubeadm and kubectl k8sdds
-    cross-builds), once: about 15 minutes on 2 cores, then cached in
+    cross-builds), once: about 4 minutes on 2 cores, then cached in
     /var/cache/k8sdds/vm."""
     from k8sdds.vm.image import disk
 

@@ -1,11 +1,11 @@
-"""The ARM machine's disk, built once and cached: Debian's arm64 system (debootstrap, its
-maintainer scripts run under qemu-user in a private binfmt_misc) with the Kubernetes node
-parts k8sdds cross-builds (kubelet, kubeadm, kubectl), packed as an ext4 image beside the
-kernel and initramfs Debian's packages made.
+"""The ARM machine's disk, built once and cached: Debian's arm64 or armhf system
+(debootstrap, its maintainer scripts run under qemu-user in a private binfmt_misc) with the
+Kubernetes node parts k8sdds cross-builds (kubelet, kubeadm, kubectl), packed as an ext4 image
+beside the kernel and initramfs Debian's packages made.
 
 The maintainer scripts run in a user namespace of this process's own (uids mapped one to
-one) with a binfmt_misc instance of its own: qemu-aarch64-static is registered there, never
-in this machine's, and nothing is left mounted when it ends."""
+one) with a binfmt_misc instance of its own: the board's qemu-user emulator is registered
+there, never in this machine's, and nothing is left mounted when it ends."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def recipe(board: Board) -> str:
 
 
 def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk:
-    """The machine disk for `board`, built the first time (about 15 minutes on 2 cores),
+    """The machine disk for `board`, built the first time (about 4 minutes on 2 cores),
     then taken from the cache."""
     reason = missing(board)
     if reason:
