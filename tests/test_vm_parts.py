@@ -42,7 +42,7 @@ def test_the_32_bit_board_is_a_pi_2s_core_on_qemu_system_arm():
     argv = machine.qemu_argv(disk, replace(SPEC, arch="armhf"), Path("/m/layer.qcow2"),
                              Path("/m/seed.img"), Path("/m/console.log"))
     assert argv[:5] == ["qemu-system-arm", "-M", "virt", "-cpu", "cortex-a7"]
-    assert BOARDS["armhf"].kernel == "linux-image-armmp-lpae"  # virt's PCI above 4 GiB
+    assert BOARDS["armhf"].kernel == "linux-image-armmp-lpae"  # the A7 has LPAE
 
 
 # QEMU's scripts/qemu-binfmt-conf.sh (and Debian's /usr/share/binfmts/qemu-*): the ELF header

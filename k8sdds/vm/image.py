@@ -52,8 +52,8 @@ BOARDS = {
         elf=(r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00",
              r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"),
         kernel="linux-image-arm64", console="ttyAMA0", k8s="linux-arm64"),
-    # a Pi 2's core, 32-bit; Debian's armhf needs ARMv7. The LPAE kernel: QEMU's virt board
-    # puts its PCI windows above 4 GiB
+    # a Pi 2's core, 32-bit (Debian's armhf needs ARMv7); Debian's LPAE kernel, as the A7
+    # has the extension (the kernel flavour meant for virtual machines)
     "armhf": Board(
         arch="armhf", qemu="qemu-system-arm", cpu="cortex-a7",
         user="/usr/bin/qemu-arm-static",
