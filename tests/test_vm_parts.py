@@ -132,3 +132,18 @@ def test_vm_up_refuses_a_bad_address_before_building_anything(tmp_path):
     done = invoke("vm", "up", "arm1", "--bridge", "kkbr", "--address", "10.252.0.14",
                   "--gateway", "10.252.0.1", "--authorized-key", str(key))
     assert done.returncode == 2 and "with its prefix length" in done.stderr
+
+
+def test_the_cached_disk_is_named_by_what_goes_into_it(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setenv("K8SDDS_K8S_BIN", str(tmp_path))
+    (tmp_path / "linux-arm64").mkdir()
+    for part in ("kubelet", "kubeadm", "kubectl"):
+        (tmp_path / "linux-arm64" / part).write_bytes(b"v1")
+    board = BOARDS["arm64"]
+    first = image.recipe(board)
+    assert image.recipe(board) == first
+    assert image.recipe(replace(board, kernel="linux-image-rt-arm64")) != first
+    (tmp_path / "linux-arm64" / "kubelet").write_bytes(b"v2")  # a rebuilt kubelet
+    assert image.recipe(board) != first

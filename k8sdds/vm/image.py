@@ -228,7 +228,8 @@ def recipe(board: Board) -> str:
     Kubernetes parts' contents."""
     parts = {p: hashlib.sha256((caches.k8s_bin() / board.k8s / p).read_bytes()).hexdigest()
              for p in K8S_PARTS}
-    return json.dumps({"suite": SUITE, "board": board.arch, "packages": PACKAGES,
+    return json.dumps({"suite": SUITE, "board": board.arch, "kernel": board.kernel,
+                       "packages": PACKAGES,
                        "files": FILES, "initramfs": INITRAMFS, "settle": SETTLE,
                        "parts": parts}, sort_keys=True)
 
