@@ -43,8 +43,9 @@ def namespaces(prefix: str) -> list[str]:
 
 
 # the links SSH test hosts put in this namespace (tests/ssh_support.py: `<prefix>br`, and
-# `<prefix>v<i>`), made and removed by a test that may run beside the one looking
-SSH_HOST_LINK = re.compile(r"^[a-z]{2,5}\d{1,3}(br|v\d{1,2})$")
+# `<prefix>v<i>`; an ARM test machine's tap, k8sdds.vm.machine.tap_name: `kvm<10 hex>`),
+# made and removed by a test that may run beside the one looking
+SSH_HOST_LINK = re.compile(r"^([a-z]{2,5}\d{1,3}(br|v\d{1,2})|kvm[0-9a-f]{10})$")
 
 
 def root_links(own: str = "") -> set[str]:

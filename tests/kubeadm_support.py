@@ -265,25 +265,29 @@ state = "{d / 'containerd-state'}"
     def down(self) -> list[int]:
         """Stop everything the nodes run; what is still running in their namespaces after
         (nothing, or a leak to report)."""
-        namespaces = {procs.mount_namespace(h.pid) for h in self.holders.values()} - {None}
-        # the kubelets first (they restart containers), then the containers and containerd
-        procs.stop([p.pid for p in self.daemons if "kubelet-service" in " ".join(p.args)])
-        for i in self.holders:
-            subprocess.run([*self.enter(i), "sh", "-c",
-                            "for c in $(ctr -n k8s.io tasks ls -q); do "
-                            "ctr -n k8s.io tasks kill -s KILL $c; done"],
-                           capture_output=True, timeout=60)
-        for i in self.holders:
-            cgroups.remove_everywhere(self.cgroup_root(i))
-        procs.stop([p.pid for p in self.daemons])
-        procs.kill_namespaces(namespaces)  # containerd's shims, and anything else left
-        super().down()
-        procs.stop([h.pid for h in self.holders.values()])
-        # containerd's snapshots may still be mounted in the (gone) namespaces: nothing here
-        for i in self.holders:
-            shutil.rmtree(self.node_dir(i), ignore_errors=True)
-        cgroups.remove_everywhere("/k8sdds-kubeadm")
-        return procs.in_namespaces(namespaces)
+        holders = [h.pid for h in self.holders.values()]
+        named = {procs.mount_namespace(pid) for pid in holders} - {None}
+        # held open throughout: a namespace that ends gives its number to the next one made
+        # (by the other test process, say), which would be taken for a node's
+        with procs.pinned(named, holders) as namespaces:
+            # the kubelets first (they restart containers), then the containers, containerd
+            procs.stop([p.pid for p in self.daemons if "kubelet-service" in " ".join(p.args)])
+            for i in self.holders:
+                subprocess.run([*self.enter(i), "sh", "-c",
+                                "for c in $(ctr -n k8s.io tasks ls -q); do "
+                                "ctr -n k8s.io tasks kill -s KILL $c; done"],
+                               capture_output=True, timeout=60)
+            for i in self.holders:
+                cgroups.remove_everywhere(self.cgroup_root(i))
+            procs.stop([p.pid for p in self.daemons])
+            procs.kill_namespaces(namespaces)  # containerd's shims, and anything else left
+            super().down()
+            procs.stop(holders)
+            # containerd's snapshots may still be mounted in the (gone) namespaces
+            for i in self.holders:
+                shutil.rmtree(self.node_dir(i), ignore_errors=True)
+            cgroups.remove_everywhere("/k8sdds-kubeadm")
+            return procs.in_namespaces(namespaces)
 
 
 def make(directory: Path, prefix: str, net: int) -> Nodes:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from k8sdds.vm import image
-from k8sdds.vm.machine import Machine, Spec
+from k8sdds.vm.machine import Machine, Spec, tap_name
 
 
 def missing(arch: str = "arm64") -> str | None:
@@ -40,6 +40,8 @@ def arm_host(hosts, index: int, name: str, arch: str = "arm64") -> Iterator[Mach
     finally:
         print(f"ARM host {name}: qemu RSS at the end {machine.rss_mib():.0f} MiB")
         machine.down()
+        # its tap is not among the links the tests' leak checks compare: gone, checked here
+        assert not Path(f"/sys/class/net/{tap_name(name)}").exists()
 
 
 def ssh(hosts, machine: Machine, known_hosts: Path, script: str,

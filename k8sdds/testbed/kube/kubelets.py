@@ -334,8 +334,10 @@ class Kubelets:
     def down(self) -> None:
         """Every process (daemons, shims, containers), mount namespace, cgroup and file."""
         state = self._state()
-        procs.stop(state["pids"])
-        procs.kill_namespaces(set(state.get("namespaces", [])) - {None})  # the shims
+        recorded = set(state.get("namespaces", [])) - {None}
+        with procs.pinned(recorded, state.get("holders", {}).values()) as namespaces:
+            procs.stop(state["pids"])
+            procs.kill_namespaces(namespaces)  # the shims
         for root in state["cgroups"]:
             cgroups.remove_everywhere(root)
         for made in sorted(state.get("made", []), key=lambda d: -len(Path(d).parts)):

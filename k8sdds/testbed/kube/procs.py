@@ -7,6 +7,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
@@ -74,6 +76,31 @@ def mount_namespace(pid: int) -> str | None:
         return None
 
 
+@contextmanager
+def pinned(namespaces: set[str], pids: Iterable[int]) -> Iterator[set[str]]:
+    """Those of `namespaces` one of `pids` (their holders) is still in, each held open until
+    the block ends. /proc names a namespace by a number the kernel gives again, lowest free
+    first, as soon as the namespace ends: a namespace another program made a moment later
+    (an image build's `unshare --mount`) would be taken for a node's, and its processes
+    killed. A namespace with an open file does not end, so its number stays ours."""
+    held: dict[str, int] = {}
+    try:
+        for pid in pids:
+            try:
+                fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+            except OSError:  # gone: its namespace, if it lives on, is no longer known as ours
+                continue
+            name = os.readlink(f"/proc/self/fd/{fd}")
+            if name in namespaces and name not in held:
+                held[name] = fd
+            else:
+                os.close(fd)
+        yield set(held)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
 def in_namespaces(namespaces: set[str], spare: int | None = None) -> list[int]:
     """Every process in one of these mount namespaces (but `spare`)."""
     found = []
@@ -86,7 +113,8 @@ def in_namespaces(namespaces: set[str], spare: int | None = None) -> list[int]:
 
 def kill_namespaces(namespaces: set[str]) -> None:
     """SIGKILL what is left in a node's mount namespace: containerd's shims daemonize into
-    sessions of their own, so stopping the daemons' process groups leaves them behind."""
+    sessions of their own, so stopping the daemons' process groups leaves them behind. The
+    namespaces must be `pinned`."""
     for pid in in_namespaces(namespaces):
         try:
             os.kill(pid, signal.SIGKILL)
