@@ -28,6 +28,12 @@ def missing() -> str | None:
     return None
 
 
+def check_rows(out: str) -> dict[tuple[str, str], str]:
+    """`cluster check`'s table, printed: each row's line by (host, check)."""
+    return {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
+            for line in out.splitlines() if line.count("│") >= 6}
+
+
 def _run(*argv: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 

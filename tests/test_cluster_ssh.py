@@ -129,8 +129,7 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
     invf = hosts.inventory((1, 2), hosts.known_hosts((1, 2)))
     done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir", str(tmp_path))
     assert done.returncode == 1  # no kubeadm here: failures, each with its fix
-    rows = {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
-            for line in done.stdout.splitlines() if line.count("│") >= 6}
+    rows = ss.check_rows(done.stdout)
     assert "pass" in rows[("h1", "reachable")] and "pass" in rows[("h2", "reachable")]
     # the inventory's h2 is a 32-bit Pi (arm); the test host is this machine's
     assert "pass" in rows[("h1", "architecture")] and "x86_64" in rows[("h1", "architecture")]
@@ -536,8 +535,7 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
                       {"name": "h5", "address": pi.spec.ip, "arch": "arm"}]}))
         done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir",
                     str(tmp_path / "logs"))
-        rows = {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
-                for line in done.stdout.splitlines() if line.count("│") >= 6}
+        rows = ss.check_rows(done.stdout)
         for check, found in (("architecture", "armv7l"), ("kubeadm", "v1.34.3"),
                              ("kubelet", "v1.34.3"), ("container runtime", "containerd"),
                              ("swap off", "off"), ("br_netfilter", "= 1")):

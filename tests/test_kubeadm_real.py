@@ -25,6 +25,7 @@ from . import kubeadm_support as ks
 from . import vm_support
 from .emulated_support import host_mounts, root_links
 from .kube_support import fixed_paths
+from .ssh_support import check_rows
 
 REASON = ks.missing()
 requires_nodes = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -116,11 +117,6 @@ def _snapshot(nodes, i: int) -> str:
     return nodes.in_node(i, "sh", "-c", SNAPSHOT).stdout
 
 
-def _rows(out: str) -> dict[tuple[str, str], str]:
-    return {(line.split("│")[1].strip(), line.split("│")[2].strip()): line
-            for line in out.splitlines() if line.count("│") >= 6}
-
-
 def test_images_from_a_directory_missing_one_names_it_and_changes_no_host(nodes, inventory,
                                                                          tmp_path):
     """The folder has pause for amd64 and arm64 under one name; h3 is said to be arm64 (a
@@ -168,7 +164,7 @@ def test_init_join_run_reset_on_real_kubeadm(nodes, inventory, cni, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "images for kubeadm and " + cni + ": 3/3 hosts" in " ".join(done.stdout.split())
     done = _cli("cluster", "check", "--inventory", str(inventory), "--cni", cni, *logs)
-    rows = _rows(done.stdout)
+    rows = check_rows(done.stdout)
     for h in ("h1", "h2", "h3"):
         assert "pass" in rows[(h, "images")], rows[(h, "images")]
         assert "pass" in rows[(h, "kubeadm")] and "v1.34.3" in rows[(h, "kubeadm")]
@@ -370,10 +366,10 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
                               env={**os.environ, "COLUMNS": "250",
                                    "PYTHONPATH": str(Path(__file__).parent.parent)})
         if words[1:3] == ["cluster", "check"]:  # before any image is loaded: those fail
-            failing = {key for key, line in _rows(done.stdout).items() if "fail" in line}
+            failing = {key for key, line in check_rows(done.stdout).items() if "fail" in line}
             assert {check for _, check in failing} <= {"images"}, (failing, done.stdout)
             assert {host for host, _ in failing} == {h["name"] for h in hosts}
-            rows = _rows(done.stdout)
+            rows = check_rows(done.stdout)
             assert "pass" in rows[("h4", "architecture")]  # the ARM machine: aarch64
             assert "aarch64" in rows[("h4", "architecture")], rows[("h4", "architecture")]
             assert "x86_64" in rows[("h1", "architecture")]
