@@ -266,10 +266,9 @@ state = "{d / 'containerd-state'}"
         """Stop everything the nodes run; what is still running in their namespaces after
         (nothing, or a leak to report)."""
         holders = [h.pid for h in self.holders.values()]
-        named = {procs.mount_namespace(pid) for pid in holders} - {None}
         # held open throughout: a namespace that ends gives its number to the next one made
         # (by the other test process, say), which would be taken for a node's
-        with procs.pinned(named, holders) as namespaces:
+        with procs.pinned(holders) as namespaces:
             # the kubelets first (they restart containers), then the containers, containerd
             procs.stop([p.pid for p in self.daemons if "kubelet-service" in " ".join(p.args)])
             for i in self.holders:

@@ -31,7 +31,7 @@ def test_a_held_namespace_outlives_its_holder_and_no_new_one_takes_its_name():
     name = procs.mount_namespace(holder.pid)
     strangers = []
     try:
-        with procs.pinned({name}, [holder.pid]) as held:
+        with procs.pinned([holder.pid]) as held:
             assert held == {name}
             procs.stop([holder.pid], grace=2)
             holder.wait(timeout=5)
@@ -53,7 +53,7 @@ def test_only_namespaces_a_live_holder_is_in_are_held():
     name = procs.mount_namespace(holder.pid)
     try:
         # a number recorded earlier, its holder gone: not ours any more, never held
-        with procs.pinned({name, "mnt:[1]"}, [holder.pid, 999999999]) as held:
+        with procs.pinned([holder.pid, 999999999], among={name, "mnt:[1]"}) as held:
             assert held == {name}
     finally:
         holder.kill()

@@ -31,6 +31,17 @@ ROOT_SIZE = "6G"  # sparse: what the images and pods of a node need, written as 
 PAUSE = "registry.k8s.io/pause:3.10.1"  # kubeadm 1.34's sandbox image
 
 
+# binfmt_misc's match on an ELF header (QEMU's scripts/qemu-binfmt-conf.sh): its class
+# (1: 32-bit, 2: 64-bit), little-endian, version 1, an executable (type 2 or 3) of `machine`
+ELF_MASK = r"\xff" * 7 + r"\x00" + r"\xff" * 8 + r"\xfe\xff\xff\xff"
+
+
+def elf_magic(bits: int, machine: int) -> str:
+    """binfmt_misc's magic for little-endian Linux executables of one architecture. Pure."""
+    header = [0x7F, 0x45, 0x4C, 0x46, bits // 32, 1, 1, *[0] * 9, 2, 0, machine, 0]
+    return "".join(f"\\x{b:02x}" for b in header)
+
+
 @dataclass(frozen=True)
 class Board:
     """One kind of ARM machine: what Debian calls it and how QEMU emulates it."""
@@ -39,27 +50,27 @@ class Board:
     qemu: str  # the full-system emulator
     cpu: str  # the emulated core (a Pi's)
     user: str  # the user-mode emulator that runs its maintainer scripts here
-    elf: tuple[str, str]  # binfmt_misc magic and mask of its ELF executables
+    bits: int  # 64 or 32: its executables' ELF class
+    machine: int  # its executables' ELF e_machine (183 AArch64, 40 ARM)
     kernel: str  # Debian's kernel package
-    console: str  # the serial console's device name in the guest
     k8s: str  # the folder of the cross-built Kubernetes parts (.ci/k8s-cross-binaries)
+    console: str = "ttyAMA0"  # the serial console's device name in the guest (QEMU virt's)
+
+    @property
+    def elf(self) -> tuple[str, str]:
+        """binfmt_misc's magic and mask for its executables."""
+        return elf_magic(self.bits, self.machine), ELF_MASK
 
 
 BOARDS = {
-    "arm64": Board(
-        arch="arm64", qemu="qemu-system-aarch64", cpu="cortex-a53",
-        user="/usr/bin/qemu-aarch64-static",
-        elf=(r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00",
-             r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"),
-        kernel="linux-image-arm64", console="ttyAMA0", k8s="linux-arm64"),
+    "arm64": Board(arch="arm64", qemu="qemu-system-aarch64", cpu="cortex-a53",
+                   user="/usr/bin/qemu-aarch64-static", bits=64, machine=183,
+                   kernel="linux-image-arm64", k8s="linux-arm64"),
     # a Pi 2's core, 32-bit (Debian's armhf needs ARMv7); Debian's LPAE kernel, as the A7
     # has the extension (the kernel flavour meant for virtual machines)
-    "armhf": Board(
-        arch="armhf", qemu="qemu-system-arm", cpu="cortex-a7",
-        user="/usr/bin/qemu-arm-static",
-        elf=(r"\x7f\x45\x4c\x46\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x28\x00",
-             r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"),
-        kernel="linux-image-armmp-lpae", console="ttyAMA0", k8s="linux-arm"),
+    "armhf": Board(arch="armhf", qemu="qemu-system-arm", cpu="cortex-a7",
+                   user="/usr/bin/qemu-arm-static", bits=32, machine=40,
+                   kernel="linux-image-armmp-lpae", k8s="linux-arm"),
 }
 
 # Debian's packages: systemd and sshd, the container runtime and what the kubelet, kubeadm's
@@ -240,7 +251,8 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
     reason = missing(board)
     if reason:
         raise UserError(f"the {board.arch} machine: {reason}")
-    key = hashlib.sha256(recipe(board).encode()).hexdigest()[:12]
+    made_of = recipe(board)  # hashes the Kubernetes parts: once
+    key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
     folder = caches.root() / "vm" / f"debian-{SUITE}-{board.arch}-{key}"
     done = Disk(folder, board)
     if (folder / "built.json").exists():
@@ -279,8 +291,8 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
         run(["mkfs.ext4", "-q", "-L", ROOT_LABEL, "-d", str(root), str(staged / "root.img"),
              ROOT_SIZE], "mkfs.ext4")
         (staged / "built.json").write_text(json.dumps(
-            {"seconds": round(time.monotonic() - started), "recipe": json.loads(
-                recipe(board))}, indent=1) + "\n")
+            {"seconds": round(time.monotonic() - started), "recipe": json.loads(made_of)},
+            indent=1) + "\n")
         os.replace(staged, folder)
     for old in folder.parent.glob(f"debian-{SUITE}-{board.arch}-*"):
         if old != folder:  # an earlier recipe's disk: never booted again

@@ -145,12 +145,12 @@ class Machine:
         (self.folder / "spec.json").write_text(json.dumps(asdict(self.spec), indent=1))
         layer, seed = self.folder / "layer.qcow2", self.folder / "seed.img"
         run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(disk.root), "-F", "raw",
-              str(layer)], "the machine's copy-on-write layer")
+             str(layer)], "the machine's copy-on-write layer")
         key = self.folder / "ssh_host_ed25519_key"
         key.unlink(missing_ok=True)
         key.with_suffix(".pub").unlink(missing_ok=True)
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", self.spec.name,
-              "-f", str(key)], "its host key")
+             "-f", str(key)], "its host key")
         with tempfile.TemporaryDirectory() as tmp:
             for name, text in seed_files(self.spec, key.read_text(),
                                          (self.folder / "ssh_host_ed25519_key.pub")
@@ -159,11 +159,11 @@ class Machine:
                 (Path(tmp) / name).chmod(0o600)
             seed.unlink(missing_ok=True)
             run(["mkfs.ext4", "-q", "-L", SEED_LABEL, "-d", tmp, str(seed), "4M"],
-                 "its seed disk")
+                "its seed disk")
         tap = tap_name(self.spec.name)
         run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], f"tap device {tap}")
         run(["ip", "link", "set", tap, "master", self.spec.bridge, "up"],
-             f"tap device {tap} into {self.spec.bridge}")
+            f"tap device {tap} into {self.spec.bridge}")
         started = time.monotonic()
         proc = subprocess.Popen(qemu_argv(disk, self.spec, layer, seed, self.console),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

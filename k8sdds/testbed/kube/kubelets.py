@@ -335,7 +335,7 @@ class Kubelets:
         """Every process (daemons, shims, containers), mount namespace, cgroup and file."""
         state = self._state()
         recorded = set(state.get("namespaces", [])) - {None}
-        with procs.pinned(recorded, state.get("holders", {}).values()) as namespaces:
+        with procs.pinned(state.get("holders", {}).values(), recorded) as namespaces:
             procs.stop(state["pids"])
             procs.kill_namespaces(namespaces)  # the shims
         for root in state["cgroups"]:

@@ -77,12 +77,13 @@ def mount_namespace(pid: int) -> str | None:
 
 
 @contextmanager
-def pinned(namespaces: set[str], pids: Iterable[int]) -> Iterator[set[str]]:
-    """Those of `namespaces` one of `pids` (their holders) is still in, each held open until
-    the block ends. /proc names a namespace by a number the kernel gives again, lowest free
-    first, as soon as the namespace ends: a namespace another program made a moment later
-    (an image build's `unshare --mount`) would be taken for a node's, and its processes
-    killed. A namespace with an open file does not end, so its number stays ours."""
+def pinned(pids: Iterable[int], among: set[str] | None = None) -> Iterator[set[str]]:
+    """The mount namespaces `pids` (their holders) are in, those `among` only when given
+    (the ones recorded at bring-up), each held open until the block ends. /proc names a
+    namespace by a number the kernel gives again, lowest free first, as soon as the
+    namespace ends: a namespace another program made a moment later (an image build's
+    `unshare --mount`) would be taken for a node's, and its processes killed. A namespace
+    with an open file does not end, so its number stays ours."""
     held: dict[str, int] = {}
     try:
         for pid in pids:
@@ -91,7 +92,7 @@ def pinned(namespaces: set[str], pids: Iterable[int]) -> Iterator[set[str]]:
             except OSError:  # gone: its namespace, if it lives on, is no longer known as ours
                 continue
             name = os.readlink(f"/proc/self/fd/{fd}")
-            if name in namespaces and name not in held:
+            if (among is None or name in among) and name not in held:
                 held[name] = fd
             else:
                 os.close(fd)
