@@ -12,7 +12,7 @@ reliable, unicast, no batching. The last line counts the cells within ±0.10.
 The tree's ratios come from the tree itself, through k8sdds' importer: `--tree DIR` takes
 the published `Data/` folder (`git archive HEAD Data` of VUZhuangweiKang/K8sDDS), or a
 folder of runs `k8sdds import k8sdds-data` made; without it, the figures shipped in
-benchmarks/fidelity-tree.csv (written by `--tree DIR --write-tree`) are used.
+k8sdds/analysis/published.csv (written by `--tree DIR --write-tree`) are used.
 
 The emulated ratios are measured in rounds: each round one `k8sdds run` of every cell's
 test on every datapath in turn (a slow stretch of the machine costs them alike), ratios
@@ -49,9 +49,10 @@ from fidelity_cells import (
     throughput,
 )
 
+from k8sdds.analysis import published
 from k8sdds.testbed.profiles import resolve
 
-SHIPPED = Path(__file__).with_name("fidelity-tree.csv")
+SHIPPED = published.DATA  # the package's published cells
 CLOUD_DATAPATHS = ("host", "flannel-hostgw", "flannel-vxlan", "weave-encrypted")
 COLUMNS = "dataLen,multicast,numSubscribers,bestEffort,batchSize,transport,secure\n"
 
@@ -105,9 +106,10 @@ def print_table(table: pd.DataFrame) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", type=Path, help="the published Data/ folder, or a folder of "
-                    "runs k8sdds imported from it [the figures in fidelity-tree.csv]")
+                    "runs k8sdds imported from it [the figures in k8sdds/analysis/published.csv]")
     ap.add_argument("--write-tree", action="store_true",
-                    help="write the tree's figures into fidelity-tree.csv (needs --tree)")
+                    help="write the tree's figures into k8sdds/analysis/published.csv "
+                    "(needs --tree)")
     ap.add_argument("--tree-only", action="store_true", help="the tree's ratios only")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of emulated runs")
     ap.add_argument("--duration", type=float, default=5, help="seconds per test (the "

@@ -20,13 +20,23 @@ def _row(**over) -> dict:
     return {**{p: DEFAULTS[p] for p in PARAMS}, **over}
 
 
-def _thr(rows: list[tuple[dict, float]]) -> pd.DataFrame:
-    return pd.DataFrame([{**_row(**over), "mean": mean} for over, mean in rows])
+def _thr(rows: list[tuple[dict, float]], half: float = 1.0, repeats: int = 3
+         ) -> pd.DataFrame:
+    """Throughput means over `repeats` repeats, each ± `half` (NaN: one repeat)."""
+    return pd.DataFrame([{**_row(**over), "mean": mean, "ci_low": mean - half,
+                          "ci_high": mean + half, "repeats": repeats} for over, mean in rows])
 
 
-def _lat(rows: list[tuple[dict, float, float]]) -> pd.DataFrame:
-    return pd.DataFrame([{**_row(latency_test=True, **over), "p50": p50, "p99": p99}
-                         for over, p50, p99 in rows])
+def _lat(rows: list[tuple[dict, float, float]], half: float = 1.0, repeats: int = 3
+         ) -> pd.DataFrame:
+    out = []
+    for over, p50, p99 in rows:
+        row = {**_row(latency_test=True, **over), "p50": p50, "p99": p99, "repeats": repeats}
+        for name, value in (("p50", p50), ("p99", p99)):
+            row |= {f"{name}_mean": value, f"{name}_ci_low": value - half,
+                    f"{name}_ci_high": value + half}
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def test_each_middleware_has_a_line_name_of_its_own():
@@ -92,13 +102,35 @@ def test_the_broker_and_router_nodes_come_from_the_placements():
     tab = middlewares.table(_thr([(ZENOH, 900.0), (ROUTED, 600.0), (MQTT, 40.0)]),
                             pd.DataFrame(), middlewares.hubs({"r": manifest}))
     assert middlewares.sentences(tab) == [
-        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 Mb/s; zenoh (routed) via n0 "
-        "600, mqtt QoS 1 via n0/n3 40)."]
+        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 ± 1 Mb/s; zenoh (routed) via "
+        "n0 600 ± 1, mqtt QoS 1 via n0/n3 40 ± 1)."]
 
 
 def test_the_answer_says_which_moves_the_most_and_which_answers_first():
     tab = middlewares.table(_thr([({}, 250.0), (ZENOH, 900.0), (MQTT, 40.0)]),
                             _lat([({}, 105.0, 300.0), (ZENOH, 120.0, 900.0)]))
     assert middlewares.sentences(tab) == [
-        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 Mb/s; ddsperf 250, mqtt QoS 1 "
-        "40); ddsperf answers first (105 µs p50; zenoh (peer) 120)."]
+        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 ± 1 Mb/s; ddsperf 250 ± 1, "
+        "mqtt QoS 1 40 ± 1); ddsperf answers first (105 ± 1 µs p50; zenoh (peer) 120 ± 1)."]
+
+
+def test_middlewares_whose_intervals_overlap_are_within_noise():
+    """ddsperf 105 ± 10 µs against zenoh 110 ± 10: neither answers first."""
+    tab = middlewares.table(_thr([({}, 250.0), (ZENOH, 900.0)], half=5.0),
+                            _lat([({}, 105.0, 300.0), (ZENOH, 110.0, 900.0)], half=10.0))
+    assert middlewares.sentences(tab) == [
+        "flannel-vxlan, 1 KiB: zenoh (peer) moves the most (900 ± 5 Mb/s; ddsperf 250 ± 5); "
+        "p50 round trip within noise between ddsperf and zenoh (peer) (105 ± 10 µs p50; "
+        "zenoh (peer) 110 ± 10)."]
+
+
+def test_one_repeat_gives_middleware_figures_and_no_ranking_word():
+    nan = float("nan")
+    tab = middlewares.table(_thr([({}, 250.0), (ZENOH, 900.0)], half=nan, repeats=1),
+                            _lat([({}, 105.0, 300.0), (ZENOH, 120.0, 900.0)], half=nan,
+                                 repeats=1))
+    [line] = middlewares.sentences(tab)
+    assert line == ("flannel-vxlan, 1 KiB: throughput (no verdict, one repeat): zenoh (peer) "
+                    "900 Mb/s, ddsperf 250; p50 round trip (no verdict, one repeat): ddsperf "
+                    "105 µs p50, zenoh (peer) 120.")
+    assert "most" not in line and "first" not in line

@@ -66,10 +66,11 @@ def test_costs_and_sentences_say_the_answer_with_noise_marked():
     [line] = answer.sentences(found)
     assert line == ("flannel-vxlan: throughput -41 % at 1 KiB (worse), within noise at 16 KiB; "
                     "p50 round trip +4 % at 64 B (worse); p99 round trip within noise; "
-                    "3 repeats, 95 % intervals")
+                    "3 repeats in rounds, 95 % intervals")
     assert by[("p50", 64)].confidence == "±1 %, 3 repeats; ≥ 5000 round trips a repeat"
     assert by[("throughput", 1024)].confidence == "±2 %, 5 repeats"
-    assert list(answer.table(found)["within noise"]) == ["no", "yes", "no", "yes"]
+    assert list(answer.table(found)["verdict"]) == ["worse", "within noise", "worse",
+                                                    "within noise"]
 
 
 def test_the_subscribers_cpu_per_gigabit_joins_the_answer():
@@ -77,7 +78,7 @@ def test_the_subscribers_cpu_per_gigabit_joins_the_answer():
     cpu = _thr([("host", 1024, 6.25, 0.2, 5), ("weave", 1024, 8.1, 0.2, 5)])
     [line] = answer.sentences(answer.costs(thr, pd.DataFrame(), cpu))
     assert line == ("weave: throughput -50 % at 1 KiB (worse); subscriber CPU per gigabit "
-                    "+30 % at 1 KiB (worse); 5 repeats, 95 % intervals")
+                    "+30 % at 1 KiB (worse); 5 repeats in rounds, 95 % intervals")
     assert set(answer.table(answer.costs(thr, pd.DataFrame(), cpu)).unit) == {
         "Mb/s", "core-seconds per gigabit"}
 
@@ -120,12 +121,16 @@ def test_no_host_no_answer():
     assert answer.sentences([]) == []
 
 
-def test_one_repeat_is_not_called_noise():
-    thr = _thr([("host", 1024, 80, float("nan"), 1), ("weave", 1024, 40, float("nan"), 1)])
-    [c] = answer.costs(thr, pd.DataFrame())
-    assert c.noise is None and c.confidence == "1 repeat, no interval"
-    assert answer.sentences([c]) == ["weave: throughput -50 % at 1 KiB (worse); one repeat, "
-                                     "no interval"]
+def test_one_repeat_gives_the_change_and_no_verdict():
+    """-50 % from one repeat a side: the figure is said, never 'worse' nor 'better'."""
+    thr = _thr([("host", 1024, 80, float("nan"), 1), ("weave", 1024, 40, float("nan"), 1),
+                ("host", 16384, 90, float("nan"), 1), ("weave", 16384, 95, float("nan"), 1)])
+    found = answer.costs(thr, pd.DataFrame())
+    assert [c.noise for c in found] == [None, None]
+    assert found[0].confidence == "1 repeat, no interval"
+    assert answer.sentences(found) == ["weave: throughput -50 % at 1 KiB, +6 % at 16 KiB; "
+                                       "one repeat: no verdict"]
+    assert list(answer.table(found)["verdict"]) == ["no verdict", "no verdict"]
 
 
 def test_one_repeat_gives_latency_no_interval():
@@ -135,7 +140,8 @@ def test_one_repeat_gives_latency_no_interval():
     assert [c.noise for c in found] == [None, None]
     assert found[0].confidence.startswith("1 repeat, no interval")
     [line] = answer.sentences(found)
-    assert line.endswith("; one repeat, no interval")
+    assert line == ("flannel-hostgw: p50 round trip -11 % at 256 B; p99 round trip -9 % at "
+                    "256 B; one repeat: no verdict")
 
 
 def test_latency_intervals_that_overlap_are_within_noise():
@@ -146,7 +152,7 @@ def test_latency_intervals_that_overlap_are_within_noise():
     assert [c.noise for c in found] == [True, True]
     [line] = answer.sentences(found)
     assert line == ("flannel-hostgw: p50 round trip within noise; p99 round trip within "
-                    "noise; 2 repeats, 95 % intervals")
+                    "noise; 2 repeats in rounds, 95 % intervals")
 
 
 def test_a_latency_from_too_few_round_trips_a_repeat_is_not_claimed():
@@ -178,7 +184,7 @@ def test_a_sweep_says_its_largest_and_smallest_change_and_better_in_words():
     assert line == ("kube-router: throughput -50 % at 64 B (worse), -4 % at 16 KiB; "
                     "p50 round trip -20 % at 64 B (better), -10 % at 1 KiB; "
                     "p99 round trip -25 % at 64 B (better), -5 % at 1 KiB; "
-                    "3 repeats, 95 % intervals")
+                    "3 repeats in rounds, 95 % intervals")
 
 
 
@@ -191,8 +197,8 @@ def test_an_rpi3b_tls_16k_cell_carries_its_known_error():
     host on the emulated rpi3b; the published Pis read 0.59 (docs/explanation/fidelity.md)."""
     thr = _tls([("host", 16384, 95, 1, 3), ("flannel-hostgw", 16384, 93, 1, 3)])
     [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b")
-    assert c.known == ("TLS 16 KiB: emulated 0.98 of UDP host, the published Pi 0.59: trust "
-                       "the order, not the size")
+    assert c.known == ("TLS 16 KiB: emulated 0.98 of UDP host, the published Pi 0.59 "
+                       "(measured 2026-11-25 at 0.1888 CPU): trust the order, not the size")
     [line] = answer.sentences([c])
     assert line.endswith("; the emulator here: " + c.known)
     assert answer.table([c])["the emulator's known error"].tolist() == [c.known]
@@ -201,7 +207,14 @@ def test_an_rpi3b_tls_16k_cell_carries_its_known_error():
 def test_a_cell_that_follows_the_pi_says_so_and_one_without_a_cell_says_it_is_not_known():
     thr = _thr([("host", 1024, 80, 1, 3), ("flannel-hostgw", 1024, 74, 1, 3)])
     [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b")
-    assert c.known == "UDP 1 KiB: emulated 0.93 of UDP host, the published Pi 0.92"
+    assert c.known == ("UDP 1 KiB: emulated 0.93 of UDP host, the published Pi 0.92 "
+                       "(measured 2026-11-25 at 0.1888 CPU)")
+    # a run at a budget more than 20 % from the cell's sitting is told the cell may not hold
+    [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b", cpus=[0.0735])
+    assert c.known.endswith("; this run's budget 0.0735 CPU is 61 % below that sitting's: "
+                            "the cell may not hold")
+    [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b", cpus=[0.2])
+    assert "may not hold" not in c.known  # 6 % above
     enc = _tls([("host", 1024, 80, 1, 3), ("weave-encrypted", 1024, 20, 1, 3)])
     [c] = answer.costs(enc, pd.DataFrame(), profile="rpi3b")
     assert c.known == "TLS 1 KiB: no published Pi cell, the emulator's error here is not known"
@@ -223,16 +236,16 @@ def test_the_calibrated_profile_is_read_from_the_manifests():
 
 
 def test_the_known_errors_published_ratios_are_the_trees():
-    """Every published ratio in the package's table is the one benchmarks/fidelity-tree.csv
-    computed from the K8sDDS tree (host UDP is 1 by definition)."""
-    from pathlib import Path
+    """Every published ratio of the known error is the one the package's tree file holds
+    (computed from the K8sDDS tree; host UDP is 1 by definition), and every cell names the
+    sitting it was measured in."""
+    from k8sdds.analysis import known_error, published
 
-    from k8sdds.analysis import known_error
-
-    tree = pd.read_csv(Path(__file__).parent.parent / "benchmarks" / "fidelity-tree.csv")
+    tree = pd.read_csv(published.DATA)
     cells = known_error.cells()
     for r in tree.itertuples():
         cell = cells.get(("rpi3b", r.transport, r.datapath, r.data_len))
         if cell is not None:
             assert cell.published == pytest.approx(r.ratio, abs=1e-4), cell
     assert len(cells) == 66 and all(0 < c.emulated <= 1.01 for c in cells.values())
+    assert {(c.cpu, c.measured) for c in cells.values()} == {(0.1888, "2026-11-25")}

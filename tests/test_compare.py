@@ -56,6 +56,59 @@ def test_fail_if_gates_with_exit_status(runs):
     assert same.returncode == 0 and json.loads(same.stdout)["crossed"] == []
 
 
+def _with_throughput(tmp_path, name: str, values: list[float]):
+    """A run of real ddsperf logs, one repeat per value, whose subscriber throughput of each
+    repeat is set to that value (the repeat's summary row)."""
+    run = fake_run(tmp_path / name, f"20260101-000000-{name}", repeats=len(values))
+    reparse(run.path)
+    df = pd.read_csv(run.results_path)
+    for repeat, value in enumerate(values, 1):
+        hit = ((df.metric == "throughput_mbps") & df.role.str.startswith("sub")
+               & (df.kind == "summary") & (df.repeat == repeat))
+        df.loc[hit, "value"] = value
+    df.to_csv(run.results_path, index=False)
+    return run.path
+
+
+def test_one_repeat_a_side_gives_no_verdict_and_fail_if_cannot_judge(tmp_path):
+    """-20 % from one repeat a side: the change is shown, with no verdict, and a CI gate on
+    it exits 3 (neither 0, a pass, nor 1, a regression)."""
+    a = _with_throughput(tmp_path, "a", [100.0])
+    b = _with_throughput(tmp_path, "b", [80.0])
+    [row] = compare.compare(a, b, ["throughput_mbps"])
+    assert row["change_pct"] == pytest.approx(-20) and row["significant"] is None
+    assert row["verdict"] == "no verdict (one repeat)" and row["p_value"] is None
+    assert (row["n_baseline"], row["n_contender"]) == (1, 1)
+    shown = _cli("compare", str(a), str(b), "--metric", "throughput_mbps")
+    assert shown.returncode == 0 and "no verdict (one repeat)" in shown.stdout
+    assert "worse" not in shown.stdout and "better" not in shown.stdout
+    for bound in ("throughput_mbps:-5%", "throughput_mbps:-50%"):
+        gated = _cli("compare", str(a), str(b), "--fail-if", bound)
+        assert gated.returncode == 3, gated.stderr
+        assert "cannot judge" in gated.stderr and "Traceback" not in gated.stderr
+
+
+def test_fail_if_fails_on_a_significant_change_beyond_the_bound_not_on_noise(tmp_path):
+    """Baseline 100, 101, 99 Mb/s. A contender of 80, 120, 85 (mean -5 %, spread wide) is
+    beyond a -3 % bound within noise: said, exit 0. One of 90, 91, 89 (-10 %, tight) is a
+    significant drop: exit 1, and the table says worse with each side's interval and n."""
+    a = _with_throughput(tmp_path, "a", [100.0, 101.0, 99.0])
+    noisy = _with_throughput(tmp_path, "n", [80.0, 120.0, 85.0])
+    worse = _with_throughput(tmp_path, "w", [90.0, 91.0, 89.0])
+    passed = _cli("compare", str(a), str(noisy), "--fail-if", "throughput_mbps:-3%")
+    assert passed.returncode == 0, passed.stderr
+    assert "beyond the bound but not failed" in passed.stderr and "within noise" in passed.stderr
+    assert "no significant change" in passed.stdout
+    failed = _cli("compare", str(a), str(worse), "--fail-if", "throughput_mbps:-3%")
+    assert failed.returncode == 1
+    assert "throughput_mbps changed -10.0 % (bound -3 %), significant" in failed.stderr
+    [row] = [r for r in compare.compare(a, worse, ["throughput_mbps"])]
+    assert row["verdict"] == "worse" and (row["n_baseline"], row["n_contender"]) == (3, 3)
+    # 100 ± t(0.975, 2) * 1 / sqrt(3) = ± 2.48, in % of 100
+    assert row["baseline_pm_pct"] == pytest.approx(2.484, abs=0.01)
+    assert "100 ± 2.5 %" in failed.stdout and "3+3" in failed.stdout
+
+
 @pytest.mark.parametrize("bound", ["throughput_mbps-5%", "throughput_mbps:5", "x:+5%"])
 def test_bad_bounds_are_clear_errors(runs, bound):
     a, b = runs

@@ -12,6 +12,8 @@ BENCH = Path(__file__).parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 import fidelity_cells as fc  # noqa: E402
 
+from k8sdds.analysis import published  # noqa: E402
+
 
 def _row(datapath, data_len, value, transport="udp", secure=False, role="sub0", **over):
     row = {"kind": "summary", "metric": "throughput_mbps", "role": role,
@@ -66,10 +68,10 @@ def test_rounds_give_median_and_range_and_the_count_says_what_is_within():
 
 
 def test_the_shipped_tree_figures_are_the_tables_cells():
-    """fidelity-tree.csv, written by `fidelity.py --tree Data --write-tree`: every cell is
-    one the table compares, UDP host is 1 at each payload, and the study's headline holds
-    (encryption costs most at 1 KiB)."""
-    tree = pd.read_csv(BENCH / "fidelity-tree.csv")
+    """k8sdds/analysis/published.csv, written by `fidelity.py --tree Data --write-tree`: every
+    cell is one the table compares, UDP host is 1 at each payload, and the study's headline
+    holds (encryption costs most at 1 KiB)."""
+    tree = pd.read_csv(published.DATA)
     assert all(fc.wanted(t, n) for t, n in zip(tree.transport, tree.data_len, strict=True))
     host = tree[(tree.transport == "UDP") & (tree.datapath == "host")]
     assert sorted(host.data_len) == list(fc.PAYLOADS) and set(host.ratio) == {1.0}

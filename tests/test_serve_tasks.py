@@ -260,6 +260,9 @@ def test_the_web_page_lists_shows_compares_and_runs_a_schedule(tmp_path, browser
         assert len(cells) > 1 and "throughput_mbps" in browser.page_source
         browser.get(f"{service.base}/compare?a={ids[0]}&b={ids[1]}")
         assert len(browser.find_elements(By.CSS_SELECTOR, "#compare tr")) > 1
+        # the two runs are one log twice, 2 repeats each: no change, and said so
+        assert {c.text for c in browser.find_elements(By.CSS_SELECTOR, "#compare td.verdict")
+                } == {"no significant change"}
         browser.get(service.base + "/tasks")
         schedule = browser.find_element(By.ID, "schedule")
         schedule.clear()

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from k8sdds.analysis.stats import latency_cdf, significance, summarize
+from k8sdds.analysis.stats import latency_cdf, significance, smallest_p, summarize
 
 
 def test_confidence_interval_by_hand():
@@ -45,6 +45,17 @@ def test_clearly_equal_samples_are_not():
 
 def test_too_few_values_give_no_verdict():
     assert significance([1.0], [2.0, 3.0]) is None
+
+
+def test_mann_whitney_cannot_judge_three_repeats_a_side():
+    """Three far-apart repeats a side: Welch calls it; Mann-Whitney's smallest two-sided p
+    is 2 / C(6, 3) = 0.1, so it cannot, and says so (None) instead of 'not significant'."""
+    a, b = [100, 101, 99], [80, 81, 79]
+    assert significance(a, b, "welch").significant
+    assert smallest_p("mannwhitney", 3, 3) == pytest.approx(0.1)
+    assert significance(a, b, "mannwhitney") is None
+    assert smallest_p("mannwhitney", 4, 4) == pytest.approx(2 / 70)
+    assert significance(a + [100], b + [80], "mannwhitney").significant
 
 
 def test_no_spread_equal_and_unequal():

@@ -1,17 +1,20 @@
 """The answer, in a few lines: what each datapath costs against the `host` baseline
 (throughput at each payload, p50 and p99 round trip, the subscribers' CPU per gigabit), with
-the confidence of each figure and a mark where the difference is within noise. Every change
-rests on an interval over repeats, latency as throughput: a percentile per repeat, Student's
-t over the repeats. Pure: tables in, rows and sentences out."""
+the confidence of each figure and its verdict (`verdict`: better, worse, within noise, or
+none with one repeat). Every verdict rests on an interval over repeats, latency as
+throughput: a percentile per repeat, Student's t over the repeats. Pure: tables in, rows and
+sentences out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from k8sdds.analysis import known_error
+from k8sdds.analysis import known_error, verdict
 from k8sdds.analysis.tables import base, payload
+from k8sdds.analysis.verdict import Side
 from k8sdds.expansion import summary
 
 
@@ -23,30 +26,25 @@ class Cost:
     host: float
     value: float
     change_pct: float
-    noise: bool | None  # within noise: not shown to be real; None: unknown (one repeat)
+    noise: bool | None  # within noise: not shown to be real; None: no verdict (one repeat)
     confidence: str  # what backs the figure ("±4 %, 5 repeats", "1 repeat, no interval")
     repeats: int = 1  # the fewer repeats of the two sides
     known: str = ""  # the emulator's known error at this cell (a calibrated profile's run)
 
-
-@dataclass(frozen=True)
-class Side:
-    """One side of a comparison: a mean over repeats and its 95 % interval (NaN: one repeat)."""
-
-    mean: float
-    low: float
-    high: float
-    repeats: int
+    @property
+    def verdict(self) -> str:
+        """better, worse, within noise or no verdict (`verdict.word`)."""
+        return verdict.word(self.metric, self.change_pct, self.noise)
 
 
 def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None,
-          profile: str | None = None) -> list[Cost]:
+          profile: str | None = None, cpus: Sequence[float] = ()) -> list[Cost]:
     """Every datapath's change against host on the payload sweep (same other parameters):
     throughput, p50 and p99 round trip, and (`cpu`: `tables.cpu_per_gigabit`) the
     subscribers' CPU per gigabit. `profile`: the calibrated profile the nodes ran (see
-    `calibrated_profile`); each throughput figure then carries the emulator's known error
-    at its cell."""
-    out = _means(thr, "throughput", profile)
+    `calibrated_profile`) at the CPU budgets `cpus`; each throughput figure then carries the
+    emulator's known error at its cell, and whether it was measured at another budget."""
+    out = _means(thr, "throughput", profile, cpus)
     out += _latency(lat)
     if cpu is not None:
         out += _means(cpu, "cpu")
@@ -97,13 +95,12 @@ def _pairs(table: pd.DataFrame):
 def compared(datapath: str, metric: str, data_len: int, value: Side, host: Side,
              enough: bool = True, backing: str = "") -> Cost | None:
     """The change of `value` against `host`: within noise where the 95 % intervals overlap
-    (or `enough` is false: too few samples behind a percentile), unknown with one repeat."""
+    (or `enough` is false: too few samples behind a percentile), no verdict with one
+    repeat (`verdict.noise`)."""
     if not host.mean or pd.isna(host.mean) or pd.isna(value.mean):
         return None
-    one = pd.isna(value.low) or pd.isna(host.low)
-    overlap = not (value.high < host.low or value.low > host.high)
-    noise = None if one else (overlap or not enough)
-    if one:
+    noise = verdict.noise(value, host, enough)
+    if noise is None:
         conf = f"{min(value.repeats, host.repeats)} repeat, no interval"
     else:
         half = (value.high - value.low) / 2 / value.mean * 100 if value.mean else 0.0
@@ -113,7 +110,8 @@ def compared(datapath: str, metric: str, data_len: int, value: Side, host: Side,
                 min(value.repeats, host.repeats))
 
 
-def _means(table: pd.DataFrame, metric: str, profile: str | None = None) -> list[Cost]:
+def _means(table: pd.DataFrame, metric: str, profile: str | None = None,
+           cpus: Sequence[float] = ()) -> list[Cost]:
     """Changes of a mean over repeats; with `profile`, each with the emulator's known error
     at its cell."""
     out = []
@@ -123,7 +121,8 @@ def _means(table: pd.DataFrame, metric: str, profile: str | None = None) -> list
                      Side(h["mean"], h["ci_low"], h["ci_high"], int(h["repeats"])))
         if c and profile:
             c = replace(c, known=known_error.said(profile, row["transport"],
-                                                  bool(row["secure"]), c.datapath, c.data_len))
+                                                  bool(row["secure"]), c.datapath, c.data_len,
+                                                  cpus))
         out += [c] if c else []
     return out
 
@@ -146,50 +145,81 @@ def _latency(lat: pd.DataFrame) -> list[Cost]:
 
 def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], list[str]]:
     """The answer of loaded runs (their `tables.throughput` and `tables.latency`): the costs
-    against host, and its lines: one per datapath, the middlewares side by side, and what the
-    CPU budgets rest on. `k8sdds run` prints the lines; the report opens with them."""
+    against host, and its lines: first, where a change has no interval, how to get one;
+    one per datapath, the middlewares side by side, and what the CPU budgets rest on.
+    `k8sdds run` prints the lines; the report opens with them."""
     from k8sdds.analysis import middlewares, tables
 
-    found = costs(thr, lat, tables.cpu_per_gigabit(runs), calibrated_profile(runs.manifests))
-    lines = (sentences(found)
-             + middlewares.sentences(middlewares.table(thr, lat,
-                                                       middlewares.hubs(runs.manifests)))
-             + not_applicable(runs.manifests) + budget_notes(runs.manifests))
-    return found, lines
+    found = costs(thr, lat, tables.cpu_per_gigabit(runs), calibrated_profile(runs.manifests),
+                  budgets(runs.manifests))
+    side = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
+    body = (sentences(found, order_of(runs.manifests)) + middlewares.sentences(side))
+    unjudged = (sum(c.noise is None for c in found)
+                + (int((side["repeats"] < 2).sum()) if not side.empty else 0))
+    judged = len(found) - sum(c.noise is None for c in found) + (
+        int((side["repeats"] >= 2).sum()) if not side.empty else 0)
+    lines = ([first_line(unjudged, judged)] if unjudged and body else []) + body
+    return found, (lines + not_applicable(runs.manifests) + budget_notes(runs.manifests))
 
 
-# how each metric reads: its words, and whether a rise is better
-METRICS = {"throughput": ("throughput", True), "p50": ("p50 round trip", False),
-           "p99": ("p99 round trip", False), "cpu": ("subscriber CPU per gigabit", False)}
+def first_line(unjudged: int, judged: int) -> str:
+    """What a reader must know before any figure: which changes get no verdict, and how to
+    get one."""
+    which = "no change below" if not judged else "a change below with one repeat"
+    return (f"one repeat: {which} is called better or worse (no interval); {verdict.HOW}")
 
 
-def sentences(found: list[Cost]) -> list[str]:
+def order_of(manifests: dict[str, dict]) -> str:
+    """The order the runs' repeats ran in (k8sdds.order), as the answer says it."""
+    orders = {m.get("order") or "tests" for m in manifests.values()}
+    return orders.pop() if len(orders) == 1 else "mixed"
+
+
+def budgets(manifests: dict[str, dict]) -> list[float]:
+    """The calibrated CPU budgets the runs' nodes ran at."""
+    return sorted({float(p["cpu"]) for m in manifests.values()
+                   for p in ((m.get("cluster") or {}).get("profiles") or {}).values()
+                   if p.get("board") and isinstance(p.get("cpu"), (int, float))})
+
+
+# how each metric reads, in words (whether a rise is better: verdict.rise_is_better)
+METRICS = {"throughput": "throughput", "p50": "p50 round trip", "p99": "p99 round trip",
+           "cpu": "subscriber CPU per gigabit"}
+# the order the repeats ran in, as the answer's backing says it
+ORDER_WORDS = {"rounds": "in rounds", "tests": "test by test (--order rounds interleaves "
+               "them)", "mixed": "in mixed orders"}
+
+
+def sentences(found: list[Cost], order: str = "rounds") -> list[str]:
     """One line per datapath, read at a glance: for each metric its largest change against
-    host (said better or worse in words) and, over a sweep, its smallest; then what backs the
-    figures ("flannel-vxlan: throughput -45 % at 1 KiB (worse), -3 % at 16 KiB; p50 round
-    trip +25 % at 256 B (worse); one repeat, no interval")."""
+    host (with its verdict where an interval backs it) and, over a sweep, its smallest; then
+    what backs the figures ("flannel-vxlan: throughput -45 % at 1 KiB (worse), -3 % at 16
+    KiB; p50 round trip +25 % at 256 B (worse); 3 repeats in rounds, 95 % intervals")."""
     lines = []
     for dp in dict.fromkeys(c.datapath for c in found):
         mine = [c for c in found if c.datapath == dp]
         parts = [_phrase(name, [c for c in mine if c.metric == metric])
-                 for metric, (name, _) in METRICS.items()
+                 for metric, name in METRICS.items()
                  if any(c.metric == metric for c in mine)]
         known = list(dict.fromkeys(c.known for c in mine if c.known))
-        lines.append(f"{dp}: " + "; ".join(parts) + _backing(mine)
+        lines.append(f"{dp}: " + "; ".join(parts) + _backing(mine, order)
                      + ("; the emulator here: " + "; ".join(known) if known else ""))
     return lines
 
 
 def _phrase(name: str, mine: list[Cost]) -> str:
-    """'throughput -45 % at 1 KiB (worse), -3 % at 16 KiB' or 'p99 round trip within noise'."""
-    claimed = [c for c in mine if not c.noise]
-    if not claimed:
-        return f"{name} within noise"
-    big = max(claimed, key=lambda c: abs(c.change_pct))
-    text = f"{name} {_signed(big)} at {payload(big.data_len)} ({_verdict(big)})"
+    """'throughput -45 % at 1 KiB (worse), -3 % at 16 KiB', 'p99 round trip within noise',
+    or with one repeat 'throughput -45 % at 1 KiB, -3 % at 16 KiB' (no word)."""
+    shown = [c for c in mine if not c.noise]  # apart, or without a verdict
+    if not shown:
+        return f"{name} {verdict.WITHIN}"
+    big = max(shown, key=lambda c: abs(c.change_pct))
+    text = f"{name} {_signed(big)} at {payload(big.data_len)}"
+    if big.noise is False:
+        text += f" ({big.verdict})"
     small = min(mine, key=lambda c: 0.0 if c.noise else abs(c.change_pct))
     if small is not big:
-        said = "within noise" if small.noise else _signed(small)
+        said = verdict.WITHIN if small.noise else _signed(small)
         text += f", {said} at {payload(small.data_len)}"
     return text
 
@@ -198,31 +228,27 @@ def _signed(c: Cost) -> str:
     return f"{c.change_pct:+.0f} %"
 
 
-def _verdict(c: Cost) -> str:
-    rise_is_better = METRICS[c.metric][1]
-    return "better" if (c.change_pct > 0) == rise_is_better else "worse"
-
-
-def _backing(mine: list[Cost]) -> str:
-    """What the changes rest on: repeats and intervals."""
+def _backing(mine: list[Cost], order: str) -> str:
+    """What the changes rest on: repeats, their order and intervals."""
     if not mine:
         return ""
-    if any(c.noise is None for c in mine):
-        return "; one repeat, no interval"
-    repeats = min(c.repeats for c in mine)
-    return f"; {repeats} repeats, 95 % intervals"
+    if all(c.noise is None for c in mine):
+        return f"; one repeat: {verdict.NO_VERDICT}"
+    repeats = min(c.repeats for c in mine if c.noise is not None)
+    some = any(c.noise is None for c in mine)
+    return (f"; {repeats} repeats {ORDER_WORDS.get(order, order)}, 95 % intervals"
+            + (f" (one repeat elsewhere: {verdict.NO_VERDICT} there)" if some else ""))
 
 
 UNITS = {"throughput": "Mb/s", "p50": "µs", "p99": "µs", "cpu": "core-seconds per gigabit"}
 
 
 def table(found: list[Cost]) -> pd.DataFrame:
-    """The answer as a table: one row per datapath, metric and payload."""
+    """The answer as a table: one row per datapath, metric and payload, with the verdict
+    the lines say."""
     return pd.DataFrame([{
         "datapath": c.datapath, "metric": c.metric, "unit": UNITS[c.metric],
         "payload": payload(c.data_len), "host": c.host, "datapath value": c.value,
-        "change %": c.change_pct,
-        "within noise": {True: "yes", False: "no", None: "unknown"}[c.noise],
-        "confidence": c.confidence,
+        "change %": c.change_pct, "verdict": c.verdict, "confidence": c.confidence,
         **({"the emulator's known error": c.known} if any(x.known for x in found) else {})}
         for c in found])

@@ -1,8 +1,11 @@
-"""`k8sdds compare A B`: per test and metric, baseline, contender, ratio, significance; and
-`--fail-if` bounds that make it a CI gate."""
+"""`k8sdds compare A B`: per test and metric, each side's mean over repeats with its interval
+and n, the change and its verdict, judged over repeat values (Welch's t by default); and
+`--fail-if` bounds that make it a CI gate, failing only on a significant change beyond a
+bound and saying so, with an exit status of its own, where it cannot judge."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,20 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from k8sdds.analysis.load import (
-    MEASURING,
-    PARAMS,
-    ROUND_TRIPS,
-    Runs,
-    intervals,
-    load,
-    pooled_quantile,
-    repeat_values,
-)
-from k8sdds.analysis.stats import significance
+from k8sdds.analysis import verdict
+from k8sdds.analysis.load import MEASURING, PARAMS, ROUND_TRIPS, Runs, load, repeat_values
+from k8sdds.analysis.stats import Significance, Summary, significance, summarize
 from k8sdds.errors import UserError
 
-PERCENTILE = re.compile(r"^latency_us_p(\d+)$")
 BOUND = re.compile(r"^(?P<metric>[a-z0-9_]+):(?P<pct>[+-]\d+(?:\.\d+)?)%$")
 
 
@@ -116,7 +110,11 @@ def compared(baseline: Path | Runs, contender: Path | Runs) -> list[str]:
 def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str],
             test: str = "welch",
             ) -> list[dict]:
-    """One row per test present in both runs and per metric."""
+    """One row per test present in both runs and per metric: each side's mean over its
+    repeats (a percentile: each repeat's, then the mean) with its 95 % interval and n, the
+    change, and whether it is significant by `test` over the repeat values (never the
+    per-second samples of a repeat: they share its machine's state); with fewer than two
+    repeats a side, or too few for `test` to reach 0.05, no verdict (`significant` None)."""
     a, b = _results(baseline), _results(contender)
     # a parameter each run holds constant but at different values (say, the datapath) is
     # what is being compared, not part of what identifies a test
@@ -125,58 +123,77 @@ def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str
     shown = [p for p in params if a[p].nunique() > 1 or b[p].nunique() > 1] or ["data_len"]
     rows = []
     for metric in metrics:
-        pct = PERCENTILE.match(metric)
         va = repeat_values(a, metric, _roles(metric))
         vb = repeat_values(b, metric, _roles(metric))
         if va.empty or vb.empty:
             continue
-        ia, ib = (intervals(a), intervals(b)) if pct else (None, None)
         for key, ga in va.groupby(params, dropna=False):
             key = dict(zip(params, key if isinstance(key, tuple) else (key,), strict=True))
             gb = vb.loc[(vb[params] == pd.Series(key)).all(axis=1)]
             if gb.empty:
                 continue
-            if pct:
-                q = int(pct[1]) / 10 ** len(pct[1])
-                center_a = _pooled(ia, key, q, ga["value"].median())
-                center_b = _pooled(ib, key, q, gb["value"].median())
-            else:
-                center_a, center_b = ga["value"].mean(), gb["value"].mean()
-            basis, xa, xb = "repeats", ga["value"].tolist(), gb["value"].tolist()
-            if len(xa) < 2 or len(xb) < 2:  # one repeat a side: the per-second samples
-                basis = "intervals"
-                xa, xb = _samples(a, metric, key), _samples(b, metric, key)
+            xa, xb = ga["value"].tolist(), gb["value"].tolist()
+            sa, sb = summarize(xa), summarize(xb)
             sig = significance(xa, xb, test)
-            ratio = center_b / center_a if center_a else float("nan")
-            rows.append({"test": _label(key, shown), "metric": metric, "baseline": center_a,
-                         "contender": center_b, "ratio": ratio,
-                         "change_pct": (ratio - 1) * 100, "basis": basis,
+            ratio = sb.mean / sa.mean if sa.mean else float("nan")
+            change = (ratio - 1) * 100
+            rows.append({"test": _label(key, shown), "metric": metric,
+                         "baseline": sa.mean, "contender": sb.mean,
+                         "baseline_pm_pct": _half_pct(sa), "contender_pm_pct": _half_pct(sb),
+                         "ratio": ratio, "change_pct": change,
                          "n_baseline": len(xa), "n_contender": len(xb),
                          "p_value": sig.p_value if sig else None,
-                         "significant": sig.significant if sig else None})
+                         "significant": sig.significant if sig else None,
+                         "verdict": said(metric, change, sig, test, len(xa), len(xb))})
     if not rows:
         raise UserError(f"{_name(baseline)} and {_name(contender)} have no test and metric "
                         f"in common (metrics: {', '.join(metrics)})")
     return rows
 
 
-def _pooled(iv: pd.DataFrame, key: dict, q: float, fallback: float) -> float:
-    if iv is None or iv.empty:
-        return fallback
-    sel = iv.loc[(iv[list(key)] == pd.Series(key)).all(axis=1)]
-    return pooled_quantile(sel, q) if not sel.empty else fallback
+def _half_pct(s: Summary) -> float | None:
+    """The half width of a side's 95 % interval in % of its mean (None: one repeat)."""
+    if math.isnan(s.ci_low) or not s.mean:
+        return None
+    return (s.ci_high - s.ci_low) / 2 / abs(s.mean) * 100
 
 
-def _samples(df: pd.DataFrame, metric: str, key: dict) -> list[float]:
-    s = df[(df["kind"] == "sample") & (df["metric"] == metric)
-           & df["role"].str.startswith(_roles(metric))]
-    s = s.loc[(s[list(key)] == pd.Series(key)).all(axis=1)]
-    return s["value"].tolist()
+def said(metric: str, change: float, sig: Significance | None, test: str, n_a: int,
+         n_b: int) -> str:
+    """A row's verdict in words: better or worse where significant, "no significant change",
+    or why there is no verdict."""
+    if sig is None:
+        if min(n_a, n_b) < 2:
+            return f"{verdict.NO_VERDICT} (one repeat)"
+        return f"{verdict.NO_VERDICT} ({test} needs more repeats)"
+    if not sig.significant:
+        return "no significant change"
+    return verdict.word(metric, change, False)
 
 
-def crossed(rows: list[dict], bounds: Sequence[Bound]) -> list[str]:
-    """The bounds a comparison crosses, one line each."""
-    out = []
+@dataclass(frozen=True)
+class Gate:
+    """What `--fail-if` makes of a comparison: the bounds crossed by a significant change
+    (exit 1), the rows it cannot judge (no verdict: exit 3 where nothing crossed), and the
+    changes beyond a bound that are within noise (said, not failed)."""
+
+    crossed: list[str]
+    unjudged: list[str]
+    noise: list[str]
+
+    @property
+    def status(self) -> int:
+        return 1 if self.crossed else 3 if self.unjudged else 0
+
+
+CANNOT_JUDGE = 3  # --fail-if's own exit status: no verdict on a bounded metric
+
+
+def gate(rows: list[dict], bounds: Sequence[Bound]) -> Gate:
+    """Each bound against each row of its metric: a change beyond the bound fails only where
+    it is significant; a row without a verdict cannot be judged at all (its change, beyond
+    the bound or not, says nothing without repeats)."""
+    crossed, unjudged, noise = [], [], []
     for bound in bounds:
         matched = [r for r in rows if r["metric"] == bound.metric]
         if not matched:
@@ -184,7 +201,15 @@ def crossed(rows: list[dict], bounds: Sequence[Bound]) -> list[str]:
                             "runs")
         for r in matched:
             change = r["change_pct"]
-            if (bound.pct < 0 and change < bound.pct) or (bound.pct > 0 and change > bound.pct):
-                out.append(f"{r['test']}: {bound.metric} changed {change:+.1f} % "
-                           f"(bound {bound.pct:+g} %)")
-    return out
+            beyond = (bound.pct < 0 and change < bound.pct) or (bound.pct > 0
+                                                                and change > bound.pct)
+            line = (f"{r['test']}: {bound.metric} changed {change:+.1f} % "
+                    f"(bound {bound.pct:+g} %)")
+            if r["significant"] is None:
+                unjudged.append(f"{line}: {r['verdict']}, n = {r['n_baseline']} and "
+                                f"{r['n_contender']}")
+            elif beyond and r["significant"]:
+                crossed.append(f"{line}, significant (p = {r['p_value']:.3g})")
+            elif beyond:
+                noise.append(f"{line}, within noise (p = {r['p_value']:.3g})")
+    return Gate(crossed, unjudged, noise)

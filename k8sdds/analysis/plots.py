@@ -142,17 +142,32 @@ def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
     return _save(fig, out, "latency_cdf")
 
 
-def overhead_heatmap(pivot: pd.DataFrame, out: Path) -> str | None:
-    """Throughput change of each datapath against host, per payload, in %."""
+# a heatmap cell's mark where its change has no verdict word (tables.overhead's verdict)
+UNJUDGED = {"within noise": "noise", "no verdict": "no verdict"}
+
+
+def overhead_heatmap(over: pd.DataFrame, out: Path) -> str | None:
+    """Throughput change of each datapath against host, per payload, in % (`over`:
+    tables.overhead on the payload sweep), each cell marked where its change is within noise
+    or has no verdict (one repeat), as the answer says it."""
+    pivot = tables.overhead_pivot(over) if not over.empty else over
     if pivot.empty:
         return None
+    words = tables.overhead_pivot(over, "verdict").reindex_like(pivot)
+    text = pivot.copy().astype(object)
+    for r in pivot.index:
+        for c in pivot.columns:
+            v, word = pivot.loc[r, c], words.loc[r, c]
+            mark = UNJUDGED.get(word, "")
+            text.loc[r, c] = "" if pd.isna(v) else f"{v:.0f}" + (f"\n{mark}" if mark else "")
     fig, ax = plt.subplots(figsize=(1.2 * len(pivot.columns) + 3, 0.5 * len(pivot) + 2))
-    sns.heatmap(pivot, annot=True, fmt=".0f", center=0, cmap="RdYlGn", ax=ax,
+    sns.heatmap(pivot, annot=text.to_numpy(), fmt="", center=0, cmap="RdYlGn", ax=ax,
                 cbar_kws={"label": "% vs host"})
     ax.set_xlabel("payload (bytes)")
     ax.set_ylabel("")  # the datapath names say it; a rotated title overlapped them
     ax.tick_params(axis="y", rotation=0)
-    ax.set_title("throughput against host (%)")
+    ax.set_title("throughput against host (%); noise: within noise, no verdict: one repeat",
+                 fontsize=9)
     return _save(fig, out, "overhead")
 
 

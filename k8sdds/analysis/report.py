@@ -27,6 +27,13 @@ SECTIONS = [("answer", "The answer: each datapath against host, middlewares side
             ("runs", "Runs"), ("failures", "Failed repeats"),
             ("missing", "Not measured in these runs")]
 
+# the middleware table's columns as the report names them
+MIDDLEWARE_COLUMNS = {"throughput_mbps": "Mb/s", "throughput_mbps_low": "Mb/s low",
+                      "throughput_mbps_high": "Mb/s high", "p50_us": "p50 (µs)",
+                      "p50_us_low": "p50 low", "p50_us_high": "p50 high",
+                      "p99_us": "p99 (µs)", "p99_us_low": "p99 low", "p99_us_high": "p99 high",
+                      "via": "broker or router on"}
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{margin-bottom:0}nav ul{columns:3}img{max-width:100%;border:1px solid #ddd}
@@ -131,7 +138,10 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     thr = tables.throughput(runs)
     lat = tables.latency(runs)
     over = tables.overhead(thr)
-    lat_over = tables.overhead(lat.rename(columns={"p50": "mean"})) if not lat.empty else lat
+    # each repeat's p50, then over the repeats: the statistic the answer reads
+    lat_over = tables.overhead(lat.drop(columns=["p50"]).rename(columns={
+        "p50_mean": "mean", "p50_ci_low": "ci_low", "p50_ci_high": "ci_high"}), "p50",
+        enough="p50_enough_each") if not lat.empty else lat
     shown = ["datapath", "data_len", "num_subscribers", "multicast", "best_effort",
              "transport", "repeats"]
     thr_view = thr[shown + ["mean", "ci_low", "ci_high"]].assign(
@@ -152,7 +162,8 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     lat_figs = (_img(out, plots.latency_percentiles(runs, out),
                      "round-trip percentiles against payload") +
                 _img(out, plots.latency_cdf_plot(runs, out), "round-trip CDF"))
-    over_thr, over_lat = tables.overhead_pivot(over), tables.overhead_pivot(lat_over)
+    over_thr, over_lat = (tables.overhead_pivot(tables.marked(o), "cell") if not o.empty
+                          else o for o in (over, lat_over))
     matrix, efficiency, resources = (tables.matrix(runs), tables.efficiency(runs),
                                      tables.resources(runs))
     # each section's body, or "" when the runs hold nothing it could show
@@ -160,8 +171,11 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
         "answer": ("".join(f"<p class='answer'><b>{html.escape(line)}</b></p>"
                            for line in said) +
                    "<p class='note'>Each change against host is a mean over repeats with "
-                   "its 95 % interval (Student's t), within noise where the two intervals "
-                   "overlap, and unknown with one repeat. Throughput: per subscriber. Round "
+                   "its 95 % interval (Student's t): better or worse where the two intervals "
+                   "are apart, within noise where they overlap, and no verdict with one "
+                   "repeat (no interval: the change is shown, no word said). The repeats' "
+                   "order: " + html.escape(answer.order_of(runs.manifests)) + ". "
+                   "Throughput: per subscriber. Round "
                    "trip: each repeat's percentile (from its ddsperf per-second quantiles), "
                    "then over the repeats; within noise too where a repeat has too few "
                    "round trips for the percentile. Subscriber CPU: per unit of work, "
@@ -176,12 +190,16 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
             "ddsperf's per-second quantiles; percentiles are never averaged.</p>" +
             _table(lat_view) if not lat_view.empty else ""),
         "overhead": _img(out, plots.overhead_heatmap(
-                        tables.overhead_pivot(plots.base(over)) if not over.empty else over,
-                        out), "throughput against host (%), payload sweep") +
+                        plots.base(over) if not over.empty else over, out),
+                         "throughput against host (%), payload sweep") +
+                    ("<p>The statistics and verdicts of the answer: a mean over repeats with "
+                     "its 95 % interval on each side, the change called better or worse only "
+                     "where the intervals are apart.</p>" if not over.empty else "") +
                     ("<h3>Throughput against host (%), every test</h3>" + _table(
                         over_thr, index=True) if not over_thr.empty else "") +
-                    ("<h3>p50 round trip against host (%)</h3>" + _table(
-                        over_lat, index=True) if not over_lat.empty else ""),
+                    ("<h3>p50 round trip against host (%): each repeat's p50, mean over "
+                     "repeats</h3>" + _table(over_lat, index=True)
+                     if not over_lat.empty else ""),
         "scaling": _img(out, plots.subscribers(runs, out),
                         "throughput against subscribers, unicast vs multicast"),
         "qos": _img(out, plots.reliability(runs, out), "reliable vs best effort") +
@@ -195,11 +213,11 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                            "p50_us": "p50 (µs)"})) if not sec.empty else ""),
         "middlewares": _img(out, plots.middlewares(mw, out),
                             "throughput and round trip against payload, per middleware") +
-                       ("<p>Mean throughput per subscriber and pooled p50/p99 round trip of "
-                        "each middleware on the same datapath and payload.</p>" + _table(
-                            mw.drop(columns="engine").rename(columns={
-                                "throughput_mbps": "Mb/s", "p50_us": "p50 (µs)",
-                                "p99_us": "p99 (µs)", "via": "broker or router on"}))
+                       ("<p>Mean throughput per subscriber and p50/p99 round trip (each "
+                        "repeat's percentile, mean over repeats) of each middleware on the "
+                        "same datapath and payload, each with its 95 % interval (low, high; "
+                        "none with one repeat).</p>" + _table(
+                            mw.drop(columns="engine").rename(columns=MIDDLEWARE_COLUMNS))
                         if not mw.empty else "") + _references(mw),
         "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
                       "repeats; qperf latency as a round trip, twice its one-way figure), "

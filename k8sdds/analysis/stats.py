@@ -56,11 +56,21 @@ class Significance:
     significant: bool  # p < alpha
 
 
+def smallest_p(test: str, n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value `test` can give with these counts. Welch's t can reach
+    any; Mann-Whitney's U, a rank test, at most 2 / C(n_a + n_b, n_a): 0.1 with 3 values a
+    side, so it cannot call a change significant at 0.05 before 4 a side."""
+    if test != "mannwhitney":
+        return 0.0
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
 def significance(a: Sequence[float], b: Sequence[float], test: str = "welch",
                  alpha: float = 0.05) -> Significance | None:
-    """Whether samples `a` and `b` differ (two-sided); None with fewer than 2 values a side."""
+    """Whether samples `a` and `b` differ (two-sided); None where the test cannot tell: fewer
+    than 2 values a side, or too few for `test` to reach `alpha` at all (`smallest_p`)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or len(b) < 2 or smallest_p(test, len(a), len(b)) >= alpha:
         return None
     from scipy import stats as sps
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from k8sdds import model
+from k8sdds.analysis import verdict
 from k8sdds.analysis.load import (
     MEASURING,
     PARAMS,
@@ -16,6 +17,7 @@ from k8sdds.analysis.load import (
     repeat_values,
 )
 from k8sdds.analysis.stats import summarize
+from k8sdds.analysis.verdict import Side
 
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
@@ -107,30 +109,48 @@ def cpu_per_gigabit(runs: Runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def overhead(table: pd.DataFrame, value: str = "mean") -> pd.DataFrame:
-    """Change of `value` against `host` with the same other parameters, in %."""
+def overhead(table: pd.DataFrame, metric: str = "throughput", value: str = "mean",
+             enough: str | None = None) -> pd.DataFrame:
+    """Change of `value` (a mean over repeats, its 95 % interval in `ci_low`/`ci_high`)
+    against `host` with the same other parameters, in %, and its verdict on `metric` as the
+    answer gives it (`verdict`: better, worse, within noise, no verdict with one repeat);
+    `enough`: a column that is false where too few samples back a percentile."""
     if table.empty or "host" not in set(table["datapath"]):
         return pd.DataFrame()
     # the path differs by nature (host is node-node): the datapath decides it here
     others = [p for p in PARAMS if p not in ("datapath", "path")]
-    host = table[table["datapath"] == "host"].set_index(others)[value]
+    host = table[table["datapath"] == "host"].drop_duplicates(others).set_index(others)
     rows = []
     for _, row in table[table["datapath"] != "host"].iterrows():
         key = tuple(row[p] for p in others)
-        if key in host.index:
-            base = host.loc[key]
-            base = base.iloc[0] if isinstance(base, pd.Series) else base
-            rows.append({**row[PARAMS].to_dict(), "host": base, value: row[value],
-                         "overhead_pct": (row[value] / base - 1) * 100})
+        if key not in host.index:
+            continue
+        h = host.loc[key]
+        side = Side(row[value], row["ci_low"], row["ci_high"], int(row["repeats"]))
+        base_side = Side(h[value], h["ci_low"], h["ci_high"], int(h["repeats"]))
+        ok = not enough or (bool(row[enough]) and bool(h[enough]))
+        pct = (row[value] / h[value] - 1) * 100
+        rows.append({**row[PARAMS].to_dict(), "host": h[value], value: row[value],
+                     "overhead_pct": pct,
+                     "verdict": verdict.word(metric, pct, verdict.noise(side, base_side, ok))})
     return pd.DataFrame(rows)
 
 
-def overhead_pivot(over: pd.DataFrame) -> pd.DataFrame:
-    """Datapath (and any other varying parameter) x payload, overhead in %."""
+def overhead_pivot(over: pd.DataFrame, values: str = "overhead_pct") -> pd.DataFrame:
+    """Datapath (and any other varying parameter) x payload: the overhead in %, or another
+    column of `overhead` (`verdict`, or `marked`'s `cell`: text, one value a cell)."""
     if over.empty:
         return over
     index = ["datapath"] + _varying(over, exclude=("datapath", "data_len"))
-    return over.pivot_table(index=index, columns="data_len", values="overhead_pct")
+    return over.pivot_table(index=index, columns="data_len", values=values,
+                            aggfunc="mean" if values == "overhead_pct" else "first")
+
+
+def marked(over: pd.DataFrame) -> pd.DataFrame:
+    """`overhead` with each change as text with its verdict ("-40.0 (worse)", "-13.2 (within
+    noise)") in the column `cell`, for a table a reader reads beside the answer."""
+    return over.assign(cell=[f"{pct:+.1f} ({word})" for pct, word in
+                             zip(over["overhead_pct"], over["verdict"], strict=True)])
 
 
 def warnings(thr: pd.DataFrame, lat: pd.DataFrame) -> list[str]:

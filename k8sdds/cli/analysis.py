@@ -99,19 +99,26 @@ def compare(
         help="Metrics to compare (repeat the option for several)."),
     fail_if: list[str] = typer.Option(
         [], "--fail-if", help="METRIC:+N% or METRIC:-N%: exit with status 1 when the "
-        "contender changes METRIC by more than N % in that direction (e.g. "
-        "throughput_mbps:-5%, latency_us_p99:+10%)."),
-    test: str = typer.Option("welch", "--test", help="Significance test: welch or "
-                             "mannwhitney."),
+        "contender changes METRIC by more than N % in that direction and the change is "
+        "significant over the repeats (e.g. throughput_mbps:-5%, latency_us_p99:+10%); a "
+        "change beyond the bound within noise is said, not failed; where a test of METRIC "
+        "has no verdict (fewer than 2 repeats a side) it cannot judge: exit status 3."),
+    test: str = typer.Option("welch", "--test", help="Significance test over the repeat "
+                             "values: welch (Welch's t-test: means, unequal spreads, from 2 "
+                             "repeats a side) or mannwhitney (ranks: no verdict before 4 "
+                             "repeats a side)."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     force: bool = typer.Option(False, "--force", help="Compare runs whose machine, kernel, "
                                "engine versions, backend or profiles differ (the differences "
                                "are printed as a warning)."),
     include_failed: bool = INCLUDE_FAILED,
 ) -> None:
-    """Per test and metric: baseline, contender, ratio and whether the change is significant.
-    Runs made on different machines, kernels, engine versions, backends or profiles are
-    refused (exit 2, the differences listed) unless --force."""
+    """Per test and metric: each side's mean over its repeats with its 95 % interval and n,
+    the change, and its verdict (better, worse, no significant change, or no verdict with
+    one repeat a side), judged over the repeat values. Runs made on different machines,
+    kernels, engine versions, backends or profiles are refused (exit 2, the differences
+    listed) unless --force. Exit status: 0, 1 a --fail-if bound crossed, 2 a usage error,
+    3 --fail-if cannot judge."""
     from k8sdds.analysis import compare as cmp
     from k8sdds.analysis.load import load
 
@@ -133,24 +140,43 @@ def compare(
                                           "the same tests (no parameter differs)"),
                           markup=False, highlight=False)
     rows = cmp.compare(*runs, metrics, method)
-    crossed = cmp.crossed(rows, bounds)
+    gate = cmp.gate(rows, bounds)
     if as_json:
-        out_console.print_json(json.dumps({"rows": rows, "crossed": crossed, "compared": about,
-                                           "differences": differ}, default=str))
+        out_console.print_json(json.dumps({
+            "rows": rows, "crossed": gate.crossed, "cannot_judge": gate.unjudged,
+            "within_noise": gate.noise, "compared": about, "differences": differ,
+            "test": method}, default=str))
     else:
-        table = Table(title=f"{contender} against {baseline}")
-        for col in ("test", "metric", "baseline", "contender", "ratio", "p", "significant"):
+        table = Table(title=f"{contender} against {baseline} ({_TESTS[method]} over the "
+                            "repeat values)")
+        for col in ("test", "metric", "baseline", "contender", "n", "change", "p", "verdict"):
             table.add_column(col)
         for r in rows:
-            table.add_row(r["test"], r["metric"], f"{r['baseline']:.4g}",
-                          f"{r['contender']:.4g}", f"{r['ratio']:.3f}",
+            table.add_row(r["test"], r["metric"], _pm(r["baseline"], r["baseline_pm_pct"]),
+                          _pm(r["contender"], r["contender_pm_pct"]),
+                          f"{r['n_baseline']}+{r['n_contender']}", f"{r['change_pct']:+.1f} %",
                           "-" if r["p_value"] is None else f"{r['p_value']:.3g}",
-                          {True: "yes", False: "no", None: "-"}[r["significant"]])
+                          r["verdict"])
         out_console.print(table)
-        for line in crossed:
+        for line in gate.noise:
+            err_console.print(f"beyond the bound but not failed: {line}", highlight=False)
+        for line in gate.crossed:
             err_console.print(f"[red]bound crossed:[/red] {line}")
-    if crossed:
-        raise typer.Exit(1)
+        for line in gate.unjudged:
+            err_console.print(f"[yellow]cannot judge:[/yellow] {line}")
+        if gate.unjudged and not gate.crossed:
+            err_console.print("--fail-if cannot judge without repeats: run each side with "
+                              "--repeats 3 (or more); exit status 3", highlight=False)
+    if gate.status:
+        raise typer.Exit(gate.status)
+
+
+_TESTS = {"welch": "Welch's t-test", "mannwhitney": "Mann-Whitney U"}
+
+
+def _pm(mean: float, half_pct: float | None) -> str:
+    """'97.3 ± 1.2 %' as benchstat shows a side; the mean alone with one repeat."""
+    return f"{mean:.4g}" + ("" if half_pct is None else f" ± {half_pct:.1f} %")
 
 
 def results_cmd(

@@ -2,7 +2,8 @@
 
 A board's published **host** (hostNetwork) figures say how fast its CPU lets pub/sub traffic
 go where the link does not bind: on the K8sDDS study's Raspberry Pi 3B, 1 KiB samples reach
-81.2 Mbit/s while 16 KiB samples fill the 100 Mbit/s link (93.5). Calibration searches the
+82.4 Mbit/s while 16 KiB samples fill the 100 Mbit/s link (94.5; the published cells of
+`analysis/published.csv`, the one source of them). Calibration searches the
 CPU budget (a fraction of one of this machine's CPUs) at which the emulated node, running
 ddsperf on its own network, shows the same ratio of 1 KiB to link-bound throughput. Only the
 host figures are used: what each CNI costs must come out of the emulation itself.
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from k8sdds.analysis import published
 from k8sdds.errors import UserError
 from k8sdds.results import atomic_write
 
@@ -49,11 +51,8 @@ class Board:
 
 
 BOARDS: dict[str, Board] = {
-    "rpi3b": Board(
-        "Raspberry Pi 3 Model B",
-        {64: 5.7, 256: 22.5, 1024: 81.2, 4096: 93.1, 16384: 93.5},
-        "K8sDDS study, Raspberry Pi 3B workers, hostNetwork, RTI Perftest, UDP reliable, "
-        "1 subscriber"),
+    "rpi3b": Board("Raspberry Pi 3 Model B", published.host_mbps("UDP"),
+                   published.SOURCE + ", hostNetwork, UDP"),
 }
 
 

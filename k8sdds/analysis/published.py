@@ -1,0 +1,42 @@
+"""The published K8sDDS figures of the Raspberry Pi 3B cluster, cell by cell: subscriber
+Mb/s of one transport through one datapath at one payload (throughput tests, one subscriber,
+reliable, unicast, no batching) and its ratio to UDP over the host's network at that
+payload. Computed from the study's `Data/` tree by k8sdds' importer (`benchmarks/fidelity.py
+--tree Data --write-tree` writes `published.csv`). The one source of these figures: the
+calibration's host targets, the known error's published ratios and the fidelity benchmark
+read it. Pure reading of a file the package ships."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("published.csv")
+SOURCE = ("K8sDDS study, Raspberry Pi 3B workers, RTI Perftest, throughput tests, "
+          "1 subscriber, reliable")
+
+
+@dataclass(frozen=True)
+class Published:
+    transport: str  # "UDP", "TCP", "TLS", "DDS Security/UDP", "DDS Security/TCP"
+    datapath: str
+    data_len: int
+    mbps: float
+    ratio: float  # to UDP host at this payload
+
+
+@cache
+def cells() -> dict[tuple[str, str, int], Published]:
+    """Every published cell by (transport, datapath, data_len)."""
+    with DATA.open(newline="") as f:
+        rows = [Published(r["transport"], r["datapath"], int(r["data_len"]), float(r["mbps"]),
+                          float(r["ratio"])) for r in csv.DictReader(f)]
+    return {(c.transport, c.datapath, c.data_len): c for c in rows}
+
+
+def host_mbps(transport: str = "UDP") -> dict[int, float]:
+    """The host network's (hostNetwork) Mb/s by payload, as published."""
+    return {c.data_len: c.mbps for c in cells().values()
+            if c.transport == transport and c.datapath == "host"}
