@@ -4,9 +4,11 @@ from the pending repeats of each test to one sequence.
 `tests` runs each test's repeats in a row, as K8sDDS did. `rounds` runs the first repeat of
 every test, then the second of every test, and so on: on a machine whose speed drifts over
 minutes (a shared VM; README, Fidelity), a slow stretch then falls on every test alike
-instead of on one test's repeats (the idea of Google Benchmark's random interleaving). It
-switches datapaths more often: the emulated backend rewires the testbed at each switch, which
-takes a second or two and may cost the next repeat a little (docs/explanation/fidelity.md).
+instead of on one test's repeats (the idea of Google Benchmark's random interleaving), so
+drift between blocks of repeats does not pass for a datapath's cost. It is the default; with
+one repeat a test the two orders are the same. It switches datapaths more often: the
+emulated backend rewires the testbed at each switch, which takes a second or two and may cost
+the next repeat a little (docs/explanation/fidelity.md).
 """
 
 from __future__ import annotations
@@ -34,4 +36,5 @@ ORDERS: dict[str, Callable[[Pending], list[tuple[Test, int]]]] = {
     "tests": by_tests,
     "rounds": by_rounds,
 }
-DEFAULT = "tests"
+DEFAULT = "rounds"  # a new run's
+BEFORE = "tests"  # what a run whose manifest names no order ran in (k8sdds before --order)

@@ -31,7 +31,9 @@ class ScheduleFlags:
     duration: float | None = option(None, "--duration", "seconds each test runs (rows "
                                     "without a duration) [10]", cli_type=float, **_DURATION)
     repeats: int | None = option(None, "--repeats", "repeats of each test (rows without "
-                                 "repeats) [1]", cli_type=int, **_REPEATS)
+                                 "repeats) [1: each change is shown with no verdict; 3 or "
+                                 "more give each an interval and a verdict]", cli_type=int,
+                                 **_REPEATS)
     from_i: int | None = option(None, "--fromI", "first schedule row to run (0-based, "
                                 "inclusive)", cli_type=int, min=0)
     to_i: int | None = option(None, "--toI", "last schedule row to run (0-based, inclusive)",
@@ -57,10 +59,10 @@ class ScheduleFlags:
         "left out on that datapath, said before the run and kept in the manifest",
         cli_type=bool)
     order: str | None = option(
-        None, "--order", "the order repeats run in. tests: each test's repeats in a row "
-        "(K8sDDS's order); rounds: the first repeat of every test, then the second, ..., so "
-        "a slow stretch of the machine falls on every test alike [tests; on --resume: the "
-        "run's own]: " + ", ".join(ORDERS))
+        None, "--order", "the order repeats run in. rounds: the first repeat of every test, "
+        "then the second, ..., so a slow stretch of the machine falls on every test alike "
+        "and drift does not pass for a datapath's cost; tests: each test's repeats in a row "
+        "(K8sDDS's order) [rounds; on --resume: the run's own]: " + ", ".join(ORDERS))
 
     def defaults(self) -> model.Defaults:
         """The values rows without their own take (the transport is checked by the request)."""

@@ -18,12 +18,10 @@ from .conftest import fake_run
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-@pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def _built(tmp, repeats: int):
     """One run: the throughput test (1 and 4 KiB) and the latency test (256 B and 1 KiB) on
-    host, flannel-hostgw and flannel-vxlan, host fastest."""
-    tmp = tmp_path_factory.mktemp("report")
-    run = fake_run(tmp / "runs", repeats=2)
+    host, flannel-hostgw and flannel-vxlan, host fastest, `repeats` repeats of each."""
+    run = fake_run(tmp / "runs", repeats=repeats)
     reparse(run.path)
     df = pd.read_csv(run.results_path)
     df = pd.concat([df, df.assign(data_len=df["data_len"] * 4, test=df["test"] + 2)])
@@ -39,6 +37,42 @@ def page(tmp_path_factory):
     out = tmp / "report"
     html = report.build([run.path], out).read_text()
     return out, html
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    return _built(tmp_path_factory.mktemp("report"), repeats=2)
+
+
+def _section(html: str, key: str) -> str:
+    start = html.index(f'<section id="{key}">')
+    return html[start:html.index("</section>", start)]
+
+
+def test_one_repeat_gives_no_verdict_word_in_the_answer_or_the_overhead_tables(tmp_path):
+    """The same run with one repeat: every change is shown, none is called better or worse,
+    in the answer's lines, its table and the overhead tables alike; the first line says how
+    to get a verdict."""
+    _, html = _built(tmp_path, repeats=1)
+    said = _section(html, "answer") + _section(html, "overhead")
+    for word in ("better", "worse"):  # as a verdict: in brackets, or a table's cell
+        assert f"({word})" not in said and f">{word}<" not in said
+    lines = re.findall(r"<p class='answer'><b>([^<]*)</b></p>", html)
+    assert lines[0].startswith("one repeat: no change below is called better or worse")
+    assert "--repeats 3" in lines[0]
+    assert lines[2] == ("flannel-vxlan: throughput -40 % at 1 KiB; p50 round trip +67 % at "
+                        "256 B; p99 round trip +67 % at 256 B; subscriber CPU per gigabit "
+                        "+67 % at 1 KiB; one repeat: no verdict")
+    assert "-40.0 (no verdict)" in _section(html, "overhead")
+
+
+def test_the_overhead_tables_read_the_answers_statistic_and_verdict(page):
+    """-40 % at 1 KiB and +67 % p50 at 256 B, worse in the answer: the same figures and
+    words in the overhead tables (not the pooled percentile without a mark)."""
+    _, html = page
+    over = _section(html, "overhead")
+    assert "-40.0 (worse)" in over and "+66.7 (worse)" in over
+    assert "each repeat's p50, mean over repeats" in over
 
 
 def test_the_answer_is_one_line_per_datapath_before_any_figure(page):

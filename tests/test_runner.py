@@ -117,11 +117,12 @@ def test_a_stop_leaves_a_run_that_resume_finishes_exactly(setup):
     run = _stopped(runner(FakeBackend(before_repeat=_stop_at(3))), tests)
     manifest = run.read_manifest()
     assert manifest.status == "interrupted"
-    assert sorted(manifest.repeats) == [RepeatKey(1, 1), RepeatKey(1, 2)]
-    assert set(_rows(run.path).test) == {1}
+    # in rounds (the default): test 1's first repeat, test 2's, then test 1's second
+    assert sorted(manifest.repeats) == [RepeatKey(1, 1), RepeatKey(2, 1)]
+    assert set(_rows(run.path).test) == {1, 2}
     # a kill between a repeat's rows and its manifest entry leaves rows without an entry:
     # resume drops them and runs that repeat again
-    stray = _rows(run.path).query("repeat == 1").assign(test=2).to_dict("records")
+    stray = _rows(run.path).query("test == 1").assign(repeat=2).to_dict("records")
     run.append_results(stray)
     backend = FakeBackend()
     outcome = runner(backend).resume(run, resumable(run, backend, engines))
@@ -238,6 +239,9 @@ def test_a_manifest_with_an_unknown_order_is_refused(setup):
     tests, runner, _ = setup
     outcome = runner(FakeBackend()).run(tests)
     data = RunDir(outcome.run_dir).read_manifest().to_dict()
-    assert data["order"] == "tests"  # the default, recorded
+    assert data["order"] == "rounds"  # the default, recorded
+    # a manifest written before --order existed names none: its run went test by test
+    assert RunManifest.from_dict({k: v for k, v in data.items() if k != "order"}
+                                 ).order == "tests"
     with pytest.raises(ManifestError, match="order 'sideways' is not one of tests, rounds"):
         RunManifest.from_dict({**data, "order": "sideways"})
