@@ -20,13 +20,18 @@ taken within the round. The `rpi3b` budget is calibrated first, in the same sitt
 testbed calibrate`, about 3 min; `--no-calibrate` keeps the installed one). Then the `cloud`
 profile's order (bare > routed > VXLAN > encrypted) is checked.
 
+`--write-known` writes the measured cells into the package's known error
+(k8sdds/analysis/known_error.csv), each with the sitting's budget and date.
+
 Usage: .venv/bin/python benchmarks/fidelity.py [--tree DIR] [--write-tree] [--tree-only]
        [--rounds 3] [--duration 5] [--udp-only] [--no-calibrate] [--no-cloud]
+       [--write-known]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import subprocess
 import sys
@@ -44,12 +49,13 @@ from fidelity_cells import (
     TRANSPORTS,
     compare,
     count_line,
+    known,
     over_rounds,
     ratios,
     throughput,
 )
 
-from k8sdds.analysis import published
+from k8sdds.analysis import known_error, published
 from k8sdds.testbed.profiles import resolve
 
 SHIPPED = published.DATA  # the package's published cells
@@ -119,6 +125,9 @@ def main() -> None:
                     help="calibrate rpi3b in this sitting first (about 3 min)")
     ap.add_argument("--cloud", action=argparse.BooleanOptionalAction, default=True,
                     help="check the cloud profile's order too")
+    ap.add_argument("--write-known", action="store_true",
+                    help="write the measured cells, with this sitting's rpi3b budget and "
+                    "date, into k8sdds/analysis/known_error.csv (the answer's known error)")
     args = ap.parse_args()
     if args.write_tree and not args.tree:
         sys.exit("--write-tree needs --tree DIR")
@@ -162,6 +171,13 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
     print_table(table)
     print()
     print(count_line(table))
+    if args.write_known:
+        path = known_error.DATA
+        fresh = known(pd.read_csv(path), table, "rpi3b", pi.cpu,
+                      datetime.date.today().isoformat())
+        fresh.to_csv(path, index=False, float_format="%.4g")
+        print(f"wrote {path} ({len(fresh)} cells; this sitting's at {pi.cpu:g} CPU)",
+              file=sys.stderr)
     if args.cloud:
         cloud_order(args.duration, tmp)
 

@@ -92,3 +92,23 @@ def count_line(table: pd.DataFrame) -> str:
             f"{len(udp_no_kr)} without kube-router); other transports at 1 KiB "
             f"{int(kib.within.sum())} of {len(kib)}; range over rounds within ±0.05: "
             f"{int(steady)} of {len(measured)}")
+
+
+KNOWN = ["profile", "transport", "datapath", "data_len", "emulated", "cpu", "measured"]
+
+
+def known(existing: pd.DataFrame, table: pd.DataFrame, profile: str, cpu: float,
+          measured: str) -> pd.DataFrame:
+    """The package's known error (k8sdds/analysis/known_error.csv) with this sitting's
+    cells: each measured cell's median ratio, with the CPU budget `profile` had in this
+    sitting and its date; a cell this sitting did not measure keeps its own sitting. UDP host
+    is 1 by rule."""
+    rows = table[table["median"].notna()].assign(
+        profile=profile, emulated=lambda t: t["median"].round(2), cpu=cpu, measured=measured)
+    host = pd.DataFrame([{"profile": profile, "transport": "UDP", "datapath": "host",
+                          "data_len": n, "emulated": 1.0, "cpu": cpu, "measured": measured}
+                         for n in sorted(set(rows[rows.transport == "UDP"].data_len))])
+    fresh = pd.concat([rows[KNOWN], host[KNOWN]] if not host.empty else [rows[KNOWN]])
+    keys = ["profile"] + KEY
+    kept = existing[~existing.set_index(keys).index.isin(fresh.set_index(keys).index)]
+    return pd.concat([kept[KNOWN], fresh]).sort_values(keys).reset_index(drop=True)

@@ -79,3 +79,27 @@ def test_the_shipped_tree_figures_are_the_tables_cells():
     assert len(udp) == 30 and len(tree) == 66
     kib = udp[udp.data_len == 1024].set_index("datapath").ratio
     assert kib.idxmin() == "weave-encrypted" and kib.drop("host").idxmax() == "flannel-hostgw"
+
+
+def test_a_sittings_cells_replace_their_own_and_carry_its_budget_and_date():
+    """A UDP-only sitting at 0.07 CPU replaces the UDP cells it measured (host 1 by rule) and
+    leaves a TLS cell of an earlier sitting as it was, with that sitting's budget and date."""
+    existing = pd.DataFrame([
+        {"profile": "rpi3b", "transport": "UDP", "datapath": "host", "data_len": 1024,
+         "emulated": 1.0, "cpu": 0.1888, "measured": "2026-11-25"},
+        {"profile": "rpi3b", "transport": "UDP", "datapath": "weave", "data_len": 1024,
+         "emulated": 0.7, "cpu": 0.1888, "measured": "2026-11-25"},
+        {"profile": "rpi3b", "transport": "TLS", "datapath": "weave", "data_len": 1024,
+         "emulated": 0.19, "cpu": 0.1888, "measured": "2026-11-25"}])
+    table = pd.DataFrame([{"transport": "UDP", "datapath": "weave", "data_len": 1024,
+                           "median": 0.5612},
+                          {"transport": "UDP", "datapath": "kube-router", "data_len": 1024,
+                           "median": float("nan")}])  # the tree has it, not measured
+    out = fc.known(existing, table, "rpi3b", 0.07, "2026-11-27").set_index(
+        ["transport", "datapath"])
+    assert out.loc[("UDP", "weave"), ["emulated", "cpu", "measured"]].tolist() == [
+        0.56, 0.07, "2026-11-27"]
+    assert out.loc[("UDP", "host"), ["emulated", "cpu"]].tolist() == [1.0, 0.07]
+    assert out.loc[("TLS", "weave"), ["emulated", "cpu", "measured"]].tolist() == [
+        0.19, 0.1888, "2026-11-25"]
+    assert ("UDP", "kube-router") not in out.index
