@@ -26,6 +26,8 @@ DISCOVERIES = ("multicast", "peers", "cds")
 # how messages go from the publisher to the subscribers: directly, or through a broker or
 # router the run deploys as one more role (MQTT's broker, Zenoh's router)
 TOPOLOGIES = ("peer", "routed")
+# the roles of a node, in an emulated testbed's spec as in a cluster's inventory
+NODE_ROLES = ("control-plane", "worker")
 
 
 @dataclass(frozen=True)

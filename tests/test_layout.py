@@ -136,6 +136,46 @@ def test_no_module_is_over_400_lines():
     assert not long, f"over {MAX_LINES} lines: {long}"
 
 
+def _top_level(path: Path) -> list[ast.stmt]:
+    return ast.parse(path.read_text()).body
+
+
+def _names(modules: dict[str, Path]) -> tuple[dict[str, list[str]], dict[tuple, list[str]]]:
+    """Each class name -> the modules defining it; each (constant, value) of an upper-case
+    module-level literal -> the modules defining it."""
+    classes: dict[str, list[str]] = {}
+    constants: dict[tuple, list[str]] = {}
+    for name, path in modules.items():
+        if ".migrations." in name:  # Alembic's revisions: each its own `revision`
+            continue
+        for node in _top_level(path):
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, []).append(name)
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id.isupper()):
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+                constants.setdefault((node.targets[0].id, repr(value)), []).append(name)
+    return classes, constants
+
+
+def test_one_name_per_thing_no_two_classes_and_no_constant_twice():
+    """No two classes of the package share a name, and no module-level constant is written
+    twice with one value (the second imports the first)."""
+    classes, constants = _names(_modules())
+    assert {c: m for c, m in classes.items() if len(m) > 1} == {}
+    assert {k: m for k, m in constants.items() if len(m) > 1} == {}
+
+
+def test_the_name_rule_finds_a_twin(tmp_path):
+    for module in ("a", "b"):
+        (tmp_path / f"{module}.py").write_text('class Board:\n    pass\nSUITE = "bookworm"\n')
+    classes, constants = _names({m: tmp_path / f"{m}.py" for m in ("a", "b")})
+    assert classes["Board"] == ["a", "b"] and constants[("SUITE", "'bookworm'")] == ["a", "b"]
+
+
 def test_commands_reach_the_backends_only_through_the_registry():
     graph = _graph()
     for name in graph:

@@ -223,11 +223,11 @@ def test_a_long_logs_interval_lines_are_read_a_piece_at_a_time_and_all_kept(monk
 def test_a_roles_samples_are_thinned_evenly_past_an_hour_and_said():
     import numpy as np
 
-    from k8sdds.parsers.base import Column, Parsed
+    from k8sdds.parsers.base import Parsed, Trace
     from k8sdds.records import MAX_SAMPLES, thinned
 
     assert MAX_SAMPLES == 3600
-    long = Parsed(columns=(Column("throughput_mbps", "Mb/s", np.arange(1.0, 10001.0),
+    long = Parsed(columns=(Trace("throughput_mbps", "Mb/s", np.arange(1.0, 10001.0),
                                   np.arange(10000.0)),))
     said: list[str] = []
     [col] = thinned(long, said, "sub0").columns
@@ -236,7 +236,7 @@ def test_a_roles_samples_are_thinned_evenly_past_an_hour_and_said():
     assert col.t.tolist() == list(range(1, 10001, 4)) and len(col.t) == 2500
     assert said == ["sub0.log: throughput_mbps: 10,000 interval samples, one in 4 kept (at "
                     "most 3,600; the summaries are of all)"]
-    short = Parsed(columns=(Column("lost", "samples", np.arange(1.0, 3601.0),
+    short = Parsed(columns=(Trace("lost", "samples", np.arange(1.0, 3601.0),
                                    np.zeros(3600)),))
     assert thinned(short, said, "sub0") == short and len(said) == 1
 

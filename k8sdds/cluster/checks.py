@@ -21,7 +21,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Finding:
     host: str
     check: str
     passed: bool
@@ -110,42 +110,42 @@ def skew(r: Result, sent: float, received: float) -> tuple[bool, str]:
     return abs(offset) <= MAX_SKEW_S, f"{offset:+.2f} s"
 
 
-def check_host(remote: Remote) -> list[Outcome]:
+def check_host(remote: Remote) -> list[Finding]:
     """Every check on one host (connected, or dry-run: the commands only logged)."""
     name = remote.host.name
-    out = [Outcome(name, "reachable", True, "ssh ok" if not remote.dry_run else "dry run", "")]
+    out = [Finding(name, "reachable", True, "ssh ok" if not remote.dry_run else "dry run", "")]
     result = remote.run(("uname", "-m"))
     passed, found = (architecture(result, remote.host.arch) if not remote.dry_run
                      else (True, "dry run"))
-    out.append(Outcome(name, "architecture", passed, found,
+    out.append(Finding(name, "architecture", passed, found,
                        "" if passed else "give the host its arch in the inventory"))
     for check in CHECKS:
         result = remote.run(check.argv)
         passed, found = check.judge(result) if not remote.dry_run else (True, "dry run")
-        out.append(Outcome(name, check.name, passed, found, "" if passed else check.fix))
+        out.append(Finding(name, check.name, passed, found, "" if passed else check.fix))
     sent = time.time()
     result = remote.run(CLOCK)
     passed, found = skew(result, sent, time.time()) if not remote.dry_run else (True, "dry run")
-    out.append(Outcome(name, "time skew", passed, found,
+    out.append(Finding(name, "time skew", passed, found,
                        "" if passed else "enable time sync: timedatectl set-ntp true "
                        "(systemd-timesyncd or chrony)"))
     return out
 
 
-def engines_check(remote: Remote, own: tuple[str, ...]) -> Outcome:
+def engines_check(remote: Remote, own: tuple[str, ...]) -> Finding:
     """What a `--backend ssh` run may need that the host lacks (advisory: kubeadm needs none
     of it), each with how to get it."""
     from k8sdds.cluster.engines import missing
 
     lacking = [] if remote.dry_run else missing(remote, own)
-    return Outcome(remote.host.name, "engines (ssh runs)", not lacking,
+    return Finding(remote.host.name, "engines (ssh runs)", not lacking,
                    "all present" if not lacking else
                    "missing: " + ", ".join(m.split(":")[0] for m in lacking),
                    "; ".join(lacking), advisory=True)
 
 
 def image_check(remote: Remote, control_plane: bool, cni_images: list[str], address: str,
-                fix: str) -> Outcome:
+                fix: str) -> Finding:
     """The images kubeadm (and the CNI) will run, present in the host's containerd: an
     air-gapped host cannot pull them."""
     from k8sdds.cluster.images import survey
@@ -154,12 +154,12 @@ def image_check(remote: Remote, control_plane: bool, cni_images: list[str], addr
     name = remote.host.name
     if remote.dry_run:
         survey(remote, control_plane, cni_images, address)
-        return Outcome(name, "images", True, "dry run", "")
+        return Finding(name, "images", True, "dry run", "")
     try:
         found = survey(remote, control_plane, cni_images, address)
     except HostError as exc:
-        return Outcome(name, "images", False, str(exc), fix)
+        return Finding(name, "images", False, str(exc), fix)
     if found.missing:
-        return Outcome(name, "images", False, f"missing: {', '.join(found.missing)}", fix)
-    return Outcome(name, "images", True, f"all {len(found.needed)} present (kubeadm "
+        return Finding(name, "images", False, f"missing: {', '.join(found.missing)}", fix)
+    return Finding(name, "images", True, f"all {len(found.needed)} present (kubeadm "
                    f"{found.version})", "")

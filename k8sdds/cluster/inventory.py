@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.errors import UserError
+from k8sdds.model import NODE_ROLES
 
-ROLES = ("control-plane", "worker")
 ARCHES = ("amd64", "arm64", "arm")
 HOST_FIELDS = ("name", "address", "port", "user", "key", "role", "arch", "engine_bin")
 TOP_FIELDS = ("hosts", "defaults", "known_hosts")
@@ -98,9 +98,9 @@ def parse(data, where: str = "inventory") -> Inventory:
         if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", user):
             raise InventoryError(f"{at}, field user: value {user!r}: a login name")
         role = str(merged.get("role", "worker"))
-        if role not in ROLES:
+        if role not in NODE_ROLES:
             raise InventoryError(f"{at}, field role: value {role!r}; allowed: "
-                                 + ", ".join(ROLES))
+                                 + ", ".join(NODE_ROLES))
         arch = str(merged.get("arch", "amd64"))
         if arch not in ARCHES:
             raise InventoryError(f"{at}, field arch: value {arch!r}; allowed: "

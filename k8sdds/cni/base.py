@@ -127,7 +127,7 @@ class Image:
 
 
 @dataclass(frozen=True)
-class Testbed:
+class ClusterCni:
     """The real CNI on the testbed cluster (`testbed up --kubernetes --cni real`)."""
 
     datapaths: tuple[str, ...]  # those of its datapaths it carries on the testbed
@@ -189,7 +189,7 @@ class Cni:
     detect: Detect | None = None
     config_maps: tuple[tuple[str, str], ...] = ()  # (namespace, name) detection reads
     images: tuple[Image, ...] = ()
-    testbed: Testbed | None = None
+    testbed: ClusterCni | None = None
     reset: Reset = Reset()
     aliases: Mapping[str, str] = field(default_factory=dict)  # K8sDDS data's names -> datapath
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from k8sdds.cni.base import (
     Argv,
+    ClusterCni,
     Cni,
     Datapath,
     Detected,
@@ -26,7 +27,6 @@ from k8sdds.cni.base import (
     Install,
     Reset,
     Routed,
-    Testbed,
     UpstreamManifest,
     Vxlan,
     WireGuard,
@@ -136,7 +136,7 @@ CNI = Cni(
               note="flannel's CNI plugin from containernetworking/plugins (the version the Go "
                    "module proxy has), under the manifest's name"),
     ),
-    testbed=Testbed(("flannel-vxlan", "flannel-hostgw"),
+    testbed=ClusterCni(("flannel-vxlan", "flannel-hostgw"),
                     ("flanneld", "flannel-install-conf", "flannel-cni"),
                     ("kube-flannel", "kube-flannel-ds"), HOST_PATHS, testbed_adapt),
     reset=Reset(files=("/run/flannel", "/opt/cni/bin/flannel"), links=("flannel.1",),

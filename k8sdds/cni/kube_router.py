@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from k8sdds.cni.base import (
+    ClusterCni,
     Cni,
     Datapath,
     Detected,
@@ -27,13 +28,12 @@ from k8sdds.cni.base import (
     Install,
     Reset,
     Routed,
-    Testbed,
     UpstreamManifest,
     named,
     where,
 )
+from k8sdds.cni.flannel import POD_CIDR  # kubeadm's usual pod range, as flannel's
 
-POD_CIDR = "10.244.0.0/16"
 # the newest kube-router the Go module proxy serves (the image k8sdds builds and pins)
 VERSION = "v2.1.0"
 
@@ -70,7 +70,7 @@ CNI = Cni(
               apt=("iptables", "ipset", "iproute2", "conntrack", "ca-certificates"),
               entrypoint=("/usr/local/bin/kube-router",)),
     ),
-    testbed=Testbed(("kube-router",), ("kube-router",), ("kube-system", "kube-router"),
+    testbed=ClusterCni(("kube-router",), ("kube-router",), ("kube-system", "kube-router"),
                     HOST_PATHS),
     # its chains start KUBE- (kubeadm's reset list has them); its routes to the other nodes'
     # pod CIDRs are its own protocol's (17), its ipsets named by its network policy controller

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from k8sdds.parsers import ab, ddsperf, iperf3, mqtt, ping, qperf, rtiperftest, zenoh
-from k8sdds.parsers.base import SAMPLE, SUMMARY, Column, Parsed, Value
+from k8sdds.parsers.base import SAMPLE, SUMMARY, Parsed, Trace, Value
 
 # parser(text, role, latency_test) -> Parsed
 PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {
@@ -17,4 +17,4 @@ PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {
 # result()): their memory does not grow with a log's lines
 STREAMS = {"rtiperftest": rtiperftest.Stream}
 
-__all__ = ["PARSERS", "STREAMS", "SAMPLE", "SUMMARY", "Column", "Parsed", "Value"]
+__all__ = ["PARSERS", "STREAMS", "SAMPLE", "SUMMARY", "Trace", "Parsed", "Value"]

@@ -20,7 +20,7 @@ class Value(NamedTuple):
     t: float | None = None  # seconds into the repeat, samples only
 
 
-class Column(NamedTuple):
+class Trace(NamedTuple):
     """Many samples of one metric, kept as arrays (a long log parses without one object per
     number; `Parsed.all_values` turns them into values when they are written)."""
 
@@ -73,13 +73,13 @@ class Samples:
             t_all, v_all = np.concatenate(self._t)[::2], np.concatenate(self._v)[::2]
             self._t, self._v, self.step, self.kept = [t_all], [v_all], self.step * 2, len(t_all)
 
-    def column(self) -> Column | None:
+    def column(self) -> Trace | None:
         """The samples kept, or None when none was seen."""
         if not self.seen:
             return None
         import numpy as np
 
-        return Column(self.metric, self.unit, np.concatenate(self._t), np.concatenate(self._v),
+        return Trace(self.metric, self.unit, np.concatenate(self._t), np.concatenate(self._v),
                       self.seen)
 
 
@@ -87,7 +87,7 @@ class Samples:
 class Parsed:
     values: tuple[Value, ...] = ()
     failure: str | None = None  # why this role's output holds no valid result
-    columns: tuple[Column, ...] = ()  # further samples, as arrays
+    columns: tuple[Trace, ...] = ()  # further samples, as arrays
 
     def all_values(self) -> Iterator[Value]:
         """Every value: `values`, then the samples held in `columns`."""

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 
-from k8sdds.parsers.base import Column, Parsed, Value
+from k8sdds.parsers.base import Parsed, Trace, Value
 
 MBPS = 1e6
 
@@ -53,7 +53,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         if "end" in s and "bits_per_second" in s:
             t.append(_num(s["end"]))
             rate.append(_num(s["bits_per_second"]) / MBPS)
-    columns = (Column("throughput_mbps", "Mb/s", np.array(t), np.array(rate)),) if t else ()
+    columns = (Trace("throughput_mbps", "Mb/s", np.array(t), np.array(rate)),) if t else ()
     return Parsed(values=tuple(values), columns=columns)
 
 

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from k8sdds.parsers.base import Column, Parsed, Value
+from k8sdds.parsers.base import Parsed, Trace, Value
 
 REPLY = re.compile(r"icmp_seq=(\d+) .*?time[=<]([0-9.]+) ms")
 STATS = re.compile(r"(\d+) packets transmitted, (\d+) received")
@@ -40,4 +40,4 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         values.append(Value("lost", float(int(stats.group(1)) - int(stats.group(2))),
                             "samples"))
     return Parsed(values=tuple(values),
-                  columns=(Column("rtt_us", "us", np.array(seqs, dtype=float), rtt),))
+                  columns=(Trace("rtt_us", "us", np.array(seqs, dtype=float), rtt),))

@@ -27,7 +27,7 @@ import re
 
 import numpy as np
 
-from k8sdds.parsers.base import SUMMARY, Column, Parsed, Samples, Value
+from k8sdds.parsers.base import SUMMARY, Parsed, Samples, Trace, Value
 from k8sdds.parsers.perftest_csv import Sections, numeric
 from k8sdds.parsers.perftest_json import Document
 
@@ -192,7 +192,7 @@ class Stream:
 
 
 def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
-                   layout: str | None = None, before: int = 0) -> list[Column]:
+                   layout: str | None = None, before: int = 0) -> list[Trace]:
     """Interval lines of one layout, read by pandas' C tokenizer: `wanted` maps the label a
     value follows (`Mbps:`) to (metric, unit), positions taken from `layout` (the first
     line); their interval numbers follow `before` lines already read."""
@@ -213,7 +213,7 @@ def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
         values = numeric(frame[pos])
         ok = ~np.isnan(values)
         if ok.any():
-            out.append(Column(metric, measure, t[ok], values[ok]))
+            out.append(Trace(metric, measure, t[ok], values[ok]))
     return out
 
 

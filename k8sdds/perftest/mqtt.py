@@ -18,10 +18,10 @@ import shutil
 from collections.abc import Sequence
 
 from k8sdds.model import Test
+from k8sdds.parsers.mqtt import BROKER  # the role name its log is parsed by
 from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version, pubsub_roles
 from k8sdds.perftest.clients import PEER_WAIT, OwnClient, built, first_line, not_built
 
-BROKER = "broker"
 PORT = 1883
 BINARY = "k8sdds-mqtt"
 

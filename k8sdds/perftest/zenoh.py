@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from k8sdds.model import Test
+from k8sdds.parsers.zenoh import ROUTER  # the role name its log is parsed by
 from k8sdds.perftest.base import Command, RoleContext, pubsub_roles
 from k8sdds.perftest.clients import PEER_WAIT, OwnClient, built, first_line, not_built
 
-ROUTER = "router"
 PORT = 7447  # Zenoh's own port: the router's, and the first subscriber's peer to peer
 BINARY = "k8sdds-zenoh"
 

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from k8sdds.errors import UserError
+from k8sdds.model import NODE_ROLES
 from k8sdds.testbed.profiles import PROFILES
 
-ROLES = ("control-plane", "worker")
 ARCHS = ("amd64", "arm64", "arm")
 NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$")
 MAX_NODES = 64
@@ -136,9 +136,9 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
         if not NAME.match(node.name):
             raise SpecError(f"{where}, field 'name': value {node.name!r}: lower-case letters, "
                             "digits and '-', at most 20 characters")
-        if node.role not in ROLES:
+        if node.role not in NODE_ROLES:
             raise SpecError(f"{where}, field 'role': value {node.role!r}; allowed: "
-                            f"{', '.join(ROLES)}")
+                            f"{', '.join(NODE_ROLES)}")
         if node.arch not in ARCHS:
             raise SpecError(f"{where}, field 'arch': value {node.arch!r}; allowed: "
                             f"{', '.join(ARCHS)}")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from k8sdds import caches
 from k8sdds.errors import UserError
+from k8sdds.images.debian_engines import SUITE  # the Debian release k8sdds runs on
 
-SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 ROOT_LABEL = "k8sdds-root"
 SEED_LABEL = "k8sdds-seed"
@@ -43,7 +43,7 @@ def elf_magic(bits: int, machine: int) -> str:
 
 
 @dataclass(frozen=True)
-class Board:
+class EmulatedBoard:
     """One kind of ARM machine: what Debian calls it and how QEMU emulates it."""
 
     arch: str  # Debian's architecture
@@ -63,12 +63,12 @@ class Board:
 
 
 BOARDS = {
-    "arm64": Board(arch="arm64", qemu="qemu-system-aarch64", cpu="cortex-a53",
+    "arm64": EmulatedBoard(arch="arm64", qemu="qemu-system-aarch64", cpu="cortex-a53",
                    user="/usr/bin/qemu-aarch64-static", bits=64, machine=183,
                    kernel="linux-image-arm64", k8s="linux-arm64"),
     # a Pi 2's core, 32-bit (Debian's armhf needs ARMv7); Debian's LPAE kernel, as the A7
     # has the extension (the kernel flavour meant for virtual machines)
-    "armhf": Board(arch="armhf", qemu="qemu-system-arm", cpu="cortex-a7",
+    "armhf": EmulatedBoard(arch="armhf", qemu="qemu-system-arm", cpu="cortex-a7",
                    user="/usr/bin/qemu-arm-static", bits=32, machine=40,
                    kernel="linux-image-armmp-lpae", k8s="linux-arm"),
 }
@@ -202,7 +202,7 @@ class Disk:
     """A built machine disk: the files qemu boots."""
 
     folder: Path
-    board: Board
+    board: EmulatedBoard
 
     @property
     def kernel(self) -> Path:
@@ -220,7 +220,7 @@ class Disk:
         return json.loads((self.folder / "built.json").read_text())
 
 
-def missing(board: Board) -> str | None:
+def missing(board: EmulatedBoard) -> str | None:
     """What this machine lacks to build or boot `board`'s machine, or None."""
     for tool in ("debootstrap", "mkfs.ext4", "unshare", "qemu-img", board.qemu, board.user):
         if not shutil.which(tool):
@@ -234,7 +234,7 @@ def missing(board: Board) -> str | None:
     return None
 
 
-def recipe(board: Board) -> str:
+def recipe(board: EmulatedBoard) -> str:
     """What the disk is made of, as text: its hash names the cached disk. Pure but for the
     Kubernetes parts' contents."""
     parts = {p: hashlib.sha256((caches.k8s_bin() / board.k8s / p).read_bytes()).hexdigest()
@@ -245,7 +245,7 @@ def recipe(board: Board) -> str:
                        "parts": parts}, sort_keys=True)
 
 
-def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk:
+def disk(board: EmulatedBoard, say: Callable[[str], None], mirror: str = MIRROR) -> Disk:
     """The machine disk for `board`, built the first time (about 4 minutes on 2 cores),
     then taken from the cache."""
     reason = missing(board)
@@ -301,7 +301,7 @@ def disk(board: Board, say: Callable[[str], None], mirror: str = MIRROR) -> Disk
     return done
 
 
-def in_root(board: Board, root: Path, script: str, what: str) -> None:
+def in_root(board: EmulatedBoard, root: Path, script: str, what: str) -> None:
     """Run `script` (sh) chrooted in the foreign `root`, its binaries run by qemu-user through
     a binfmt_misc of a user namespace of our own (uids 0-65535 mapped to themselves, so
     files keep their owners)."""

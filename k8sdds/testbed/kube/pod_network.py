@@ -74,7 +74,7 @@ class Real(PodNetwork):
     real = True
 
     @property
-    def part(self) -> base.Testbed:
+    def part(self) -> base.ClusterCni:
         assert self.record and self.record.testbed
         return self.record.testbed
 
