@@ -10,12 +10,14 @@ from typing import Any
 
 
 def option(default: Any, flag: str, help: str, *aliases: str, cli_type: type = str,
-           parse: Callable[[Any], Any] | None = None, **bounds: float) -> Any:
+           parse: Callable[[Any], Any] | None = None, pins: bool = False,
+           **bounds: float) -> Any:
     """A field that is also a command-line option: `flag` (and `aliases`) with `help`;
     `cli_type` is what the command line gives, `parse` turns it into the field's value;
-    `bounds`: min/max for numbers."""
+    `pins`: the option names where a run ran, so a resume may not change it; `bounds`:
+    min/max for numbers."""
     meta = {"flag": flag, "aliases": aliases, "help": help, "cli_type": cli_type,
-            "parse": parse, "bounds": bounds}
+            "parse": parse, "pins": pins, "bounds": bounds}
     return field(default=default, metadata=meta)
 
 
@@ -29,6 +31,11 @@ def build(cls: type, given: dict[str, Any]) -> Any:
         parse = f.metadata.get("parse")
         values[f.name] = parse(value) if parse else value
     return cls(**values)
+
+
+def pinned(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that name where a run ran (a resume continues there)."""
+    return tuple(f.name for f in fields(cls) if f.metadata.get("pins"))
 
 
 def recorded(options: Any) -> dict[str, Any]:

@@ -14,15 +14,16 @@ from typing import IO, Any
 from k8sdds import baseline, deployment, model, perftest, schedule
 from k8sdds.errors import UserError
 from k8sdds.expansion import summary
-from k8sdds.flags import recorded
+from k8sdds.flags import pinned, recorded
 from k8sdds.order import ORDERS
 from k8sdds.results import RunDir, RunManifest
 from k8sdds.run_flags import Matrix, ScheduleFlags, checked
 from k8sdds.runner import NoProgress, Outcome, Progress, Runner, RunOptions, resumable, same_backend
 
 DEFAULT_BACKEND = "emulated"
-# where a run ran: a resume may not move it elsewhere
-RESUME_SAME = ("testbed", "testbed_spec", "kubeconfig", "context", "namespace", "inventory")
+# where a run ran, as each backend's options mark it: a resume may not move it elsewhere
+RESUME_SAME = tuple(name for kind in deployment.BACKENDS.values()
+                    for name in pinned(kind.options))
 
 
 class OptionError(UserError):

@@ -102,9 +102,10 @@ def image_load(
     from k8sdds.images.index import describe
     from k8sdds.testbed.kube.kubelets import Kubelets
     from k8sdds.testbed.lock import TestbedLock
+    from k8sdds.testbed.spec import DEFAULT_NAME
     from k8sdds.testbed.testbed import Testbed
 
-    name = one_of(name, old_name, "--testbed", "--name") or "k8sdds"
+    name = one_of(name, old_name, "--testbed", "--name") or DEFAULT_NAME
     tb = Testbed.existing(name)
     if tb is None:
         raise UserError(f"testbed {name} is down (k8sdds testbed up --kubernetes)")

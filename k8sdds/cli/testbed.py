@@ -19,6 +19,7 @@ from k8sdds.cli.common import (
     out_console,
 )
 from k8sdds.errors import UserError
+from k8sdds.testbed.spec import DEFAULT_NAME
 
 testbed_app = typer.Typer(no_args_is_help=True, help="Manage the emulated edge cluster by hand.")
 
@@ -40,8 +41,6 @@ def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Pa
         return Testbed(spec.load(testbed_spec, name=name, profile=profile))
     return Testbed(spec.default_nodes(nodes, profile, DEFAULT_NAME if name is None else name))
 
-
-DEFAULT_NAME = "k8sdds"
 
 
 NAME = typer.Option(None, "--testbed", help="Testbed name (namespace prefix) [the spec's "

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k8sdds.flags import option
 from k8sdds.images import DEFAULT_IMAGE  # the engine image's tag: the image owns it
+from k8sdds.testbed.spec import DEFAULT_NAME  # the default testbed's name: the spec owns it
 
 
 def _names(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -21,8 +22,8 @@ class EmulatedOptions:
     """--backend emulated: the testbed on this machine."""
 
     testbed: str = option(
-        "k8sdds", "--testbed", "testbed name (namespace prefix); an existing testbed of "
-        "that name is reused and left up, else one is built and removed after")
+        DEFAULT_NAME, "--testbed", "testbed name (namespace prefix); an existing testbed of "
+        "that name is reused and left up, else one is built and removed after", pins=True)
     nodes: int = option(4, "--nodes", "nodes when the run builds the testbed: node0 is the "
                         "control plane, the others are workers, where pods run",
                         cli_type=int, min=2, max=64)
@@ -31,12 +32,16 @@ class EmulatedOptions:
         "(see `k8sdds testbed profiles`)")
     testbed_spec: Path | None = option(
         None, "--testbed-spec", "testbed spec (YAML): nodes with name, role, arch, profile "
-        "(--cluster is the old spelling)", "--cluster", cli_type=Path)
+        "(--cluster is the old spelling)", "--cluster", cli_type=Path, pins=True)
     no_calibrate: bool = option(
         False, "--no-calibrate", "run a calibrated profile (rpi3b, rpi4, rpi3b-wifi) on the "
         "CPU budget in use even where it was not calibrated on this machine (the answer says "
         "so); without it, the run calibrates that budget here first (`k8sdds testbed "
         "calibrate`, about 4 minutes, kept for the runs after it)", cli_type=bool)
+
+    def target(self) -> str:
+        """What a run on these options occupies (one run at a time on it)."""
+        return f"emulated:{self.testbed}"
 
 
 @dataclass(frozen=True)
@@ -44,11 +49,12 @@ class KubernetesOptions:
     """--backend kubernetes: pods on the cluster of a kubeconfig."""
 
     kubeconfig: Path | None = option(None, "--kubeconfig", "kubeconfig file [$KUBECONFIG, "
-                                     "~/.kube/config]", cli_type=Path)
-    context: str | None = option(None, "--context", "kubeconfig context [current]")
+                                     "~/.kube/config]", cli_type=Path, pins=True)
+    context: str | None = option(None, "--context", "kubeconfig context [current]",
+                                 pins=True)
     namespace: str | None = option(
         None, "--namespace", "namespace to run in (made if absent) [a new k8sdds-XXXXXX per "
-        "run]; everything the run makes there is removed at the end")
+        "run]; everything the run makes there is removed at the end", pins=True)
     image: str = option(DEFAULT_IMAGE, "--image", "engine image (ddsperf, iperf3, qperf, "
                         "ping; see docker/Dockerfile)")
     pub_node: str | None = option(None, "--pub-node", "node of the publisher (the first "
@@ -62,6 +68,10 @@ class KubernetesOptions:
         120.0, "--pod-timeout", "seconds a pod gets to be running (scheduled, image pulled) "
         "before its repeat fails with the pod's reason", cli_type=float, min=1)
 
+    def target(self) -> str:
+        """What a run on these options occupies (one run at a time on it)."""
+        return f"kubernetes:{self.kubeconfig or '~/.kube/config'}:{self.context or ''}"
+
 
 @dataclass(frozen=True)
 class SshOptions:
@@ -69,7 +79,11 @@ class SshOptions:
 
     inventory: Path | None = option(
         None, "--inventory", "the hosts (YAML, as for `k8sdds cluster`); the publisher on "
-        "the first worker, subscribers on the others", cli_type=Path)
+        "the first worker, subscribers on the others", cli_type=Path, pins=True)
     known_hosts: Path | None = option(
         None, "--known-hosts", "known_hosts the host keys are checked against [the "
         "inventory's, ~/.ssh/known_hosts]", cli_type=Path)
+
+    def target(self) -> str:
+        """What a run on these options occupies (one run at a time on it)."""
+        return f"ssh:{self.inventory}"

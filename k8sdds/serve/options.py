@@ -65,12 +65,11 @@ class _Options(BaseModel):
                             "no such flag)")
 
     def target(self) -> str:
-        """What a run occupies: one run at a time on it."""
-        if self.backend == "kubernetes":
-            return f"kubernetes:{self.kubeconfig or '~/.kube/config'}:{self.context or ''}"
-        if self.backend == "ssh":
-            return f"ssh:{self.inventory}"
-        return f"emulated:{self.testbed or 'k8sdds'}"
+        """What a run occupies: one run at a time on it (the backend's options say)."""
+        from k8sdds.deployment import options_of
+
+        given = {k: getattr(self, k) for k in BACKEND_FIELDS}
+        return options_of(self.backend, backend_values(given, "options")).target()
 
     def request(self, schedule: str, kind: str = "schedule") -> RunRequest:
         """The run this task asks for, as `k8sdds run` (or `baseline`) is asked: one request,

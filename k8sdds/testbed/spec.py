@@ -15,6 +15,8 @@ from k8sdds.errors import UserError
 from k8sdds.model import NODE_ROLES
 from k8sdds.testbed.profiles import PROFILES
 
+DEFAULT_NAME = "k8sdds"  # the testbed a run, `testbed up` and the service use by default
+
 ARCHS = ("amd64", "arm64", "arm")
 NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?$")
 MAX_NODES = 64
@@ -34,7 +36,7 @@ class TestbedSpec:
 
     __test__ = False  # not a pytest test class
 
-    name: str = "k8sdds"
+    name: str = DEFAULT_NAME
     nodes: tuple[NodeSpec, ...] = ()
 
     def __post_init__(self) -> None:
@@ -64,7 +66,8 @@ def _only(mapping: dict, allowed: tuple[str, ...], where: str, what: str) -> Non
                         f"allowed: {', '.join(allowed)}")
 
 
-def default_nodes(count: int, profile: str | None = None, name: str = "k8sdds") -> TestbedSpec:
+def default_nodes(count: int, profile: str | None = None, name: str = DEFAULT_NAME
+                  ) -> TestbedSpec:
     """node0 is the control plane; node1..node<count-1> are workers with `profile`."""
     if not 2 <= count <= MAX_NODES:
         raise SpecError(f"a cluster has 2 to {MAX_NODES} nodes, not {count}")
@@ -100,7 +103,7 @@ def load(path: str | Path, name: str | None = None, profile: str | None = None
     if name is not None and "name" in data and str(data["name"]) != name:
         raise SpecError(f"{path}: the spec names the testbed {data['name']!r}, the command "
                         f"line {name!r}: give one name (the namespaces and the lock take it)")
-    name = str(data.get("name", name or "k8sdds"))
+    name = str(data.get("name", name or DEFAULT_NAME))
     if not NAME.match(name) or len(name) > 12:
         raise SpecError(f"{path}: name {name!r}: lower-case letters, digits and '-', at most "
                         "12 characters")

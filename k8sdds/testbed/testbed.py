@@ -26,7 +26,7 @@ from k8sdds.testbed import capabilities, cgroups, link, napi, netns, wiring
 from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.profiles import PROFILES, link_burst_kb, not_emulated, resolve
-from k8sdds.testbed.spec import TestbedSpec
+from k8sdds.testbed.spec import DEFAULT_NAME, TestbedSpec
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
 MAX_PODS_PER_NODE = 32
@@ -100,7 +100,7 @@ class Testbed:
 
     # ---- state on disk -------------------------------------------------------------
     @classmethod
-    def existing(cls, name: str = "k8sdds") -> Testbed | None:
+    def existing(cls, name: str = DEFAULT_NAME) -> Testbed | None:
         """The testbed recorded on disk under `name`, or None."""
         check_name(name)
         path = state_dir() / f"{name}.json"
