@@ -277,7 +277,8 @@ def test_a_second_cluster_runs_beside_the_first(cluster, tmp_path):
 def test_the_emulated_wiring_carries_pods_when_asked(cluster, tmp_path):
     name = cluster["name"] + "e"
     up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--kubernetes", "--datapath",
-             "flannel-hostgw", "--cni", "emulated", env=cluster["env"], cwd=ROOT, timeout=600)
+             "flannel-hostgw", "--pod-network", "emulated", env=cluster["env"], cwd=ROOT,
+             timeout=600)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
@@ -298,7 +299,7 @@ def test_a_killed_bring_up_is_cleaned_by_down(cluster, tmp_path):
     name = cluster["name"] + "k"
     before = (host_mounts(name), root_links())
     up = subprocess.Popen([sys.executable, "-m", "k8sdds", "testbed", "up", "--testbed", name,
-                           "--nodes", "3", "--kubernetes", "--cni", "emulated"],
+                           "--nodes", "3", "--kubernetes", "--pod-network", "emulated"],
                           env=cluster["env"], cwd=ROOT, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
     pattern = f"{name}-kube/node1/kubelet.yaml"

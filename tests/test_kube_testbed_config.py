@@ -203,7 +203,7 @@ def test_choosing_what_carries_the_pods(tmp_path):
         cni.choose("flannel-vxlan", "real", tmp_path)
     with pytest.raises(UserError, match="no real CNI for calico-vxlan"):
         cni.choose("calico-vxlan", "real", tmp_path)
-    with pytest.raises(UserError, match="--cni bogus"):
+    with pytest.raises(UserError, match="--pod-network bogus"):
         cni.choose("kube-router", "bogus", tmp_path)
     for name in flannel.CNI.testbed.binaries:
         (tmp_path / f"{name}-v1").touch()

@@ -186,6 +186,41 @@ def test_commands_reach_the_backends_only_through_the_registry():
     assert not {m for m in graph["k8sdds.runner"] if m.startswith("k8sdds.deployment.")}
 
 
+# a branch on a backend's name outside the backends, and why it may stay
+BACKEND_BRANCHES = {"k8sdds.results.manifest": "a version 1 manifest's upgrade",
+                    "k8sdds.testbed.kube.pod_network": "--pod-network emulated: a mode, not "
+                    "a backend"}
+
+
+def _branches_on_a_backend(path: Path) -> list[int]:
+    """The lines of `path` that compare a value with a backend's name."""
+    from k8sdds.deployment import BACKENDS
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare) and any(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+            names = {c.value for c in ast.walk(node)
+                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if names & set(BACKENDS):
+                found.append(node.lineno)
+    return found
+
+
+def test_no_code_outside_a_backend_branches_on_a_backends_name():
+    """What differs by backend is in its record (deployment.BACKENDS, its options): a
+    `backend == "ssh"` elsewhere is a fact kept outside it."""
+    found = {name: lines for name, path in _modules().items()
+             if not name.startswith("k8sdds.deployment")
+             and (lines := _branches_on_a_backend(path)) and name not in BACKEND_BRANCHES}
+    assert found == {}
+
+
+def test_the_backend_branch_rule_finds_one(tmp_path):
+    (tmp_path / "m.py").write_text('def f(o):\n    return o.backend == "ssh"\n')
+    assert _branches_on_a_backend(tmp_path / "m.py") == [2]
+
+
 def test_a_skip_fails_where_every_test_must_run(pytester, monkeypatch):
     """The rule as a plugin of its own, in a pytest session of its own (pytester's)."""
     pytester.makepyfile(test_skips="import pytest\n\n"

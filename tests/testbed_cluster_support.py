@@ -41,7 +41,7 @@ def up_cluster(name: str, datapath: str, env: dict, says: str,
     bring-up must print `says`. Down afterwards, and the machine as it was."""
     before = (sysctls(), root_links(), host_mounts(name), fixed_paths())
     up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--kubernetes", "--datapath",
-             datapath, "--cni", cni, env=env, cwd=ROOT, timeout=1800)
+             datapath, "--pod-network", cni, env=env, cwd=ROOT, timeout=1800)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         assert says in up.stderr, up.stderr[-3000:]

@@ -70,14 +70,18 @@ def testbed_up(name: str | None = NAME,
                image_archive: Path | None = typer.Option(
                    None, "--image-archive", help="With --kubernetes: the engine image archive "
                    "the nodes import [built by `k8sdds image build`, cached]."),
-               cni: str = typer.Option(
-                   "auto", "--cni", help="With --kubernetes: what carries the pods. real: the "
-                   "datapath's own CNI, its DaemonSet from the pinned upstream manifest (for "
-                   f"{_real_cnis()}); emulated: the testbed's wiring of the datapath with "
-                   "Debian's bridge plugin; auto: real where it can run here, else emulated."),
+               pod_network: str | None = typer.Option(
+                   None, "--pod-network", help="With --kubernetes: what carries the pods. "
+                   "real: the datapath's own CNI, its DaemonSet from the pinned upstream "
+                   f"manifest (for {_real_cnis()}); emulated: the testbed's wiring of the "
+                   "datapath with Debian's bridge plugin; auto: real where it can run here, "
+                   "else emulated [auto]."),
+               old_cni: str | None = typer.Option(
+                   None, "--cni", hidden=True, help="The old spelling of --pod-network."),
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
     name = one_of(name, old_name, "--testbed", "--name")
+    cni = one_of(pod_network, old_cni, "--pod-network", "--cni") or "auto"
     testbed_spec = one_of(testbed_spec, old_spec, "--testbed-spec", "--spec")
     from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.wiring import WIRING
@@ -90,7 +94,7 @@ def testbed_up(name: str | None = NAME,
 
         check_datapath(dp, cni)
     elif cni != "auto" or image_archive is not None:
-        raise UserError("--cni and --image-archive are for --kubernetes")
+        raise UserError("--pod-network and --image-archive are for --kubernetes")
     tb = _testbed(name, nodes, profile, testbed_spec)
     with _locked(tb.spec.name):
         tb.up()

@@ -128,7 +128,7 @@ class Image:
 
 @dataclass(frozen=True)
 class ClusterCni:
-    """The real CNI on the testbed cluster (`testbed up --kubernetes --cni real`)."""
+    """The real CNI on the testbed cluster (`testbed up --kubernetes --pod-network real`)."""
 
     datapaths: tuple[str, ...]  # those of its datapaths it carries on the testbed
     binaries: tuple[str, ...]  # built by .ci/k8s-test-binaries; the first names its version

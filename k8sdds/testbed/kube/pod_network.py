@@ -190,18 +190,18 @@ def choose(datapath: str, mode: str, binaries: Path) -> PodNetwork:
     """The CNI for `datapath`: `real` (refused when it cannot run here), `emulated`, or
     `auto` (real where it can run here, else emulated with the reason)."""
     if mode not in MODES:
-        raise UserError(f"--cni {mode}: use one of {', '.join(MODES)}")
+        raise UserError(f"--pod-network {mode}: use one of {', '.join(MODES)}")
     record = REAL.get(datapath)
     if mode == "emulated":
         return PodNetwork(datapath)
     if record is None:
         if mode == "real":
-            raise UserError(f"--cni real: k8sdds runs no real CNI for {datapath} here (real: "
-                            f"{', '.join(REAL)}); use --cni emulated")
+            raise UserError(f"--pod-network real: k8sdds runs no real CNI for {datapath} here "
+                            f"(real: {', '.join(REAL)}); use --pod-network emulated")
         return PodNetwork(datapath, fallback=f"no real CNI for {datapath} here")
     reason = missing(record, binaries)
     if reason:
         if mode == "real":
-            raise UserError(f"--cni real: {reason}")
+            raise UserError(f"--pod-network real: {reason}")
         return PodNetwork(datapath, fallback=f"real {record.name} unavailable: {reason}")
     return Real(datapath, record=record)

@@ -26,7 +26,7 @@ def check_datapath(name: str, cni_mode: str = "emulated") -> None:
                and d.pod_prefix == 24 and d.wiring is not None]
         raise UserError(f"--kubernetes with the emulated wiring needs a datapath that routes a "
                         f"pod CIDR per node ({', '.join(fit)}), not {name} (its real CNI: "
-                        "--cni real)")
+                        "--pod-network real)")
 
 
 def bring_up(tb: Testbed, datapath: str, image_archive: Path | None, cni_mode: str = "auto",
