@@ -22,22 +22,32 @@ MIN_NODES = 3  # a control plane and two workers, for the cross-node paths
 
 @dataclass(frozen=True)
 class Probe:
-    """One measurement of the matrix, on every path."""
+    """One measurement of the matrix, on every path, and the column of the report's path
+    matrix that shows it (analysis.tables.matrix)."""
 
     engine: str
     transport: str
     latency: bool
     data_len: int
+    label: str  # its column: what it shows, in its unit
+    metric: str = "throughput_mbps"  # the figure of its rows that column shows
     streams: int = 1
+    any_transport: bool = False  # the column takes the engine's rows of every transport
 
 
 PROBES = {
-    "ping": (Probe("ping", "udp", True, 56),),
-    "iperf3": (Probe("iperf3", "tcp", False, 128 * 1024), Probe("iperf3", "udp", False, 1024)),
-    "qperf": (Probe("qperf", "tcp", False, 64 * 1024), Probe("qperf", "tcp", True, 64),
-              Probe("qperf", "udp", True, 64)),
-    "ab": (Probe("ab", "tcp", False, 1024, streams=4),),
-    "ddsperf": (Probe("ddsperf", "udp", False, 1024), Probe("ddsperf", "udp", True, 64)),
+    "ping": (Probe("ping", "udp", True, 56, "ping p50 (µs)", "latency_us_p50",
+                   any_transport=True),),
+    "iperf3": (Probe("iperf3", "tcp", False, 128 * 1024, "iperf3 TCP (Mb/s)"),
+               Probe("iperf3", "udp", False, 1024, "iperf3 UDP (Mb/s)")),
+    "qperf": (Probe("qperf", "tcp", False, 64 * 1024, "qperf TCP (Mb/s)"),
+              Probe("qperf", "tcp", True, 64, "qperf TCP RTT (µs)", "latency_us_mean"),
+              Probe("qperf", "udp", True, 64, "qperf UDP RTT (µs)", "latency_us_mean")),
+    "ab": (Probe("ab", "tcp", False, 1024, "ab (requests/s)", "requests_per_s", streams=4),),
+    # the pub/sub side: the report takes ddsperf's rows of any transport and schedule
+    "ddsperf": (Probe("ddsperf", "udp", False, 1024, "ddsperf (Mb/s)", any_transport=True),
+                Probe("ddsperf", "udp", True, 64, "ddsperf p50 RTT (µs)", "latency_us_p50",
+                      any_transport=True)),
 }
 
 

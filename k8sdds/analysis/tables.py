@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from k8sdds import model
+from k8sdds import baseline, model
 from k8sdds.analysis import verdict
 from k8sdds.analysis.load import (
     MEASURING,
@@ -215,41 +215,33 @@ def security(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
                                           ignore_index=True)
 
 
-# the network measurements of the path matrix: (engine, transport, latency_test, metric)
-BASELINES = {
-    "iperf3 TCP (Mb/s)": ("iperf3", "tcp", False, "throughput_mbps"),
-    "iperf3 UDP (Mb/s)": ("iperf3", "udp", False, "throughput_mbps"),
-    "qperf TCP (Mb/s)": ("qperf", "tcp", False, "throughput_mbps"),
-    "ab (requests/s)": ("ab", "tcp", False, "requests_per_s"),
-    "ping p50 (µs)": ("ping", None, True, "latency_us_p50"),
-    "qperf TCP RTT (µs)": ("qperf", "tcp", True, "latency_us_mean"),
-    "qperf UDP RTT (µs)": ("qperf", "udp", True, "latency_us_mean"),
-    "ddsperf (Mb/s)": ("ddsperf", None, False, "throughput_mbps"),
-    "ddsperf p50 RTT (µs)": ("ddsperf", None, True, "latency_us_p50"),
-}
+# the columns of the path matrix: each probe of `k8sdds baseline` (baseline.PROBES), the
+# network engines' first and ddsperf's last
+PROBES = sorted((p for probes in baseline.PROBES.values() for p in probes),
+                key=lambda p: p.engine == "ddsperf")
 
 
 def _means(runs: Runs) -> dict[str, pd.Series]:
     """Per baseline column: the mean over repeats, by (datapath, path)."""
     out = {}
-    for label, (engine, transport, latency, metric) in BASELINES.items():
-        rv = repeat_values(runs.results, metric, ROUND_TRIPS if latency else MEASURING)
-        rv = rv[(rv["engine"] == engine) & (rv["latency_test"] == latency)]
-        if transport:
-            rv = rv[rv["transport"] == transport]
-        if engine == "ddsperf":  # the pub/sub side of the comparison: its usual sweep point
+    for p in PROBES:
+        rv = repeat_values(runs.results, p.metric, ROUND_TRIPS if p.latency else MEASURING)
+        rv = rv[(rv["engine"] == p.engine) & (rv["latency_test"] == p.latency)]
+        if not p.any_transport:
+            rv = rv[rv["transport"] == p.transport]
+        if p.engine == "ddsperf":  # the pub/sub side of the comparison: its usual sweep point
             rv = base(rv, keep=("datapath", "path", "placement", "engine", "latency_test"))
         if rv.empty:
             continue
-        out[label] = rv.groupby(["datapath", "path"])["value"].mean()
+        out[p.label] = rv.groupby(["datapath", "path"])["value"].mean()
     return out
 
 
 def matrix(runs: Runs) -> pd.DataFrame:
     """The path matrix: per datapath and path, each network measurement (and ddsperf's)."""
     means = _means(runs)
-    if not any(label in means for label, (engine, *_) in BASELINES.items()
-               if engine != "ddsperf"):  # no network engine: no matrix
+    if not any(p.label in means for p in PROBES
+               if p.engine != "ddsperf"):  # no network engine: no matrix
         return pd.DataFrame()
     table = pd.DataFrame(means)
     table.index.names = ["datapath", "path"]
