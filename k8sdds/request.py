@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
-from k8sdds import baseline, deployment, model, perftest, schedule
+from k8sdds import baseline, cni, deployment, model, perftest, schedule
 from k8sdds.errors import UserError
 from k8sdds.expansion import summary
 from k8sdds.flags import pinned, recorded
@@ -235,7 +235,7 @@ def _baseline(req: RunRequest, chosen: Any, engines: Mapping[str, Any],
                           f"{baseline.MIN_NODES} nodes (a control plane and two workers, for "
                           "the cross-node paths)")
     offered = list(chosen.datapaths())
-    usual = ["host", "flannel-hostgw", "flannel-vxlan"]
+    usual = list(cni.BASELINE_DEFAULT)
     names = datapaths(m.datapath or ",".join(usual if set(usual) <= set(offered)
                                              else offered), offered)
     wanted = list(chosen.limits().paths) if m.paths.strip().lower() == "all" else [

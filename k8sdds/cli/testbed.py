@@ -81,19 +81,20 @@ def testbed_up(name: str | None = NAME,
                ) -> None:
     """Bring the emulated cluster up (a run reuses it and leaves it up)."""
     name = one_of(name, old_name, "--testbed", "--name")
-    cni = one_of(pod_network, old_cni, "--pod-network", "--cni") or "auto"
+    mode = one_of(pod_network, old_cni, "--pod-network", "--cni") or "auto"
     testbed_spec = one_of(testbed_spec, old_spec, "--testbed-spec", "--spec")
+    from k8sdds import cni
     from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.wiring import WIRING
 
-    dp = datapath or ("flannel-hostgw" if kubernetes else "host")
+    dp = datapath or (cni.CLUSTER_DEFAULT if kubernetes else "host")
     [dp] = datapath_list(dp, list(WIRING))[:1]
     check_available(lambda name: datapath_unavailable(model.datapath(name)), [dp])
     if kubernetes:
         from k8sdds.testbed.kube.up import check_datapath
 
-        check_datapath(dp, cni)
-    elif cni != "auto" or image_archive is not None:
+        check_datapath(dp, mode)
+    elif mode != "auto" or image_archive is not None:
         raise UserError("--pod-network and --image-archive are for --kubernetes")
     tb = _testbed(name, nodes, profile, testbed_spec)
     with _locked(tb.spec.name):
@@ -101,7 +102,7 @@ def testbed_up(name: str | None = NAME,
         if kubernetes:
             from k8sdds.testbed.kube.up import bring_up
 
-            kubeconfig = bring_up(tb, dp, image_archive, cni, say=lambda line: err_console.print(
+            kubeconfig = bring_up(tb, dp, image_archive, mode, say=lambda line: err_console.print(
                 line, markup=False, highlight=False))
         else:
             tb.use_datapath(dp)

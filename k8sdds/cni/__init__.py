@@ -16,6 +16,10 @@ CNIS: dict[str, Cni] = {c.name: c for c in (
 UNKNOWN = Datapath("unknown", "a CNI k8sdds does not recognise", "unknown", 1450, False)
 DATAPATHS: dict[str, Datapath] = {
     **{d.name: d for c in CNIS.values() for d in c.datapaths}, UNKNOWN.name: UNKNOWN}
+# the datapaths a k8sdds command takes where none is given: the host baseline; the testbed
+# cluster's pod network (`testbed up --kubernetes`); the path matrix's (`k8sdds baseline`)
+CLUSTER_DEFAULT = "flannel-hostgw"
+BASELINE_DEFAULT = ("host", "flannel-hostgw", "flannel-vxlan")
 # the datapath -> the CNI it belongs to
 OWNER: dict[str, Cni] = {d.name: c for c in CNIS.values() for d in c.datapaths}
 # `cluster init --cni` choices
