@@ -1,8 +1,8 @@
 """The vocabulary as data: tests, command-line defaults, backend limits and datapaths.
 
-It imports only the CNI records (k8sdds/cni, data that imports nothing of the package but
-its errors), so every layer (schedule, engines, backends, runner, analysis) can use it
-without a cycle.
+It imports only the CNI records (k8sdds/cni: data that imports nothing else of the
+package), so every layer above (schedule, engines, backends, runner,
+analysis) can use it without a cycle.
 """
 
 from __future__ import annotations

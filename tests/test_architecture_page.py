@@ -124,3 +124,35 @@ def test_the_name_check_finds_a_stale_name():
     assert missing("NoSuchConstant") == "NoSuchConstant is defined nowhere"
     assert missing("testbed/no_such.py") == "no file testbed/no_such.py"
     assert missing("k8sdds run --sch") is None and missing("host") is None
+
+
+def _layer_section() -> str:
+    text = PAGE.read_text()
+    start = text.index("## Layers")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def _missing_from_layers(section: str) -> list[str]:
+    """The entries of `k8sdds.layers.LAYERS` the page's layer list does not name, each as
+    the page writes it (`name/` for a package, `name.py` for a module)."""
+    from k8sdds.layers import LAYERS
+
+    wanted = []
+    for layer in LAYERS:
+        for name in layer:
+            if name == "k8sdds":
+                wanted.append("`__init__.py`")
+            elif (ROOT / "k8sdds" / name).is_dir():
+                wanted.append(f"`{name}/`")
+            else:
+                wanted.append(f"`{name}.py`")
+    return [w for w in wanted if w not in section]
+
+
+def test_the_layer_list_names_every_layer_entry():
+    """A package or module added to k8sdds/layers.py is named on the page (vm/ was not)."""
+    assert _missing_from_layers(_layer_section()) == []
+
+
+def test_the_layer_check_finds_a_missing_package():
+    assert "`vm/`" in _missing_from_layers(_layer_section().replace("`vm/`", "vm"))

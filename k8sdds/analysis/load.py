@@ -11,7 +11,7 @@ import pandas as pd
 
 from k8sdds.analysis.stats import QUANTILES, latency_cdf
 from k8sdds.errors import UserError
-from k8sdds.results import RESULTS, RunDir
+from k8sdds.results import RESULTS, ManifestError, RepeatKey, RunDir
 from k8sdds.results.schema import BOOLEANS, BY_NAME, NAMES, PARAMS
 
 # PARAMS: what identifies a test across runs (so runs of different datapaths or clusters
@@ -45,11 +45,11 @@ def failed_repeats(manifest: dict) -> set[tuple[int, int]]:
     out = set()
     for key, entry in manifest.get("repeats", {}).items():
         if entry.get("status") == "failed":
-            test, _, rep = key.partition("/")
             try:
-                out.add((int(test.removeprefix("test-")), int(rep.removeprefix("rep-"))))
-            except ValueError:
+                parsed = RepeatKey.parse(key)
+            except ManifestError:  # a loaded manifest was checked: not a repeat of it
                 continue
+            out.add((parsed.test, parsed.repeat))
     return out
 
 

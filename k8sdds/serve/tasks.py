@@ -1,7 +1,9 @@
-"""The task queue of `k8sdds serve`: schedules submitted over the API, kept in the database
-(nothing is lost when the service stops), run one at a time per target (a testbed, a cluster
-context, an inventory) by `k8sdds run` in a child process, followed (progress from the run's
-manifest), and imported when they end.
+"""The task queue of `k8sdds serve`: schedules and baselines submitted over the API, kept in
+the database (nothing is lost when the service stops), run one at a time per target (a
+testbed, a cluster context, an inventory: the backend's options say) by `k8sdds run
+--request FILE` in a child process (the request written once, to the task's
+`request.json`), followed (progress from the run's manifest), and added to the runs table
+when they end.
 
 The child dies with the service (PR_SET_PDEATHSIG: SIGTERM, which `k8sdds run` takes as a
 clean stop); a task found running at start is resumed (`k8sdds run --resume`), as after

@@ -1,6 +1,7 @@
 """The kubernetes backend, split along its seams: `api` (client, calls, the runner's token),
-`cluster` (nodes and CNI), `manifests` and `cni` (pure), `pods` (pure readings of pods),
-`watch` (waits), `services`, `metrics` (pure) and `usage`, `cleanup`, and `backend`."""
+`view` (the cluster's nodes and CNI), `objects` (the run's objects as dicts, pure), `pods`
+(pure readings of pods), `watch` (waits), `services`, `metrics` (pure) and `usage`,
+`cleanup`, and `backend`."""
 
 from k8sdds.deployment.kubernetes.api import connect
 from k8sdds.deployment.kubernetes.backend import KubernetesBackend
