@@ -88,7 +88,7 @@ def test_the_database_holds_only_good_repeats_unless_asked(run, tmp_path):
 
     for include, db in ((False, "good.db"), (True, "all.db")):
         engine = store.open_db(f"sqlite:///{tmp_path / db}")
-        assert store.import_run(engine, run.path, include_failed=include)
+        assert store.add_run(engine, run.path, include_failed=include)
         with engine.connect() as conn:
             keys = {(r.test, r.repeat) for r in conn.execute(
                 select(results.c.test, results.c.repeat))}

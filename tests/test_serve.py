@@ -104,9 +104,9 @@ def test_runs_are_imported_once_and_read_back_as_written(db_url, tmp_path):
     paths = _runs(tmp_path / "logs")
     engine = store.open_db(db_url)
     store.open_db(db_url)  # migrating twice changes nothing
-    first = store.import_tree(engine, tmp_path / "logs")
+    first = store.add_runs(engine, tmp_path / "logs")
     assert sorted(first.added) == sorted(p.name for p in paths) and not first.refused
-    again = store.import_tree(engine, tmp_path / "logs")
+    again = store.add_runs(engine, tmp_path / "logs")
     assert again.added == () and sorted(again.present) == sorted(first.added)
     for path in paths:
         written = pd.read_csv(path / "results.csv", dtype=str, keep_default_na=False)
@@ -130,7 +130,7 @@ def test_a_damaged_run_is_refused_by_name_and_the_others_are_added(db_url, tmp_p
     good, bad = _runs(tmp_path / "logs", 2)
     (bad / "manifest.json").write_text("{not json")
     engine = store.open_db(db_url)
-    done = store.import_tree(engine, tmp_path / "logs")
+    done = store.add_runs(engine, tmp_path / "logs")
     assert done.added == (good.name,)
     assert done.refused[0][0] == str(bad) and "manifest.json" in done.refused[0][1]
     assert store.run(engine, bad.name) is None

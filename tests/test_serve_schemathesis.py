@@ -34,7 +34,7 @@ def service(db_url, tmp_path):  # noqa: F811 - the fixture of test_serve
     [run] = _runs(logs, 1)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     added = subprocess.run([sys.executable, "-m", "k8sdds", "serve", "--db", db_url, "--out",
-                            str(logs), "--import"], env=env, capture_output=True, text=True,
+                            str(logs), "--add-runs"], env=env, capture_output=True, text=True,
                            timeout=120)
     assert added.returncode == 0 and "added 1 runs" in added.stdout, added.stderr
     port = _free_port()

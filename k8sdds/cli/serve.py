@@ -36,9 +36,13 @@ def serve(
     token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the "
                                            "token every API call must bring (Authorization: "
                                            "Bearer TOKEN) [none: loopback only]."),
-    import_runs: bool = typer.Option(False, "--import", help="Add every run directory in "
-                                     "--out to the database (each once), then exit."),
-    include_failed: bool = typer.Option(False, "--include-failed", help="With --import: "
+    add_runs: bool = typer.Option(False, "--add-runs", help="Add every run directory in "
+                                  "--out to the database (each once), then exit (`k8sdds "
+                                  "import` is another thing: K8sDDS data into run "
+                                  "directories)."),
+    old_add: bool = typer.Option(False, "--import", hidden=True,
+                                 help="The old spelling of --add-runs."),
+    include_failed: bool = typer.Option(False, "--include-failed", help="With --add-runs: "
                                         "add the rows a failed repeat parsed too (left out "
                                         "by default; the run's manifest keeps the repeat "
                                         "and its reason)."),
@@ -79,8 +83,8 @@ def serve(
                                  "then checked)", param_hint="--listen")
     out.mkdir(parents=True, exist_ok=True)
     engine = store.open_db(db or store.default_url(out))
-    if import_runs:
-        done = store.import_tree(engine, out, include_failed)
+    if add_runs or old_add:
+        done = store.add_runs(engine, out, include_failed)
         for _path, why in done.refused:
             err_console.print(f"not added: {why}", markup=False, highlight=False)
         out_console.print(f"added {len(done.added)} runs, {len(done.present)} already there, "

@@ -225,7 +225,7 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
         if not (path / "manifest.json").is_file():
             raise HTTPException(404, f"no run directory {name!r} in {out}")
         try:
-            added = store.import_run(engine, path)
+            added = store.add_run(engine, path)
         except (RunDirError, UserError) as exc:
             raise HTTPException(422, str(exc)) from None
         if not added:

@@ -65,7 +65,7 @@ def migrate(engine: Engine) -> None:
 
 
 @dataclass(frozen=True)
-class Imported:
+class Added:
     added: tuple[str, ...]
     present: tuple[str, ...]  # already in the database: not added twice
     refused: tuple[tuple[str, str], ...]  # (path, why)
@@ -113,7 +113,7 @@ def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
         yield out
 
 
-def import_run(engine: Engine, path: Path, include_failed: bool = False) -> bool:
+def add_run(engine: Engine, path: Path, include_failed: bool = False) -> bool:
     """Add one run directory; False when its run is already there (never twice). A failed
     repeat's rows are left out unless `include_failed` (its manifest entry, with the reason,
     is kept with the run's)."""
@@ -162,15 +162,15 @@ def _time(text) -> dt.datetime | None:
         return None
 
 
-def import_tree(engine: Engine, out: Path, include_failed: bool = False) -> Imported:
+def add_runs(engine: Engine, out: Path, include_failed: bool = False) -> Added:
     """Every run directory under `out` (one level, as `k8sdds run --out` makes them)."""
     added, present, refused = [], [], []
     for path in sorted(p for p in Path(out).iterdir() if (p / "manifest.json").is_file()):
         try:
-            (added if import_run(engine, path, include_failed) else present).append(path.name)
+            (added if add_run(engine, path, include_failed) else present).append(path.name)
         except (RunDirError, UserError) as exc:
             refused.append((str(path), str(exc)))
-    return Imported(tuple(added), tuple(present), tuple(refused))
+    return Added(tuple(added), tuple(present), tuple(refused))
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,7 @@ class Worker:
             if run is not None:
                 values["run_id"] = run.name
                 if status == "done":
-                    store.import_run(self.engine, run)  # once: the run id is the key
+                    store.add_run(self.engine, run)  # once: the run id is the key
             with self.engine.begin() as conn:
                 conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
 
