@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from k8sdds import cni, perftest, records
@@ -165,6 +165,26 @@ def import_tree(root: Path, out: Path, skipped: list[tuple[str, str]] | None = N
     return runs
 
 
+@dataclass(frozen=True)
+class Source:
+    """One configuration folder of the K8sDDS tree, as read before its run is written: where
+    it is, what it measured (its name says the datapath, transport and variant), the
+    schedule its tests come from (None: the logs' headers) and its test folders."""
+
+    root: Path
+    kind: str  # "throughput" or "latency", the tree's top folder
+    latency: bool
+    folder: Path
+    datapath: str
+    transport: str
+    variant: str
+    schedule: Path | None
+    rows: list | None  # the schedule's tests
+    base: int  # the number of its first test folder (0, or 1 in a tree numbered from 1)
+    tests_dirs: dict[int, Path]
+    links: list[str]  # links met (never followed), said in the manifest
+
+
 def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
             schedule: Path | None = None, advance: Callable[[int], None] | None = None
             ) -> Path:
@@ -195,8 +215,9 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
     shutil.rmtree(partial, ignore_errors=True)
     run = RunDir.create(out, partial.name)
     try:
-        _fill(run, final.name, root, kind, latency, folder, sch, rows, base, tests_dirs,
-              engines, datapath, transport, variant, links, advance)
+        _fill(run, final.name, Source(root, kind, latency, folder, datapath, transport,
+                                      variant, sch, rows, base, tests_dirs, links),
+              engines, advance)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -204,26 +225,24 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
     return final
 
 
-def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder: Path,
-          sch: Path | None, rows: list | None, base: int, tests_dirs: dict, engines,
-          datapath: str, transport: str, variant: str, links: list[str],
+def _fill(run: RunDir, run_id: str, src: Source, engines,
           advance: Callable[[int], None] | None = None) -> None:
     manifest = RunManifest(
         run_id=run_id, backend="imported", tests=[], status="complete",
-        command_line=["k8sdds", "import", "k8sdds-data", str(root)],
-        schedule={}, cluster={"source": str(folder)},
-        datapaths=[datapath], tools={"rtiperftest": "from the logs"},
-        imported={"kind": kind, "folder": folder.name, "variant": variant,
-                  "tests_from": "the schedule" if sch else "the logs' headers"})
+        command_line=["k8sdds", "import", "k8sdds-data", str(src.root)],
+        schedule={}, cluster={"source": str(src.folder)},
+        datapaths=[src.datapath], tools={"rtiperftest": "from the logs"},
+        imported={"kind": src.kind, "folder": src.folder.name, "variant": src.variant,
+                  "tests_from": "the schedule" if src.schedule else "the logs' headers"})
     engine = engines["rtiperftest"]
     disagreements, unsaid, made = [], [], []
     columns = {c.strip().lower() for c in
-               read_bytes(sch, "schedule").decode("utf-8", errors="replace")
-               .lstrip("\ufeff").splitlines()[0].split(",")} if sch else set()
-    for index, path in sorted(tests_dirs.items()):
-        row = index - base
-        if rows is not None and not 0 <= row < len(rows):
-            raise UserError(f"{path}: no row {row} in {sch} ({len(rows)} rows)")
+               read_bytes(src.schedule, "schedule").decode("utf-8", errors="replace")
+               .lstrip("\ufeff").splitlines()[0].split(",")} if src.schedule else set()
+    for index, path in sorted(src.tests_dirs.items()):
+        row = index - src.base
+        if src.rows is not None and not 0 <= row < len(src.rows):
+            raise UserError(f"{path}: no row {row} in {src.schedule} ({len(src.rows)} rows)")
         logs, heads, refused = {}, {}, []
         for log in sorted(path.iterdir()):
             m = LOG.match(log.name)
@@ -234,7 +253,7 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
                     logs[role] = log
                 except FileRefused as exc:
                     refused.append(str(exc))
-        if rows is None:
+        if src.rows is None:
             said = _said(heads)
             described = from_header(said, row)
             if described is None:
@@ -248,11 +267,11 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
             made.append(described)
             scheduled = described
         else:
-            scheduled = rows[row]
-        scheduled = replace(scheduled, engine="rtiperftest", datapath=datapath,
-                            transport=transport, latency_test=latency,
-                            secure="secure" in variant, number=row + 1)
-        test, differ = _with_header(scheduled, heads, str(sch), columns)
+            scheduled = src.rows[row]
+        scheduled = replace(scheduled, engine="rtiperftest", datapath=src.datapath,
+                            transport=src.transport, latency_test=src.latency,
+                            secure="secure" in src.variant, number=row + 1)
+        test, differ = _with_header(scheduled, heads, str(src.schedule), columns)
         impossible = check_values(test)
         if impossible:  # a header value no test can have: never a parameter
             field, value, allowed = impossible
@@ -286,16 +305,16 @@ def _fill(run: RunDir, run_id: str, root: Path, kind: str, latency: bool, folder
         del parsed
         unsaid += [f"{path.name}/{d}" for d in dropped]
     if not manifest.tests:
-        raise UserError(f"{folder}: no test's logs say what it measured ({unsaid[0]}); give "
+        raise UserError(f"{src.folder}: no test's logs say what it measured ({unsaid[0]}); give "
                         "a schedule with --schedule (K8sDDS's is schedules/k8sdds.csv)")
-    manifest.schedule = (run.copy_schedule(sch) if sch else run.copy_schedule(
+    manifest.schedule = (run.copy_schedule(src.schedule) if src.schedule else run.copy_schedule(
         "the logs' headers", text="\n".join([SCHEDULE_HEAD, *(
             f"{t.data_len},{str(t.multicast).lower()},{t.num_subscribers},"
             f"{str(t.best_effort).lower()},{t.batch_size},{t.duration:g}" for t in made)]) + "\n"))
     if disagreements:  # the header won; what the schedule said is kept here
         manifest.imported = {**manifest.imported, "header_over_schedule": disagreements}
-    stray = sorted(p.name for p in folder.iterdir() if p.is_file() and LOG.match(p.name))
-    skipped = links + unsaid + [f"{name}: outside any test-<i> folder, so no test to give it"
+    stray = sorted(p.name for p in src.folder.iterdir() if p.is_file() and LOG.match(p.name))
+    skipped = src.links + unsaid + [f"{name}: outside any test-<i> folder, so no test to give it"
                                 for name in stray]
     if skipped:  # logs no test can be given to
         manifest.imported = {**manifest.imported, "skipped": skipped}
