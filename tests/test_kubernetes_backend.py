@@ -255,7 +255,8 @@ def test_run_collects_logs_through_the_api_and_parses_them(cp, tmp_path):
     usage = json.loads((run / "test-1" / "rep-1" / "usage.json").read_text())
     assert abs(usage["node_load1"] - os.getloadavg()[0]) < 3
     load = df[(df.role == "datapath") & (df.metric == "node_load1")]
-    assert len(load) == 4 and (load.value >= 0).all()
+    # each node's, this machine's under kwok: near what the kernel says now
+    assert len(load) == 4 and ((load.value - os.getloadavg()[0]).abs() < 3).all()
     # the configuration each pod got is kept beside its log
     cfg = (run / "test-1" / "rep-1" / "pub.cyclonedds.xml").read_text()
     assert "t1-r1-sub0-" in cfg  # peers by the pods' DNS names

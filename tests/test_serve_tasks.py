@@ -202,7 +202,6 @@ def test_a_killed_service_resumes_the_run_in_flight(service):
     service.start()
     done = service.wait(task["id"], lambda t: t["status"] not in ("queued", "running"))
     assert done["status"] == "done" and done["done"] == done["total"] == 3, done
-    assert "resumed" in (folder / "run.log").read_text() or done["message"] == ""
     manifest = json.loads((folder / done["run_id"] / "manifest.json").read_text())
     assert manifest["resumed"], "the run was not resumed"
     df = _results_once(service, done)

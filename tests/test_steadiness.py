@@ -63,7 +63,7 @@ def test_the_probe_runs_under_the_budget_and_leaves_no_cgroup():
     # under the budget the probe gets about its share's work; had the budget not held, it
     # would get a whole CPU's: 1 / 0.081, an efficiency of about 12
     assert 0.05 < r["efficiency"] < 2, r
-    assert r["free_cv_pct"] >= 0 and r["budget_cv_pct"] > 0
+    assert r["free_cv_pct"] > 0 and r["budget_cv_pct"] > 0  # half-seconds never all alike
     assert "round 1/1" in proc.stderr  # progress
     for top in [*cgroups.v1_hierarchies(), *cgroups.hybrid_unified()]:
         assert not (top / "k8sdds" / NAME).exists()
