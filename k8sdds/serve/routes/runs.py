@@ -1,0 +1,153 @@
+"""The runs: listed with filters, one run, its results as JSON or CSV, two compared, a
+metric's history, and a run directory of the run folder added."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Engine
+
+from k8sdds.errors import RunDirError, UserError
+from k8sdds.serve import store
+from k8sdds.serve.limits import MAX_PAYLOAD
+from k8sdds.serve.routes.common import (
+    COMMON,
+    MAX_METRICS,
+    MAX_OFFSET,
+    IsoTime,
+    Metric,
+    Name,
+    Service,
+    authorized,
+    errors,
+    run_id_of,
+    service,
+)
+
+router = APIRouter(dependencies=[Depends(authorized)])
+
+
+class ImportRequest(BaseModel):
+    """A run directory to add, by its name under the service's run folder."""
+
+    model_config = ConfigDict(extra="forbid")
+    run: str
+
+
+@router.get("/api/runs", responses=errors(*COMMON))
+def list_runs(datapath: Name | None = None, engine_name: Name | None = Query(
+                  None, alias="engine"), transport: Name | None = None,
+              payload: int | None = Query(None, ge=0, le=MAX_PAYLOAD),
+              since: IsoTime | None = None, until: IsoTime | None = None,
+              limit: int = Query(100, ge=1, le=1000),
+              offset: int = Query(0, ge=0, le=MAX_OFFSET),
+              svc: Service = Depends(service)):
+    """Runs, newest first; `datapath`, `engine`, `transport` and `payload` (bytes) match
+    a run when any of its results does."""
+    return JSONResponse(store.list_runs(svc.engine, store.RunFilter(
+        datapath, engine_name, transport, payload, since, until, limit, offset)))
+
+
+@router.get("/api/runs/{run_id}", responses=errors(*COMMON, 404))
+def one_run(run_id: str, svc: Service = Depends(service)):
+    found = store.run(svc.engine, run_id_of(run_id))
+    if found is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    return found
+
+
+@router.get("/api/runs/{run_id}/results",
+            responses={**errors(*COMMON, 404), 200: {"content": {
+                "application/json": {"schema": {"type": "array", "items": {
+                    "type": "object"}}},
+                "text/csv": {"schema": {"type": "string"}}}}})
+def results(run_id: str, format: str = Query("json", pattern="^(json|csv)$"),
+            svc: Service = Depends(service)):
+    """The run's results table, as `results.csv` has it (format=csv) or as rows."""
+    if store.run(svc.engine, run_id_of(run_id)) is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    return Response(results_body(svc.engine, run_id, format), media_type=(
+        "application/json" if format == "json" else "text/csv"))
+
+
+@functools.lru_cache(maxsize=64)
+def results_body(engine: Engine, run_id: str, format: str) -> bytes:
+    """A run's results, encoded once: a run never changes after it is added."""
+    import json
+
+    from k8sdds.results.table import rows_to_csv
+
+    rows = store.run_results(engine, run_id)
+    if format == "json":
+        return json.dumps(rows, separators=(",", ":")).encode()
+    return rows_to_csv(rows, header=True).encode()
+
+
+def run_path(svc: Service, run_id: str) -> Path:
+    found = store.run(svc.engine, run_id_of(run_id))
+    if found is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    path = Path(found["path"])
+    if not (path / "manifest.json").is_file():
+        raise HTTPException(410, f"run {run_id}: its directory {path} is gone")
+    return path
+
+
+def _plain(value):
+    """A value of a comparison as JSON has it: numpy's as Python's, NaN as null."""
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+@router.get("/api/compare", responses=errors(*COMMON, 404, 410))
+def compare_runs(a: str, b: str, metric: list[Metric] = Query(
+        ["throughput_mbps", "latency_us_p50"], max_length=MAX_METRICS),
+        svc: Service = Depends(service)):
+    """Run `b` against run `a`, per test and metric (at most 16): each side's mean over its
+    repeats with its interval and n, the change, significance and verdict (no verdict with
+    one repeat a side), as `k8sdds compare` gives them."""
+    from k8sdds.analysis import compare
+
+    try:
+        rows = compare.compare(run_path(svc, a), run_path(svc, b), metric)
+    except UserError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return {"baseline": a, "contender": b,
+            "rows": [{k: _plain(v) for k, v in r.items()} for r in rows]}
+
+
+@router.get("/api/history", responses=errors(*COMMON))
+def metric_history(metric: str = Query("throughput_mbps", pattern=r"^[a-z0-9_]{1,64}$"),
+                   datapath: Name | None = None,
+                   engine_name: Name | None = Query(None, alias="engine"),
+                   transport: Name | None = None,
+                   payload: int | None = Query(None, ge=0, le=MAX_PAYLOAD),
+                   since: IsoTime | None = None, until: IsoTime | None = None,
+                   limit: int = Query(1000, ge=1, le=10000),
+                   svc: Service = Depends(service)):
+    """A metric across runs, oldest first: per run, the mean of its repeats' values."""
+    return store.history(svc.engine, metric, store.RunFilter(
+        datapath, engine_name, transport, payload, since, until, limit))
+
+
+@router.post("/api/imports", status_code=201,
+             responses={**errors(*COMMON, 400, 404, 411), 200: {
+                 "description": "The run was there already: not added twice"}})
+def add(body: ImportRequest, svc: Service = Depends(service)):
+    """Add the run directory `<run folder>/<run>`, once (200 when it was there)."""
+    name = run_id_of(body.run)
+    path = svc.out / name
+    if not (path / "manifest.json").is_file():
+        raise HTTPException(404, f"no run directory {name!r} in {svc.out}")
+    try:
+        added = store.add_run(svc.engine, path)
+    except (RunDirError, UserError) as exc:
+        raise HTTPException(422, str(exc)) from None
+    if not added:
+        return JSONResponse({"run": name, "added": False}, 200)
+    return {"run": name, "added": True}
