@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testbed", "cluster"),
     ("vm",),  # a machine to try the cluster commands on (asks cluster.remote whether sshd is up)
     ("deployment",),
+    ("repeat",),  # one repeat's life, which the runner drives
     ("runner",),
     ("request",),
     ("serve",),

@@ -1,4 +1,6 @@
-"""Drives a run: for each test and repeat, deploy -> start -> wait -> collect -> parse -> store.
+"""Drives a run: checks, the run directory and its manifest, the repeats in the order asked
+(each one's life is `repeat.one_repeat`: deploy -> start -> wait -> collect -> parse ->
+store), a stop or a full disk leaving it resumable.
 
 The runner never branches on the backend or the engine; both come from their registries.
 """
@@ -6,7 +8,6 @@ The runner never branches on the backend or the engine; both come from their reg
 from __future__ import annotations
 
 import errno
-import json
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -14,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from k8sdds import environment, model, records, schedule, stopping
-from k8sdds.deployment import Backend, Handle
-from k8sdds.errors import DeploymentError, EngineUnavailable, RunStopped, ScheduleError, UserError
+from k8sdds import environment, records, schedule, stopping
+from k8sdds.deployment import Backend
+from k8sdds.errors import EngineUnavailable, RunStopped, ScheduleError, UserError
 from k8sdds.expansion import summary
 from k8sdds.model import Test
 from k8sdds.order import ORDERS
-from k8sdds.perftest import Engine, RoleContext
-from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest, atomic_write, now
+from k8sdds.perftest import Engine
+from k8sdds.repeat import one_repeat
+from k8sdds.results import RepeatKey, RunDir, RunManifest, now
 
 
 class Progress(Protocol):
@@ -62,18 +64,6 @@ class Outcome:
     budget_notes: list[str] = field(default_factory=list)  # CPU budgets not of this sitting
     not_applicable: list[str] = field(default_factory=list)  # rows left out, one line a reason
     wall_s: float = 0.0
-
-
-def discovery_of(test: Test) -> str:
-    """The test's own choice, else multicast where the datapath carries it across nodes."""
-    if test.discovery:
-        return test.discovery
-    if test.transport in ("tcp", "tls") or test.effective_path in ("node-pod", "pod-node"):
-        return "peers"
-    dp = model.datapath(test.datapath)
-    if dp.multicast_across_nodes or test.placement == "same-node":
-        return "multicast"
-    return "peers"
 
 
 def check_engines(tests: Sequence[Test], engines: Mapping[str, Engine]) -> None:
@@ -185,7 +175,8 @@ class Runner:
                 self.progress.step(f"test {test.number}/{len(manifest.tests)} "
                                    f"{test.datapath} {test.data_len} B rep "
                                    f"{rep}/{test.repeats}")
-                entry = self._repeat(run, test, key)
+                entry = one_repeat(self.backend, self.engines[test.engine], run, test, key,
+                                   self._arches)
                 manifest.repeats[key] = entry
                 try:
                     run.write_manifest(manifest)
@@ -233,122 +224,6 @@ class Runner:
             not_applicable=[n.to_dict() for n in self.options.not_applicable],
             environment=environment.capture(),
             tools={name: self.engines[name].version() for name in engines})
-
-    def _repeat(self, run: RunDir, test: Test, key: RepeatKey) -> RepeatEntry:
-        """Run one repeat; always tears down; returns its manifest entry."""
-        engine = self.engines[test.engine]
-        rep_dir = run.repeat_dir(key)
-        rep_dir.mkdir(parents=True, exist_ok=True)
-        roles = list(engine.roles(test))
-        t0 = time.monotonic()
-        entry = RepeatEntry(status="failed", started=now())
-        handles: dict[str, Handle] = {}
-        codes: dict[str, int | None] = {}
-        try:
-            placement = self.backend.deploy(test, roles, key.repeat,
-                                            engine.service_ports(test))
-            entry.placement = {r: p.node for r, p in placement.items()}
-            endpoints = {r: placement[r].address for r in roles}
-            discovery = discovery_of(test)
-            entry.discovery = discovery
-            commands = {}
-            secrets_dir = run.secrets_path.resolve()
-            engine.secrets(test, roles, str(secrets_dir))
-            config_seen, secrets_seen = self.backend.role_dirs(rep_dir.resolve(), secrets_dir)
-            ports = {k: v for p in placement.values() for k, v in p.ports.items()}
-            for role in roles:
-                ctx = RoleContext(role=role, address=placement[role].address,
-                                  interface=placement[role].interface, endpoints=endpoints,
-                                  discovery=discovery, config_dir=config_seen,
-                                  secrets_dir=secrets_seen, ports=ports)
-                cmd = engine.command(test, ctx)
-                for name, content in cmd.files.items():
-                    (rep_dir / name).write_text(content)
-                commands[role] = cmd
-            entry.argv = {r: list(c.argv) for r, c in commands.items()}
-            driver, followers = roles[0], roles[1:]
-            for i, role in enumerate(followers):
-                handles[role] = self.backend.start(
-                    placement[role], commands[role], rep_dir / f"{role}.log",
-                    listen=engine.listen_port if i == 0 else None)
-            self.backend.ready(list(handles.values()))
-            if engine.listen_port and followers and not self.backend.wait_listening(
-                    handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
-                # the client would only fail to connect: say why instead
-                codes.update(self.backend.stop(list(handles.values())))
-                raise _NotListening(f"{followers[0]} did not listen on TCP port "
-                                    f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
-                                    f"(see {followers[0]}.log)")
-            handles[driver] = self.backend.start(placement[driver], commands[driver],
-                                                 rep_dir / f"{driver}.log")
-            self.backend.ready([handles[driver]])
-            before, started = self.backend.usage(), time.monotonic()
-            stopping.check()  # a stop swallowed by a library on the way is not lost
-            codes[driver] = self.backend.wait(handles[driver], engine.timeout(test))
-            stopping.check()
-            _write_usage(rep_dir, before, self.backend.usage(), time.monotonic() - started)
-            stopping.check()
-            if codes[driver] is None:
-                codes.update(self.backend.stop(list(handles.values())))
-                entry.reason = (f"{driver} did not finish within "
-                                   f"{engine.timeout(test):g} s and was stopped")
-            else:
-                deadline = time.monotonic() + engine.drain
-                for role in followers:
-                    codes[role] = self.backend.wait(handles[role], deadline - time.monotonic())
-                draining = [handles[r] for r in followers if codes[r] is None]
-                codes.update(self.backend.stop(draining))
-        except DeploymentError as exc:  # this repeat could not be deployed; the run goes on
-            entry.reason = f"deployment failed: {exc}"
-        except _NotListening as exc:
-            entry.reason = str(exc)
-        finally:
-            self.backend.teardown()
-        entry.exit_codes = codes
-        entry.wall_s = round(time.monotonic() - t0, 3)
-        parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
-        rows = records.rows(run.run_id, self.backend.name, test, key.repeat, entry.placement,
-                            parsed, self._arches, dropped=entry.dropped)
-        if rows:
-            run.append_results(rows)
-        if entry.reason is None:
-            entry.reason = _failure(roles, handles, codes, parsed)
-        entry.status = "failed" if entry.reason else "done"
-        return entry
-
-
-LISTEN_TIMEOUT = 10.0  # seconds a server gets to open its port
-
-
-class _NotListening(Exception):
-    """A server role never opened its port; the repeat fails with this reason."""
-
-
-# usage keys that are levels (memory, load), recorded as read at the end, not differenced
-GAUGES = ("_mb", "_load1")
-
-
-def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:
-    """What the datapath itself consumed while the driver ran (records.USAGE)."""
-    usage = {"wall_s": round(wall, 3)}
-    usage.update({k: round(after[k] - before[k], 3) for k in before
-                  if k in after and not k.endswith(GAUGES)})
-    usage.update({k: round(v, 3) for k, v in after.items() if k.endswith(GAUGES)})
-    atomic_write(rep_dir / records.USAGE, json.dumps(usage) + "\n")
-
-
-def _failure(roles, handles, codes, parsed) -> str | None:
-    """Why the repeat failed: a role that exited badly or measured nothing; None if fine."""
-    reasons = []
-    for role in roles:
-        code = codes.get(role)
-        stopped = role in handles and handles[role].stopped
-        why = parsed[role].failure
-        if code not in (0, None) and not stopped:
-            reasons.append(f"{role} exited with status {code}" + (f": {why}" if why else ""))
-        elif why:
-            reasons.append(f"{role}: {why}")
-    return "; ".join(reasons) or None
 
 
 # a full or read-only file system, or lost permission: the run stops, resumable

@@ -183,9 +183,9 @@ def test_metrics_server_readings_sum_the_cni_pods_and_nodes():
 
 
 def test_usage_gauges_are_kept_and_counters_differenced(tmp_path):
-    from k8sdds import records, runner
+    from k8sdds import records, repeat
 
-    runner._write_usage(tmp_path, {"datapath_cpu_s": 10.0, "node_cpu_s": 100.0,
+    repeat._write_usage(tmp_path, {"datapath_cpu_s": 10.0, "node_cpu_s": 100.0,
                                    "datapath_memory_mb": 30.0},
                         {"datapath_cpu_s": 10.5, "node_cpu_s": 102.0,
                          "datapath_memory_mb": 31.5}, 5.0)

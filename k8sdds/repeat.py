@@ -1,0 +1,149 @@
+"""One repeat's life: deploy -> start the followers, then the driver -> wait -> stop ->
+collect -> parse -> store, and the reason it failed if it did. The runner calls it for each
+repeat in turn; it never branches on the backend or the engine."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from k8sdds import model, records, stopping
+from k8sdds.deployment import Backend, Handle
+from k8sdds.errors import DeploymentError
+from k8sdds.model import Test
+from k8sdds.perftest import Engine, RoleContext
+from k8sdds.results import RepeatEntry, RepeatKey, RunDir, atomic_write, now
+
+
+def discovery_of(test: Test) -> str:
+    """The test's own choice, else multicast where the datapath carries it across nodes."""
+    if test.discovery:
+        return test.discovery
+    if test.transport in ("tcp", "tls") or test.effective_path in ("node-pod", "pod-node"):
+        return "peers"
+    dp = model.datapath(test.datapath)
+    if dp.multicast_across_nodes or test.placement == "same-node":
+        return "multicast"
+    return "peers"
+
+
+
+def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: RepeatKey,
+               arches: Mapping[str, str]) -> RepeatEntry:
+    """Run one repeat of `test` with `engine` on `backend`: deploy, start the followers, then
+    the driver, wait (bounded), stop, collect, parse, store its rows; always tears down;
+    returns its manifest entry."""
+    rep_dir = run.repeat_dir(key)
+    rep_dir.mkdir(parents=True, exist_ok=True)
+    roles = list(engine.roles(test))
+    t0 = time.monotonic()
+    entry = RepeatEntry(status="failed", started=now())
+    handles: dict[str, Handle] = {}
+    codes: dict[str, int | None] = {}
+    try:
+        placement = backend.deploy(test, roles, key.repeat,
+                                        engine.service_ports(test))
+        entry.placement = {r: p.node for r, p in placement.items()}
+        endpoints = {r: placement[r].address for r in roles}
+        discovery = discovery_of(test)
+        entry.discovery = discovery
+        commands = {}
+        secrets_dir = run.secrets_path.resolve()
+        engine.secrets(test, roles, str(secrets_dir))
+        config_seen, secrets_seen = backend.role_dirs(rep_dir.resolve(), secrets_dir)
+        ports = {k: v for p in placement.values() for k, v in p.ports.items()}
+        for role in roles:
+            ctx = RoleContext(role=role, address=placement[role].address,
+                              interface=placement[role].interface, endpoints=endpoints,
+                              discovery=discovery, config_dir=config_seen,
+                              secrets_dir=secrets_seen, ports=ports)
+            cmd = engine.command(test, ctx)
+            for name, content in cmd.files.items():
+                (rep_dir / name).write_text(content)
+            commands[role] = cmd
+        entry.argv = {r: list(c.argv) for r, c in commands.items()}
+        driver, followers = roles[0], roles[1:]
+        for i, role in enumerate(followers):
+            handles[role] = backend.start(
+                placement[role], commands[role], rep_dir / f"{role}.log",
+                listen=engine.listen_port if i == 0 else None)
+        backend.ready(list(handles.values()))
+        if engine.listen_port and followers and not backend.wait_listening(
+                handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
+            # the client would only fail to connect: say why instead
+            codes.update(backend.stop(list(handles.values())))
+            raise _NotListening(f"{followers[0]} did not listen on TCP port "
+                                f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
+                                f"(see {followers[0]}.log)")
+        handles[driver] = backend.start(placement[driver], commands[driver],
+                                             rep_dir / f"{driver}.log")
+        backend.ready([handles[driver]])
+        before, started = backend.usage(), time.monotonic()
+        stopping.check()  # a stop swallowed by a library on the way is not lost
+        codes[driver] = backend.wait(handles[driver], engine.timeout(test))
+        stopping.check()
+        _write_usage(rep_dir, before, backend.usage(), time.monotonic() - started)
+        stopping.check()
+        if codes[driver] is None:
+            codes.update(backend.stop(list(handles.values())))
+            entry.reason = (f"{driver} did not finish within "
+                               f"{engine.timeout(test):g} s and was stopped")
+        else:
+            deadline = time.monotonic() + engine.drain
+            for role in followers:
+                codes[role] = backend.wait(handles[role], deadline - time.monotonic())
+            draining = [handles[r] for r in followers if codes[r] is None]
+            codes.update(backend.stop(draining))
+    except DeploymentError as exc:  # this repeat could not be deployed; the run goes on
+        entry.reason = f"deployment failed: {exc}"
+    except _NotListening as exc:
+        entry.reason = str(exc)
+    finally:
+        backend.teardown()
+    entry.exit_codes = codes
+    entry.wall_s = round(time.monotonic() - t0, 3)
+    parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
+    rows = records.rows(run.run_id, backend.name, test, key.repeat, entry.placement,
+                        parsed, arches, dropped=entry.dropped)
+    if rows:
+        run.append_results(rows)
+    if entry.reason is None:
+        entry.reason = _failure(roles, handles, codes, parsed)
+    entry.status = "failed" if entry.reason else "done"
+    return entry
+
+
+LISTEN_TIMEOUT = 10.0  # seconds a server gets to open its port
+
+
+class _NotListening(Exception):
+    """A server role never opened its port; the repeat fails with this reason."""
+
+
+# usage keys that are levels (memory, load), recorded as read at the end, not differenced
+GAUGES = ("_mb", "_load1")
+
+
+def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:
+    """What the datapath itself consumed while the driver ran (records.USAGE)."""
+    usage = {"wall_s": round(wall, 3)}
+    usage.update({k: round(after[k] - before[k], 3) for k in before
+                  if k in after and not k.endswith(GAUGES)})
+    usage.update({k: round(v, 3) for k, v in after.items() if k.endswith(GAUGES)})
+    atomic_write(rep_dir / records.USAGE, json.dumps(usage) + "\n")
+
+
+def _failure(roles, handles, codes, parsed) -> str | None:
+    """Why the repeat failed: a role that exited badly or measured nothing; None if fine."""
+    reasons = []
+    for role in roles:
+        code = codes.get(role)
+        stopped = role in handles and handles[role].stopped
+        why = parsed[role].failure
+        if code not in (0, None) and not stopped:
+            reasons.append(f"{role} exited with status {code}" + (f": {why}" if why else ""))
+        elif why:
+            reasons.append(f"{role}: {why}")
+    return "; ".join(reasons) or None
