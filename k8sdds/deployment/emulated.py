@@ -21,8 +21,9 @@ from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
+from k8sdds.testbed.pods import MAX_PODS_PER_NODE
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
-from k8sdds.testbed.testbed import MAX_PODS_PER_NODE, Testbed
+from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import TUNNEL_PROCESSES, WIRING
 
 

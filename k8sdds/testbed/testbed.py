@@ -22,14 +22,14 @@ from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.results import atomic_write
-from k8sdds.testbed import capabilities, cgroups, link, napi, netns, wiring
+from k8sdds.testbed import cgroups, netns, pods, shaping, wiring
 from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
-from k8sdds.testbed.profiles import PROFILES, link_burst_kb, not_emulated, resolve
+from k8sdds.testbed.pods import Pod
+from k8sdds.testbed.profiles import PROFILES
 from k8sdds.testbed.spec import DEFAULT_NAME, TestbedSpec
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
-MAX_PODS_PER_NODE = 32
 
 
 def state_dir() -> Path:
@@ -54,16 +54,8 @@ class Node:
         return mtu - (1500 - self.mtu)
 
 
-@dataclass(frozen=True)
-class Pod:
-    name: str
-    node: str
-    ns: str
-    address: str
-
-
 @dataclass
-class _State:
+class State:
     spec: dict
     namespaces: list[str] = field(default_factory=list)
     datapath: str | None = None
@@ -111,20 +103,22 @@ class Testbed:
         except (ValueError, KeyError, TypeError):
             return cls(TestbedSpec(name=name))  # unreadable state: still allow `down`
 
-    def _load(self) -> _State:
+    def load_state(self) -> State:
+        """What exists of this testbed, as its state file records it."""
         try:
             data = json.loads(self.state_file.read_text())
-            return _State(**data)
+            return State(**data)
         except (OSError, ValueError, TypeError):
-            return _State(spec=self.spec.to_dict())
+            return State(spec=self.spec.to_dict())
 
-    def _save(self, state: _State) -> None:
+    def save_state(self, state: State) -> None:
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.state_file, json.dumps(asdict(state), indent=2))
 
-    def _add_ns(self, state: _State, ns: str) -> None:
+    def add_namespace(self, state: State, ns: str) -> None:
+        """A namespace, recorded before it is made (a crash after this still removes it)."""
         state.namespaces.append(ns)
-        self._save(state)  # record first: a crash after this still gets cleaned up
+        self.save_state(state)  # record first: a crash after this still gets cleaned up
         ip("netns", "add", ns)
         ip("link", "set", "lo", "up", ns=ns)
 
@@ -141,20 +135,20 @@ class Testbed:
             return
         if self.state_file.exists() or self._leftovers():
             self.down()
-        state = _State(spec=self.spec.to_dict(), owner=owner)
+        state = State(spec=self.spec.to_dict(), owner=owner)
         try:
-            self._add_ns(state, self.switch)
+            self.add_namespace(state, self.switch)
             ip("link", "add", "br0", "type", "bridge", "mcast_snooping", "0", ns=self.switch)
             ip("link", "set", "br0", "up", ns=self.switch)
             for node in self.nodes:
                 self._add_node(state, node)
-            self._apply_profiles(state)
+            shaping.apply(self, state)
         except BaseException:
             self.down()
             raise
 
-    def _add_node(self, state: _State, node: Node) -> None:
-        self._add_ns(state, node.ns)
+    def _add_node(self, state: State, node: Node) -> None:
+        self.add_namespace(state, node.ns)
         port = f"n{node.index}"
         ip("link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", node.ns,
            ns=self.switch)
@@ -170,67 +164,16 @@ class Testbed:
         # anything outside the pod network leaves with the node's address
         netns.nft(node.ns, MASQUERADE)
 
-    def _apply_profiles(self, state: _State) -> None:
-        """Link rate (tbf both ways), MTU, CPU quota (cgroup), delay and loss (netem)."""
-        resolved = {name: resolve(name) for name in {n.profile for n in self.nodes}}
-        for node in self.nodes:
-            profile = resolved[node.profile]
-            state.profiles[profile.name] = asdict(profile)
-            port = f"n{node.index}"
-            ends = ((node.ns, "eth0"), (self.switch, port))  # node->switch, switch->node
-            if profile.mtu:
-                ip("link", "set", "eth0", "mtu", str(profile.mtu), ns=node.ns)
-                ip("link", "set", port, "mtu", str(profile.mtu), ns=self.switch)
-            netem = link.netem_applies(profile)
-            if link.wants_netem(profile) and not netem:
-                state.not_applied.append(
-                    f"{node.name} ({profile.name}): delay {profile.delay_ms} ms and loss "
-                    f"{profile.loss_pct} % not applied: {capabilities.qdisc('netem')}")
-            if crypto := not_emulated(profile):
-                state.not_applied.append(f"{node.name} ({profile.name}): {crypto}")
-            for ns, dev in ends:
-                if netem:
-                    link.add_netem(ns, dev, profile)
-                if profile.rate_mbit:
-                    link.shape(ns, dev, profile.rate_mbit, profile.burst_kb, netem)
-            if profile.cpu:
-                state.cgroups[node.name] = cgroups.create(
-                    ["k8sdds", self.spec.name, node.name], profile.cpu,
-                    pin=_cpu_for(node.index))
-                self._save(state)
-                why = capabilities.threaded_napi()
-                if why:
-                    state.not_applied.append(f"{node.name} ({profile.name}): kernel datapath "
-                                             f"work not charged to the node's CPU: {why}")
-                else:
-                    napi.thread_devices(self.switch, [port])
-                    napi.thread_devices(node.ns, ["eth0"])
-                    napi.charge(node.ns, state.cgroups[node.name])
-            self._save(state)
-
-    def set_budget(self, node: Node, cpus: float | None) -> None:
-        """Give `node` a CPU budget of `cpus` (None: no limit), and its link the bucket that
-        budget needs (`profiles.link_burst_kb`); for the calibration's steps."""
-        group = self.cgroup(node)
-        if group is None:
-            raise TestbedError(f"{node.name} has no CPU budget to set (profile {node.profile})")
-        cgroups.limit(group, cpus)
-        profile = PROFILES[node.profile]
-        if profile.rate_mbit:
-            burst = link_burst_kb(profile.rate_mbit, profile.burst_kb, cpus)
-            for ns, dev in ((node.ns, "eth0"), (self.switch, f"n{node.index}")):
-                link.shape(ns, dev, profile.rate_mbit, burst, link.netem_applies(profile))
-
     def cgroup(self, node: Node) -> str | None:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
-        return self._load().cgroups.get(node.name)
+        return self.load_state().cgroups.get(node.name)
 
     def profiles(self) -> dict[str, dict]:
         """The profiles as applied at up: their CPU budgets resolved, and where from."""
-        return dict(self._load().profiles)
+        return dict(self.load_state().profiles)
 
     def owner(self) -> str:
-        return self._load().owner
+        return self.load_state().owner
 
     def clear(self) -> None:
         """Remove what a killed run left: its pods, and processes in the nodes."""
@@ -240,18 +183,18 @@ class Testbed:
 
     def not_applied(self) -> list[str]:
         """Parts of the node profiles this kernel could not apply, one line each."""
-        return list(self._load().not_applied)
+        return list(self.load_state().not_applied)
 
     def use_datapath(self, name: str, wired: bool = True) -> None:
         """Rewire cross-node pod traffic for datapath `name` (`wired=False`: a real CNI
         wires it; the testbed only records it)."""
-        state = self._load()
+        state = self.load_state()
         if state.datapath == name and state.wired == wired:
             return
         if state.datapath and state.wired:
             wiring.WIRING[state.datapath].teardown(self)
         was_wired, state.datapath = state.wired, None
-        self._save(state)
+        self.save_state(state)
         if wired != was_wired:  # the pod gateway: on the testbed's cni0, or (as on a real
             for node in self.nodes:  # node) where the real CNI's bridge plugin puts it
                 ip("addr", *(("replace", f"{node.gateway}/24") if wired else ("flush",)),
@@ -261,9 +204,9 @@ class Testbed:
             self._charge_tunnels(state)
         state.wired = wired
         state.datapath = name
-        self._save(state)
+        self.save_state(state)
 
-    def _charge_tunnels(self, state: _State) -> None:
+    def _charge_tunnels(self, state: State) -> None:
         """A userspace tunnel (wireguard-go) is its node's datapath work: into its cgroup."""
         for node in self.nodes:
             group = state.cgroups.get(node.name)
@@ -271,55 +214,21 @@ class Testbed:
                 if netns.command(pid) in wiring.TUNNEL_PROCESSES:
                     cgroups.join(group, pid)
 
-    # ---- pods ------------------------------------------------------------------------
+    # ---- pods (testbed/pods.py) and budgets (testbed/shaping.py) ----------------------
     def add_pod(self, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
-        state = self._load()
-        taken = {p["address"] for p in state.pods.values() if p["node"] == node.name}
-        net = node.gateway.rsplit(".", 1)[0]
-        free = [f"{net}.{10 + k}" for k in range(MAX_PODS_PER_NODE)
-                if f"{net}.{10 + k}" not in taken]
-        if not free:
-            raise TestbedError(f"{node.name} has no free pod address "
-                               f"(at most {MAX_PODS_PER_NODE} pods per node)")
-        pod = Pod(name=name, node=node.name, ns=f"{self.spec.name}-{node.name}-{name}",
-                  address=free[0])
-        state.pods[pod.ns] = asdict(pod)
-        self._add_ns(state, pod.ns)
-        veth = _veth(name)
-        ip("link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
-           "netns", pod.ns, ns=node.ns)
-        ip("link", "set", veth, "master", "cni0", "up", ns=node.ns)
-        ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
-        ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
-        ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
-        self._pods_changed(state, [node])
-        return pod
+        return pods.add(self, node, name, mtu, prefix)
 
-    def pods_of(self, node: Node, state: _State | None = None) -> list[tuple[str, str]]:
+    def pods_of(self, node: Node, state: State | None = None) -> list[tuple[str, str]]:
         """The pods on `node`, as (name, address)."""
-        return [(p["name"], p["address"]) for p in (state or self._load()).pods.values()
-                if p["node"] == node.name]
-
-    def _pods_changed(self, state: _State, nodes: list[Node]) -> None:
-        """Tell the wiring (kube-router's firewall keeps a chain per local pod)."""
-        hook = wiring.WIRING[state.datapath].pods if state.datapath and state.wired else None
-        for node in nodes if hook else ():
-            hook(node, self.pods_of(node, state))
+        return pods.on_node(node, state or self.load_state())
 
     def remove_pods(self) -> None:
         """Delete every pod (and kill its processes)."""
-        state = self._load()
-        for ns, pod in list(state.pods.items()):
-            netns.kill_all(ns)
-            # delete the veth first: namespace deletion frees its links asynchronously, and
-            # the next pod of that name would find the old peer still in the node
-            ip("link", "del", _veth(pod["name"]), ns=self.node(pod["node"]).ns, check=False)
-            netns.delete(ns)
-            state.pods.pop(ns)
-            if ns in state.namespaces:
-                state.namespaces.remove(ns)
-        self._save(state)
-        self._pods_changed(state, self.nodes)
+        pods.remove_all(self)
+
+    def set_budget(self, node: Node, cpus: float | None) -> None:
+        """Give `node` a CPU budget of `cpus` (None: no limit); see shaping.set_budget."""
+        shaping.set_budget(self, node, cpus)
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
@@ -331,7 +240,7 @@ class Testbed:
 
     def down(self) -> list[str]:
         """Remove every namespace, link and process of this testbed; return what went."""
-        state = self._load()
+        state = self.load_state()
         doomed = list(dict.fromkeys(list(reversed(state.namespaces)) + self._leftovers()))
         for ns in doomed:
             netns.delete(ns)
@@ -344,7 +253,7 @@ class Testbed:
         return doomed
 
     def status(self) -> dict:
-        state = self._load()
+        state = self.load_state()
         present = set(netns.list_namespaces())
         return {
             "name": self.spec.name,
@@ -370,18 +279,6 @@ def check_name(name: str) -> None:
     if not TESTBED_NAME.match(name):
         raise UserError(f"testbed name {name!r}: 1 to 12 lower-case letters, digits and "
                            "'-', starting with a letter")
-
-
-def _cpu_for(index: int) -> int:
-    """The CPU node `index` is kept on: the nodes take turns over the CPUs this process may
-    use (not 0..n-1: a container may be given any of the machine's CPUs)."""
-    allowed = sorted(os.sched_getaffinity(0))
-    return allowed[index % len(allowed)]
-
-
-def _veth(pod: str) -> str:
-    """The node-side end of a pod's veth (interface names have at most 15 characters)."""
-    return f"v{pod}"[:15]
 
 
 def preflight() -> None:

@@ -1,0 +1,83 @@
+"""A testbed's pods: a namespace per pod, its `eth0` a veth enslaved to its node's `cni0`
+bridge, an address of the node's pod range; made per test and deleted after it. The wiring
+hears of each change (kube-router's firewall keeps a chain per local pod)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from k8sdds.errors import TestbedError
+from k8sdds.testbed import netns, wiring
+from k8sdds.testbed.netns import ip
+
+if TYPE_CHECKING:
+    from k8sdds.testbed.testbed import Node, State, Testbed  # type only: the testbed's own
+
+MAX_PODS_PER_NODE = 32
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    node: str
+    ns: str
+    address: str
+
+
+def add(tb: Testbed, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
+    """A pod `name` on `node`, at the node's first free address, its veth at `mtu`."""
+    state = tb.load_state()
+    taken = {p["address"] for p in state.pods.values() if p["node"] == node.name}
+    net = node.gateway.rsplit(".", 1)[0]
+    free = [f"{net}.{10 + k}" for k in range(MAX_PODS_PER_NODE)
+            if f"{net}.{10 + k}" not in taken]
+    if not free:
+        raise TestbedError(f"{node.name} has no free pod address "
+                           f"(at most {MAX_PODS_PER_NODE} pods per node)")
+    pod = Pod(name=name, node=node.name, ns=f"{tb.spec.name}-{node.name}-{name}",
+              address=free[0])
+    state.pods[pod.ns] = asdict(pod)
+    tb.add_namespace(state, pod.ns)
+    veth = _veth(name)
+    ip("link", "add", veth, "mtu", str(mtu), "type", "veth", "peer", "name", "eth0",
+       "netns", pod.ns, ns=node.ns)
+    ip("link", "set", veth, "master", "cni0", "up", ns=node.ns)
+    ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
+    ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
+    ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
+    _changed(state, [node])
+    return pod
+
+
+def on_node(node: Node, state: State) -> list[tuple[str, str]]:
+    """The pods on `node`, as (name, address)."""
+    return [(p["name"], p["address"]) for p in state.pods.values() if p["node"] == node.name]
+
+
+def _changed(state: State, nodes: list[Node]) -> None:
+    """Tell the wiring (kube-router's firewall keeps a chain per local pod)."""
+    hook = wiring.WIRING[state.datapath].pods if state.datapath and state.wired else None
+    for node in nodes if hook else ():
+        hook(node, on_node(node, state))
+
+
+def remove_all(tb: Testbed) -> None:
+    """Delete every pod (and kill its processes)."""
+    state = tb.load_state()
+    for ns, pod in list(state.pods.items()):
+        netns.kill_all(ns)
+        # delete the veth first: namespace deletion frees its links asynchronously, and
+        # the next pod of that name would find the old peer still in the node
+        ip("link", "del", _veth(pod["name"]), ns=tb.node(pod["node"]).ns, check=False)
+        netns.delete(ns)
+        state.pods.pop(ns)
+        if ns in state.namespaces:
+            state.namespaces.remove(ns)
+    tb.save_state(state)
+    _changed(state, tb.nodes)
+
+
+def _veth(pod: str) -> str:
+    """The node-side end of a pod's veth (interface names have at most 15 characters)."""
+    return f"v{pod}"[:15]
