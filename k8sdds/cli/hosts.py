@@ -1,6 +1,6 @@
 """What the `k8sdds cluster` commands share: the inventory read once, the per-host logs
 (appended to; a dry run lists only its own commands), work on every host at once, and the
-report of what each host did."""
+report of what each host did, and the options they share."""
 
 from __future__ import annotations
 
@@ -10,6 +10,29 @@ from pathlib import Path
 import typer
 
 from k8sdds.cli.common import err_console, out_console
+from k8sdds.cluster.images import DEFAULT_ADDRESS
+
+# the options every `k8sdds cluster` command shares
+INVENTORY = typer.Option(..., "--inventory", "-i", help="Inventory (YAML): hosts with name, "
+                         "address, user, key, role, arch (docs/how-to/bare-hosts.md).")
+KNOWN_HOSTS = typer.Option(None, "--known-hosts", help="known_hosts file host keys are "
+                           "checked against [the inventory's known_hosts, ~/.ssh/known_hosts].")
+DRY_RUN = typer.Option(False, "--dry-run", help="Print every remote command per host; "
+                       "connect to none.")
+HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs of every "
+                         "command and its output.")
+CONTAINERD = typer.Option(DEFAULT_ADDRESS, "--containerd-address",
+                          help="containerd's socket on the hosts.")
+
+
+def _cni_choices() -> list[str]:
+    from k8sdds import cni
+
+    return list(cni.PLANS)
+
+
+CNI = typer.Option(..., "--cni", help="The CNI to install: "
+                   f"{', '.join(_cni_choices())}.")
 
 
 def hosts(inventory: Path, known_hosts: Path | None):
