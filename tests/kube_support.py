@@ -244,7 +244,7 @@ class ControlPlane:
                                            start_new_session=True, preexec_fn=_die_with_parent))
 
     def _wait_api(self, timeout: float = 90) -> None:
-        from k8sdds.testbed.kube.kubelets import wait_readyz
+        from k8sdds.testbed.kube.control_plane import wait_readyz
 
         def alive() -> None:
             for p in self.procs:

@@ -2,26 +2,23 @@
 kube-controller-manager, kube-scheduler) in the first node's namespace, a node agent on every
 worker, a forwarder that brings the API server to this machine's loopback, and down that
 removes every process, mount, cgroup and file (also after a crash: pids and paths are
-recorded before they are used)."""
+recorded before they are used). What the control plane's daemons are is control_plane.py."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import ssl
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from k8sdds.caches import k8s_bin as binaries  # the Go-built parts
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
-from k8sdds.testbed.kube import metrics_server, pki, procs
+from k8sdds.testbed.kube import control_plane, metrics_server, pki, procs
 from k8sdds.testbed.kube import node as agent
+from k8sdds.testbed.kube.control_plane import API_PORT, wait_readyz
 from k8sdds.testbed.kube.watching import watched
 from k8sdds.testbed.netfilter import UNTRACKED_OFF
 from k8sdds.testbed.testbed import Node, Testbed, state_dir
@@ -29,27 +26,8 @@ from k8sdds.testbed.testbed import Node, Testbed, state_dir
 if TYPE_CHECKING:
     from k8sdds.testbed.kube.pod_network import PodNetwork
 
-API_PORT = 6443
-SERVICE_RANGE = "10.96.0.0/16"
-
-
 NEEDED = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
           "kube-proxy", "coredns")
-COREFILE = """.:53 {{
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {{
-        kubeconfig {kubeconfig} k8sdds
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }}
-    cache 5
-}}
-"""
-# what CoreDNS reads (its own ClusterRole, as kubeadm's)
-COREDNS_RULES = [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
-                  "verbs": ["list", "watch"]},
-                 {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                  "verbs": ["list", "watch"]}]
 TOOLS = {"etcd": "etcd-server", "containerd": "containerd", "runc": "runc", "ctr": "containerd",
          "nsenter": "util-linux", "/usr/lib/cni/bridge": "containernetworking-plugins"}
 
@@ -170,55 +148,14 @@ class Kubelets:
         return self.kubeconfig
 
     def _control_plane(self, control: Node, creds: pki.Pki) -> None:
-        d, bins, ns = self.run_dir, binaries(), control.ns
-        self._spawn("etcd", ["etcd", "--data-dir", str(d / "etcd"), "--name", "control",
-                             "--listen-client-urls", "http://127.0.0.1:2379",
-                             "--advertise-client-urls", "http://127.0.0.1:2379",
-                             "--listen-peer-urls", "http://127.0.0.1:2380",
-                             "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
-                             "--initial-cluster", "control=http://127.0.0.1:2380"], ns)
-        self._spawn("kube-apiserver", [
-            str(bins / "kube-apiserver"), "--etcd-servers=http://127.0.0.1:2379",
-            f"--bind-address={control.address}", f"--advertise-address={control.address}",
-            f"--secure-port={API_PORT}", f"--tls-cert-file={creds.directory / 'apiserver.crt'}",
-            f"--tls-private-key-file={creds.directory / 'apiserver.key'}",
-            f"--token-auth-file={creds.directory / 'tokens.csv'}",
-            f"--client-ca-file={creds.ca}", "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={creds.directory / 'sa.pub'}",
-            f"--service-account-signing-key-file={creds.directory / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_RANGE}", "--allow-privileged=true",
-            "--kubelet-preferred-address-types=InternalIP", "--feature-gates=WatchList=false",
-            f"--cert-dir={d / 'certs'}", *metrics_server.apiserver_flags(creds.directory)],
-            ns)
-        self._spawn("kube-controller-manager", [
-            str(bins / "kube-controller-manager"),
-            f"--kubeconfig={d / 'controller-manager.kubeconfig'}",
-            f"--service-account-private-key-file={creds.directory / 'sa.key'}",
-            f"--root-ca-file={creds.ca}", "--use-service-account-credentials=true",
-            "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--service-cluster-ip-range={SERVICE_RANGE}", "--controllers=*,-nodeipam",
-            f"--flex-volume-plugin-dir={d / 'flex-volumes'}"], ns)  # not /usr/libexec
-        self._spawn("kube-scheduler", [
-            str(bins / "kube-scheduler"), f"--kubeconfig={d / 'scheduler.kubeconfig'}",
-            "--leader-elect=false", "--bind-address=127.0.0.1"], ns)
+        for name, argv in control_plane.daemons(self.run_dir, binaries(), control.address,
+                                                creds).items():
+            self._spawn(name, argv, control.ns)
 
     def _dns(self, control: Node) -> None:
         """CoreDNS on the control-plane node, reading the API as system:coredns (only what
         it needs); the kubelets give pods its address."""
-        from kubernetes import client, config
-
-        api = client.RbacAuthorizationV1Api(config.new_client_from_config(str(self.kubeconfig)))
-        meta = {"name": "system:coredns", "labels": {"app.kubernetes.io/managed-by": "k8sdds"}}
-        api.create_cluster_role({"metadata": meta, "rules": COREDNS_RULES})
-        api.create_cluster_role_binding({
-            "metadata": meta, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                          "kind": "ClusterRole", "name": "system:coredns"},
-            "subjects": [{"kind": "User", "name": "system:coredns",
-                          "apiGroup": "rbac.authorization.k8s.io"}]})
-        corefile = self.run_dir / "Corefile"
-        corefile.write_text(COREFILE.format(kubeconfig=self.run_dir / "coredns.kubeconfig"))
+        corefile = control_plane.coredns(self.kubeconfig, self.run_dir)
         self._spawn("coredns", [str(binaries() / "coredns"), "-conf", str(corefile)],
                     control.ns)
 
@@ -360,23 +297,3 @@ def _import(holder: int, files: agent.NodeFiles, archive: Path, node: str) -> No
         str(archive)]), capture_output=True, text=True)
     if proc.returncode != 0:
         raise TestbedError(f"import {Path(archive).name} on {node}: {proc.stderr.strip()}")
-
-
-def wait_readyz(server: str, ca: Path, token: str, timeout: float,
-                check: Callable[[], None] = lambda: None) -> bool:
-    """Whether the API server at `server` answers /readyz within `timeout` s; `check()` runs
-    between tries (to raise when the process serving it has died)."""
-    ctx = ssl.create_default_context(cafile=str(ca))
-    request = urllib.request.Request(f"{server}/readyz",
-                                     headers={"Authorization": f"Bearer {token}"})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        check()
-        try:
-            with urllib.request.urlopen(request, context=ctx, timeout=2) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)  # readiness of a process we started: polled
-    return False
