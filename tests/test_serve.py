@@ -585,6 +585,7 @@ def test_an_http_version_other_than_1_x_is_answered_505(shared_service):
 
 
 @pytest.mark.service  # seconds of waiting on purpose: make test, not make check
+@pytest.mark.exclusive  # a wall-clock bound (p99 under 1 s): alone, not beside other tests
 def test_slow_clients_cannot_starve_the_others(tmp_path):
     """20 clients that never finish their headers, and one that stops mid-body, beside 20
     normal requests, on a service serving 8 requests at once: every normal request is
