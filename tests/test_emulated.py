@@ -127,7 +127,9 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
         listed = cli("testbed", "datapaths", env=env)
         assert listed.returncode == 0 and f"Not here: {reason}"[:40] in " ".join(
             listed.stdout.split())
-        return
+        # the refusal is tested; the carrying cannot be, and the report says so (an xfail,
+        # never a pass)
+        pytest.xfail(f"{name} carries no traffic on this kernel: {reason}")
     n0, n1, n2 = wired.nodes
     wired.use_datapath(name)
     try:

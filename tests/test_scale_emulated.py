@@ -63,8 +63,8 @@ def test_two_testbeds_at_once_do_not_clash(tmp_path, monkeypatch):
 
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path))
     dp = "weave-encrypted"  # the most shared state: WireGuard sockets in /var/run/wireguard
-    if capabilities.datapath_unavailable(model.datapath(dp)):
-        dp = "flannel-vxlan"
+    if why := capabilities.datapath_unavailable(model.datapath(dp)):  # a skip CI fails
+        pytest.skip(f"{dp} is not available here: {why}")
     a = Testbed(default_nodes(3, name="kda" + str(os.getpid() % 1000)))
     b = Testbed(default_nodes(3, name="kdb" + str(os.getpid() % 1000)))
     try:
