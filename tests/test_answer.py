@@ -207,14 +207,14 @@ def test_an_rpi3b_tls_16k_cell_carries_its_known_error():
 def test_a_cell_that_follows_the_pi_says_so_and_one_without_a_cell_says_it_is_not_known():
     thr = _thr([("host", 1024, 80, 1, 3), ("flannel-hostgw", 1024, 74, 1, 3)])
     [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b")
-    assert c.known == ("UDP 1 KiB: emulated 0.93 of UDP host, the published Pi 0.92 "
-                       "(measured 2026-11-25 at 0.1888 CPU)")
+    assert c.known == ("UDP 1 KiB: emulated 1.00 of UDP host, the published Pi 0.92 "
+                       "(measured 2026-11-27 at 0.1748 CPU)")
     # a run at a budget more than 20 % from the cell's sitting is told the cell may not hold
     [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b", cpus=[0.0735])
-    assert c.known.endswith("; this run's budget 0.0735 CPU is 61 % below that sitting's: "
+    assert c.known.endswith("; this run's budget 0.0735 CPU is 58 % below that sitting's: "
                             "the cell may not hold")
     [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b", cpus=[0.2])
-    assert "may not hold" not in c.known  # 6 % above
+    assert "may not hold" not in c.known  # 14 % above
     enc = _tls([("host", 1024, 80, 1, 3), ("weave-encrypted", 1024, 20, 1, 3)])
     [c] = answer.costs(enc, pd.DataFrame(), profile="rpi3b")
     assert c.known == "TLS 1 KiB: no published Pi cell, the emulator's error here is not known"
@@ -248,4 +248,7 @@ def test_the_known_errors_published_ratios_are_the_trees():
         if cell is not None:
             assert cell.published == pytest.approx(r.ratio, abs=1e-4), cell
     assert len(cells) == 66 and all(0 < c.emulated <= 1.01 for c in cells.values())
-    assert {(c.cpu, c.measured) for c in cells.values()} == {(0.1888, "2026-11-25")}
+    import datetime
+
+    for c in cells.values():  # each with its sitting: a budget of this machine, a date
+        assert 0 < c.cpu <= 2 and datetime.date.fromisoformat(c.measured), c
