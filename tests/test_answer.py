@@ -252,3 +252,11 @@ def test_the_known_errors_published_ratios_are_the_trees():
 
     for c in cells.values():  # each with its sitting: a budget of this machine, a date
         assert 0 < c.cpu <= 2 and datetime.date.fromisoformat(c.measured), c
+
+
+def test_the_first_line_says_which_changes_have_no_verdict_and_how_to_get_one():
+    assert answer.first_line(4, 0) == (
+        "one repeat: no change below is called better or worse (no interval); run with "
+        "--repeats 3 (or more) for an interval and a verdict")
+    assert answer.first_line(1, 3).startswith("some tests have one repeat: their changes "
+                                              "below are not called better or worse")

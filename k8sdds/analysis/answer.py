@@ -165,8 +165,11 @@ def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], lis
 def first_line(unjudged: int, judged: int) -> str:
     """What a reader must know before any figure: which changes get no verdict, and how to
     get one."""
-    which = "no change below" if not judged else "a change below with one repeat"
-    return (f"one repeat: {which} is called better or worse (no interval); {verdict.HOW}")
+    if not judged:
+        return ("one repeat: no change below is called better or worse (no interval); "
+                + verdict.HOW)
+    return ("some tests have one repeat: their changes below are not called better or worse "
+            f"(no interval); {verdict.HOW}")
 
 
 def order_of(manifests: dict[str, dict]) -> str:
