@@ -103,8 +103,7 @@ def compared(datapath: str, metric: str, data_len: int, value: Side, host: Side,
     if noise is None:
         conf = f"{min(value.repeats, host.repeats)} repeat, no interval"
     else:
-        half = (value.high - value.low) / 2 / value.mean * 100 if value.mean else 0.0
-        conf = f"±{half:.0f} %, {value.repeats} repeats"
+        conf = f"±{value.half_pct or 0.0:.0f} %, {value.repeats} repeats"
     return Cost(datapath, metric, data_len, host.mean, value.mean,
                 (value.mean / host.mean - 1) * 100, noise, conf + backing,
                 min(value.repeats, host.repeats))
@@ -154,11 +153,11 @@ def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], lis
                   budgets(runs.manifests))
     side = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
     body = (sentences(found, order_of(runs.manifests)) + middlewares.sentences(side))
-    unjudged = (sum(c.noise is None for c in found)
-                + (int((side["repeats"] < 2).sum()) if not side.empty else 0))
-    judged = len(found) - sum(c.noise is None for c in found) + (
-        int((side["repeats"] >= 2).sum()) if not side.empty else 0)
-    lines = ([first_line(unjudged, judged)] if unjudged and body else []) + body
+    # each figure said, whether an interval backs it (a middleware line: its fewest repeats)
+    backed = [c.noise is not None for c in found]
+    backed += list(side["repeats"] >= 2) if not side.empty else []
+    unjudged = backed.count(False)
+    lines = ([first_line(unjudged, len(backed) - unjudged)] if unjudged and body else []) + body
     return found, (lines + not_applicable(runs.manifests) + budget_notes(runs.manifests))
 
 

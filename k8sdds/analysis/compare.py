@@ -5,7 +5,6 @@ bound and saying so, with an exit status of its own, where it cannot judge."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -139,7 +138,8 @@ def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str
             change = (ratio - 1) * 100
             rows.append({"test": _label(key, shown), "metric": metric,
                          "baseline": sa.mean, "contender": sb.mean,
-                         "baseline_pm_pct": _half_pct(sa), "contender_pm_pct": _half_pct(sb),
+                         "baseline_pm_pct": _side(sa).half_pct,
+                         "contender_pm_pct": _side(sb).half_pct,
                          "ratio": ratio, "change_pct": change,
                          "n_baseline": len(xa), "n_contender": len(xb),
                          "p_value": sig.p_value if sig else None,
@@ -151,11 +151,8 @@ def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str
     return rows
 
 
-def _half_pct(s: Summary) -> float | None:
-    """The half width of a side's 95 % interval in % of its mean (None: one repeat)."""
-    if math.isnan(s.ci_low) or not s.mean:
-        return None
-    return (s.ci_high - s.ci_low) / 2 / abs(s.mean) * 100
+def _side(s: Summary) -> verdict.Side:
+    return verdict.Side(s.mean, s.ci_low, s.ci_high, s.n)
 
 
 def said(metric: str, change: float, sig: Significance | None, test: str, n_a: int,

@@ -30,6 +30,13 @@ class Side:
         """Whether an interval backs the mean (two repeats or more)."""
         return self.repeats >= 2 and not (math.isnan(self.low) or math.isnan(self.high))
 
+    @property
+    def half_pct(self) -> float | None:
+        """The half width of the interval in % of the mean (None: no interval)."""
+        if not self.interval or not self.mean:
+            return None
+        return (self.high - self.low) / 2 / abs(self.mean) * 100
+
     def apart(self, other: Side) -> bool:
         """The two intervals do not overlap."""
         return self.high < other.low or self.low > other.high
