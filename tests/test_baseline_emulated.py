@@ -35,7 +35,7 @@ def matrix_run(tmp_path_factory):
 # Seen twice in CI and never in five local runs: the first ddsperf test of the matrix
 # (flannel-hostgw, node-node) had its publisher match the reader and block ("write error:
 # -10") while the subscriber received nothing. One such ddsperf repeat may fail, with its
-# reason recorded; the network engines never may.
+# reason recorded; the network engines never may. The test then ends as an xfail, not a pass.
 DDS_FAILURES_TOLERATED = 1
 
 
@@ -81,6 +81,8 @@ def test_every_path_of_both_datapaths_is_measured(matrix_run):
         same = t["path"] == "pod-pod-same-node"
         assert entry["placement"] == {"client": "node1",
                                       "server": "node1" if same else "node2"}
+    if failed:  # the rest is tested; the failed repeat's figure is not (an xfail, not a pass)
+        pytest.xfail(f"a ddsperf repeat failed, its reason recorded: {matrix_run['failed']}")
 
 
 def test_the_report_shows_the_matrix_and_dds_efficiency(matrix_run):
@@ -96,6 +98,8 @@ def test_the_report_shows_the_matrix_and_dds_efficiency(matrix_run):
     section = page[page.index('<section id="baselines">'):]
     assert "DDS efficiency" in section and "pod-node" in section and "iperf3 TCP" in section
     assert "ab (requests/s)" in section
+    if missing:
+        pytest.xfail(f"a ddsperf repeat failed, its share not shown: {matrix_run['failed']}")
 
 
 def test_datapath_cpu_cost_counts_the_tunnel_process(tmp_path):

@@ -275,3 +275,24 @@ def test_engines_says_what_is_built_for_which_architecture_and_how_to_build_the_
     assert (f"Not built for {', '.join(others)}: `make engines`, or "
             f"ARCH={others[0]} ENGINES=mqtt engines/build") in text
     assert "k8sdds-zenoh is not built; run `make engines`" in text
+
+
+def test_testbed_up_takes_the_testbed_flags_of_run():
+    """`testbed up` and `run` describe the testbed with the same flags, bounds and help (the
+    emulated backend's options), so a testbed brought up by hand is the one a run builds."""
+    import typer.main
+
+    from k8sdds.cli import app
+
+    def params(*path: str) -> dict:
+        command = typer.main.get_command(app)
+        for name in path:
+            command = command.commands[name]
+        return {p.opts[0]: p for p in command.params}
+
+    run, up = params("run"), params("testbed", "up")
+    for flag in ("--testbed", "--nodes", "--profile", "--testbed-spec"):
+        assert up[flag].opts == run[flag].opts and up[flag].help == run[flag].help, flag
+    assert "nodes when the testbed is built" in up["--nodes"].help
+    done = invoke("testbed", "up", "--nodes", "1")  # refused before anything is made
+    assert done.returncode == 2 and "greater than or equal to 2" in done.stderr, done

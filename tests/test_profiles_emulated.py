@@ -166,11 +166,14 @@ def test_netem_parts_are_applied_or_reported(tmp_path):
         qdiscs = subprocess.run(["tc", "-n", f"{name}-node1", "qdisc", "show", "dev", "eth0"],
                                 capture_output=True, text=True).stdout
         assert "tbf" in qdiscs and "rate 40Mbit" in qdiscs
-        if capabilities.qdisc("netem") is None:
-            assert "netem" in qdiscs and "delay 2ms" in qdiscs
-        else:
+        missing = capabilities.qdisc("netem")
+        if missing is not None:
             assert "not applied: node1 (rpi3b-wifi): delay 2 ms and loss 0.1 %" in proc.stderr
             assert "no netem" in proc.stderr
+            # the report is tested; the applying cannot be here (an xfail, never a pass)
+            pytest.xfail(f"delay and loss cannot be applied on this kernel: {missing}")
+        assert "netem" in qdiscs and "delay 2ms" in qdiscs
+        assert "not applied" not in proc.stderr
     finally:
         cli("testbed", "down", "--testbed", name, env=env)
 

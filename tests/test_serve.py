@@ -99,6 +99,35 @@ def _clear(url: str) -> None:
     engine.dispose()
 
 
+def test_a_task_queued_before_revision_3_keeps_what_it_asked(db_url):
+    """Revision 0003 folds a task's options and schedule into the one request text the
+    service now keeps; a task that no longer checks is failed, with the reason, not lost."""
+    from sqlalchemy import create_engine, inspect, text
+
+    _clear(db_url)
+    engine = create_engine(db_url)
+    store.migrate(engine, "0002")
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO tasks (kind, status, target, schedule, options, created) VALUES "
+            "('schedule', 'queued', 'emulated:k8sdds', :s, :o, CURRENT_TIMESTAMP), "
+            "('schedule', 'queued', 'emulated:k8sdds', :s, :bad, CURRENT_TIMESTAMP)"),
+            {"s": "dataLen\n1024\n", "o": '{"backend": "emulated", "duration": 7}',
+             "bad": '{"backend": "emulated", "no_such_option": 1}'})
+    store.migrate(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT id, status, message, request FROM tasks "
+                                 "ORDER BY id")).all()
+        columns = {c["name"] for c in inspect(conn).get_columns("tasks")}
+    engine.dispose()
+    assert "options" not in columns and "schedule" not in columns
+    asked = json.loads(rows[0].request)
+    assert rows[0].status == "queued"
+    assert asked["schedule_text"] == "dataLen\n1024\n" and asked["flags"] == {"duration": 7}
+    assert asked["backend"] == "emulated" and asked["out"] == "."
+    assert rows[1].status == "failed" and "no_such_option" in rows[1].message
+
+
 def test_runs_are_imported_once_and_read_back_as_written(db_url, tmp_path):
     _clear(db_url)
     paths = _runs(tmp_path / "logs")

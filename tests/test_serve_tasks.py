@@ -126,7 +126,7 @@ def test_submitted_schedules_run_one_at_a_time_and_land_in_the_database(service)
     folder = service.out / "tasks" / f"task-{first['id']}"
     asked = json.loads((folder / "request.json").read_text())
     assert asked["flags"] == {"datapath": "host", "duration": 2}
-    assert asked["schedule_text"] == HEADER + ROW and asked["out"] == str(folder)
+    assert asked["schedule_text"] == HEADER + ROW and asked["out"] == "."
     manifest = json.loads((folder / done["run_id"] / "manifest.json").read_text())
     assert f"--request={folder / 'request.json'}" in manifest["command_line"]
     done = service.wait(second["id"], lambda t: t["status"] not in ("queued", "running"))

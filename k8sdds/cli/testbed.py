@@ -12,6 +12,7 @@ from rich.table import Table
 
 from k8sdds import model
 from k8sdds.cli.common import (
+    backend_option,
     check_available,
     datapath_list,
     err_console,
@@ -33,33 +34,18 @@ def _real_cnis() -> str:
                      and d.name in c.testbed.datapaths)
 
 
-def _testbed(name: str | None, nodes: int, profile: str | None, testbed_spec: Path | None):
-    from k8sdds.testbed import spec
-    from k8sdds.testbed.testbed import Testbed
-
-    if testbed_spec:
-        return Testbed(spec.load(testbed_spec, name=name, profile=profile))
-    return Testbed(spec.default_nodes(nodes, profile, DEFAULT_NAME if name is None else name))
-
-
-
 NAME = typer.Option(None, "--testbed", help="Testbed name (namespace prefix) [the spec's "
                     "name, else k8sdds], as `k8sdds run --testbed`.")
 OLD_NAME = typer.Option(None, "--name", hidden=True, help="The old spelling of --testbed.")
 
 
-def testbed_up(name: str | None = NAME,
+def testbed_up(name: str | None = backend_option("testbed"),
                old_name: str | None = OLD_NAME,
-               nodes: int = typer.Option(4, "--nodes", min=2, max=64,
-                                         help="Nodes: node0 is the control plane."),
-               profile: str | None = typer.Option(None, "--profile",
-                                                  help="Edge profile of every worker."),
-               testbed_spec: Path | None = typer.Option(
-                   None, "--testbed-spec", help="Testbed spec (YAML): nodes with name, role, "
-                   "arch, profile, as `k8sdds run --testbed-spec`."),
+               nodes: int | None = backend_option("nodes"),
+               profile: str | None = backend_option("profile"),
+               testbed_spec: Path | None = backend_option("testbed_spec"),
                old_spec: Path | None = typer.Option(
-                   None, "--spec", "--cluster", hidden=True,
-                   help="The old spellings of --testbed-spec."),
+                   None, "--spec", hidden=True, help="The old spelling of --testbed-spec."),
                datapath: str | None = typer.Option(
                    None, "--datapath", help="Datapath to wire [host; with --kubernetes: "
                    "flannel-hostgw]."),
@@ -96,7 +82,12 @@ def testbed_up(name: str | None = NAME,
         check_datapath(dp, mode)
     elif mode != "auto" or image_archive is not None:
         raise UserError("--pod-network and --image-archive are for --kubernetes")
-    tb = _testbed(name, nodes, profile, testbed_spec)
+    from k8sdds.deployment.emulated import testbed_for
+    from k8sdds.deployment.options import EmulatedOptions
+    from k8sdds.flags import build
+
+    tb = testbed_for(build(EmulatedOptions, {"testbed": name, "nodes": nodes,
+                                             "profile": profile, "testbed_spec": testbed_spec}))
     with _locked(tb.spec.name):
         tb.up()
         if kubernetes:

@@ -27,6 +27,15 @@ from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import TUNNEL_PROCESSES, WIRING
 
 
+def testbed_for(options: EmulatedOptions) -> Testbed:
+    """The testbed these options describe (`k8sdds run` and `k8sdds testbed up` alike): the
+    spec's nodes, named by --testbed or, left at its default, by the spec; else --nodes."""
+    if options.testbed_spec:
+        given = None if options.testbed == EmulatedOptions.testbed else options.testbed
+        return Testbed(spec.load(options.testbed_spec, name=given, profile=options.profile))
+    return Testbed(spec.default_nodes(options.nodes, options.profile, options.testbed))
+
+
 class EmulatedBackend:
     name = "emulated"
     local_engines = True
@@ -38,15 +47,11 @@ class EmulatedBackend:
         if existing and existing.is_up():
             # a testbed that is already up is used as it is (its own nodes and profiles)
             self.testbed = existing
-        elif options.testbed_spec:  # --testbed left at its default: the spec's name
-            given = None if name == EmulatedOptions.testbed else name
-            self.testbed = Testbed(spec.load(options.testbed_spec, name=given,
-                                             profile=options.profile))
+        else:
+            self.testbed = testbed_for(options)
             existing = Testbed.existing(self.testbed.spec.name)
             if existing and existing.is_up():
                 self.testbed = existing
-        else:
-            self.testbed = Testbed(spec.default_nodes(options.nodes, options.profile, name))
         self.calibrate = not options.no_calibrate  # a budget not of this machine, first
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None

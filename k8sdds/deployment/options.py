@@ -22,9 +22,10 @@ class EmulatedOptions:
     """--backend emulated: the testbed on this machine."""
 
     testbed: str = option(
-        DEFAULT_NAME, "--testbed", "testbed name (namespace prefix); an existing testbed of "
-        "that name is reused and left up, else one is built and removed after", pins=True)
-    nodes: int = option(4, "--nodes", "nodes when the run builds the testbed: node0 is the "
+        DEFAULT_NAME, "--testbed", "testbed name (namespace prefix; left at its default with "
+        "--testbed-spec: the spec's name); a run reuses a testbed of that name that is up and "
+        "leaves it up, else builds one and removes it after", pins=True)
+    nodes: int = option(4, "--nodes", "nodes when the testbed is built: node0 is the "
                         "control plane, the others are workers, where pods run",
                         cli_type=int, min=2, max=64)
     profile: str | None = option(

@@ -77,8 +77,9 @@ tasks = Table(
     # queued, running, done, stopped, failed, cancelled
     Column("status", String(16), nullable=False, index=True),
     Column("target", String(512), nullable=False),  # one run at a time per target
-    Column("schedule", Text, nullable=False),
-    Column("options", JSON, nullable=False),
+    # the run it asks for: the very text its `request.json` holds (request.dumps), its out
+    # "." (the child runs in the task's folder)
+    Column("request", Text, nullable=False),
     Column("created", DateTime(timezone=True), nullable=False),
     Column("started", DateTime(timezone=True), nullable=True),
     Column("finished", DateTime(timezone=True), nullable=True),

@@ -53,7 +53,8 @@ def _redact(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def migrate(engine: Engine) -> None:
+def migrate(engine: Engine, to: str = "head") -> None:
+    """The database's tables brought to revision `to` (Alembic; the newest by default)."""
     from alembic import command
     from alembic.config import Config
 
@@ -61,7 +62,7 @@ def migrate(engine: Engine) -> None:
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as conn:
         config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+        command.upgrade(config, to)
 
 
 @dataclass(frozen=True)

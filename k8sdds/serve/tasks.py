@@ -1,9 +1,9 @@
 """The task queue of `k8sdds serve`: schedules and baselines submitted over the API, kept in
 the database (nothing is lost when the service stops), run one at a time per target (a
 testbed, a cluster context, an inventory: the backend's options say) by `k8sdds run
---request FILE` in a child process (the request written once, to the task's
-`request.json`), followed (progress from the run's manifest), and added to the runs table
-when they end.
+--request FILE` in a child process (the request kept once, as the text of the task's
+`request.json`, checked where it enters and where it runs), followed (progress from the
+run's events), and added to the runs table when they end.
 
 The child dies with the service (PR_SET_PDEATHSIG: SIGTERM, which `k8sdds run` takes as a
 clean stop); a task found running at start is resumed (`k8sdds run --resume`), as after
@@ -61,7 +61,8 @@ class Worker:
         """Queue a schedule (checked as `k8sdds run` checks it, with the chosen backend's own
         limits: a UserError says why) or a baseline."""
         try:
-            prepared = prepare(options.request(schedule, kind))
+            asked = options.request(schedule, kind)
+            prepared = prepare(asked)
         except OptionError as exc:
             raise UserError(f"{exc.option.lstrip('-')}: {exc}") from None
         seconds = planned_seconds(prepared.tests)
@@ -73,9 +74,9 @@ class Worker:
                             "--max-task-seconds)")
         with self.engine.begin() as conn:
             task_id = conn.execute(insert(tasks).values(
-                kind=kind, status="queued", target=options.target(), schedule=schedule,
-                options=options.model_dump(exclude_none=True), created=_now(),
-                message="")).inserted_primary_key[0]
+                kind=kind, status="queued", target=options.target(), created=_now(),
+                request=dumps(replace(asked, out=HERE)), message="")
+            ).inserted_primary_key[0]
         self._wake.set()
         return task_id
 
@@ -153,13 +154,11 @@ class Worker:
             folder.mkdir(parents=True, exist_ok=True)
             run = self.run_dir(task.id)
             if run is not None and task.kind != "baseline":  # a stopped baseline starts again
-                req = RunRequest(resume=run)
-            else:
-                req = replace(TaskOptions(**task.options).request(task.schedule, task.kind),
-                              out=folder)
-            asked = folder / "request.json"  # the request itself, checked again on read
+                asked, text = folder / "resume.json", dumps(RunRequest(resume=run))
+            else:  # the request as stored, checked again by the child as it reads it
+                asked, text = folder / "request.json", task.request
             staged = asked.with_name(asked.name + ".partial")
-            staged.write_text(dumps(req))
+            staged.write_text(text)
             staged.replace(asked)
             events, sink = os.pipe()  # the child's progress, as JSON lines
             try:
@@ -168,7 +167,7 @@ class Worker:
                     child = subprocess.Popen(
                         [sys.executable, "-m", "k8sdds", "run", f"--request={asked}",
                          "--no-plot", "--json", "--quiet", f"--events=/dev/fd/{sink}"],
-                        stdout=outcome, stderr=log, stdin=subprocess.DEVNULL,
+                        stdout=outcome, stderr=log, stdin=subprocess.DEVNULL, cwd=folder,
                         pass_fds=(sink,), preexec_fn=_die_with_parent)
             except BaseException:
                 os.close(events)
@@ -211,7 +210,8 @@ class Worker:
             said = outcome_of(folder / OUTCOME)
             status, message = ending(code, said, cancelled, _tail(folder / "run.log"))
             values: dict = {"finished": _now(), "status": status, "message": message}
-            run = Path(said["run_dir"]) if said.get("run_dir") else self.run_dir(task_id)
+            # the child's run directory, relative to its working directory (the task's folder)
+            run = folder / said["run_dir"] if said.get("run_dir") else self.run_dir(task_id)
             if run is not None:
                 values["run_id"] = run.name
                 if status == "done":
@@ -220,6 +220,7 @@ class Worker:
                 conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
 
 
+HERE = Path(".")  # a task's run goes into its folder, the child's working directory
 OUTCOME = "outcome.json"  # the child's --json outcome (or error), in the task's folder
 
 
@@ -281,8 +282,15 @@ def describe(row) -> dict:
         elapsed = (_now() - started).total_seconds()
         eta = round(elapsed / row.done * (row.total - row.done), 1)
     task["eta_s"] = eta
-    task.pop("schedule")
+    task["options"] = options_of(task.pop("request"))
     return task
+
+
+def options_of(text: str) -> dict:
+    """A stored request's options as a task is given them (backend, its options, the run's)."""
+    asked = json.loads(text)
+    return {"backend": asked.get("backend"), **(asked.get("backend_options") or {}),
+            **(asked.get("flags") or {}), **(asked.get("matrix") or {})}
 
 
 def list_tasks(engine: Engine) -> list[dict]:

@@ -1,0 +1,523 @@
+/*
+ * k8sdds: RTI Perftest's middleware interface (srcCpp/MessagingIF.h) on Eclipse Cyclone DDS's
+ * C API, so that Perftest's own program (its main loop, parameters, statistics and printer)
+ * measures Cyclone DDS. Perftest's options become Cyclone's configuration here:
+ *   -nic NAME           General/Interfaces/NetworkInterface name=NAME
+ *   -peer ADDR          Discovery/Peers (unicast discovery; multicast off unless -multicast)
+ *   -multicast          General/AllowMulticast true (else "spdp": discovery only)
+ *   -transport UDPv4    General/Transport udp (the default)
+ *   -transport TCP      General/Transport tcp, TCP/Port = -transportServerBindPort [7400]
+ *   -batchSize BYTES    Internal/WriteBatch, flushed when BYTES are queued (and at flush())
+ *   -bestEffort         best-effort reliability on the Throughput and Latency topics
+ *   -sendQueueSize N    the writer's resource limits (max_samples = N), KEEP_ALL history
+ *   -domain D           the DDS domain
+ * Anything else Cyclone cannot honour is refused at start with the option's name
+ * (see refused() below); k8sdds refuses the same when it checks a schedule.
+ * $CYCLONEDDS_URI, when set, is read before the options above (its settings first).
+ * SPDX-License-Identifier: EPL-1.0 (it builds with Perftest, under the same licence)
+ */
+#include <dds/dds.h>
+#include <dds/version.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "MessagingIF.h"
+#include "perftest_cpp.h"
+
+std::string GetMiddlewareVersionString()
+{
+    return std::string("Eclipse Cyclone DDS ") + DDS_VERSION;
+}
+
+namespace {
+
+const uint32_t MAX_TAKE = 256;  // samples taken at once
+
+/* Perftest's sample, as idlc lays out all four of its types in C (the same members). */
+typedef TestData_t Sample;
+
+std::string xml_escaped(const std::string &text)
+{
+    std::string out;
+    for (char c : text) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+/* Perftest's options Cyclone DDS cannot honour here: the first one given, with why. */
+std::string refused(ParameterManager &pm)
+{
+    struct Rule { const char *option; const char *why; };
+    static const Rule rules[] = {
+        {"secureEncryptBoth", "DDS Security is not mapped to Cyclone's plugins in this build"},
+        {"secureSign", "DDS Security is not mapped to Cyclone's plugins in this build"},
+        {"transportCertAuthority", "TLS is not mapped to Cyclone's SSL in this build"},
+        {"dynamicData", "Cyclone DDS has no Dynamic Data API"},
+        {"flatdata", "FlatData is RTI Connext's"},
+        {"zerocopy", "Zero Copy is RTI Connext's"},
+        {"asynchronous", "Cyclone DDS writes synchronously"},
+        {"cft", "content-filtered topics are not in Cyclone DDS"},
+        {"qosFile", "Perftest's QoS XML is RTI Connext's"},
+        {"rawTransport", "the raw transport is RTI Connext's"},
+    };
+    for (const Rule &rule : rules) {
+        if (pm.is_set(rule.option)) {
+            return std::string("-") + rule.option + ": " + rule.why;
+        }
+    }
+    const std::string transport = pm.get<std::string>("transport");
+    if (pm.is_set("transport") && transport != "UDPv4" && transport != "TCP") {
+        return "-transport " + transport
+                + ": Cyclone DDS carries UDPv4 and TCP in this build";
+    }
+    if (pm.get<bool>("multicast") && transport == "TCP") {
+        return "-multicast: needs -transport UDPv4";
+    }
+    return "";
+}
+
+/* -batchSize as RTI Connext's implementation in Perftest treats it (RTIDDSImpl's
+ * validate_input): off in a latency test, for large data, when the batch cannot hold two
+ * samples and with -pubRate; an error where the user asked for it in a latency test or with
+ * large data. The negative values are Perftest's own, which it prints as reasons. */
+bool batching(ParameterManager &pm)
+{
+    if (pm.get<long>("batchSize") <= 0) {
+        return true;
+    }
+    const bool asked = pm.is_set("batchSize");
+    const unsigned long long length = pm.get<unsigned long long>("dataLen");
+    if (pm.get<bool>("latencyTest")) {
+        if (asked) {
+            fprintf(stderr, "Batching cannot be used in a Latency test.\n");
+            return false;
+        }
+        pm.set<long>("batchSize", 0);
+        return true;
+    }
+    if (length > (unsigned long long) MAX_BOUNDED_SEQ_SIZE) {
+        if (asked) {
+            fprintf(stderr, "Batching cannot be used with Large Data.\n");
+            return false;
+        }
+        pm.set<long>("batchSize", -2);
+        return true;
+    }
+    if ((unsigned long long) pm.get<long>("batchSize") < length * 2) {
+        pm.set<long>("batchSize", asked ? -1 : 0);
+    } else if ((pm.is_set("pubRate") || pm.is_set("pubRateBps")) && asked) {
+        pm.set<long>("batchSize", -4);
+    }
+    return true;
+}
+
+/* Cyclone's configuration for Perftest's options (XML, after $CYCLONEDDS_URI). */
+std::string configuration(ParameterManager &pm)
+{
+    std::ostringstream xml;
+    const bool tcp = pm.get<std::string>("transport") == "TCP";
+    const std::vector<std::string> peers = pm.get_vector<std::string>("peer");
+    const bool multicast = pm.get<bool>("multicast");
+    xml << "<CycloneDDS><Domain id=\"any\"><General>";
+    if (!pm.get<std::string>("nic").empty()) {
+        xml << "<Interfaces><NetworkInterface name=\""
+            << xml_escaped(pm.get<std::string>("nic")) << "\"/></Interfaces>";
+    }
+    xml << "<AllowMulticast>"
+        << (multicast ? "true" : (peers.empty() ? "spdp" : "false"))
+        << "</AllowMulticast>";
+    xml << "<Transport>" << (tcp ? "tcp" : "udp") << "</Transport>";
+    xml << "</General>";
+    if (tcp) {
+        std::string port = pm.get<std::string>("transportServerBindPort");
+        xml << "<TCP><Port>" << xml_escaped(port.empty() ? "7400" : port) << "</Port></TCP>";
+    }
+    xml << "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
+        << "<MaxAutoParticipantIndex>20</MaxAutoParticipantIndex>";
+    if (!peers.empty()) {
+        // a peer's first announcement can be lost while it starts: repeat it every second
+        xml << "<SPDPInterval>1s</SPDPInterval><Peers>";
+        for (const std::string &peer : peers) {
+            xml << "<Peer address=\"" << xml_escaped(peer) << "\"/>";
+        }
+        xml << "</Peers>";
+    }
+    xml << "</Discovery>";
+    if (pm.get<long>("batchSize") > 0) {
+        xml << "<Internal><WriteBatch>true</WriteBatch></Internal>";
+    }
+    xml << "</Domain></CycloneDDS>";
+    const char *uri = getenv("CYCLONEDDS_URI");
+    return (uri != NULL && *uri != '\0') ? std::string(uri) + "," + xml.str() : xml.str();
+}
+
+void fill(TestMessage &message, const Sample &sample)
+{
+    message.entity_id = sample.entity_id;
+    message.seq_num = sample.seq_num;
+    message.timestamp_sec = sample.timestamp_sec;
+    message.timestamp_usec = sample.timestamp_usec;
+    message.latency_ping = sample.latency_ping;
+    message.size = (int) sample.bin_data._length;
+    message.data = (char *) sample.bin_data._buffer;
+}
+
+class Writer : public IMessagingWriter {
+  public:
+    Writer(dds_entity_t writer, ParameterManager &pm, PerftestSemaphore *pong)
+            : _writer(writer), _pong(pong), _counter(0), _queued(0)
+    {
+        memset(&_sample, 0, sizeof(_sample));
+        _instances = pm.get<long>("instances");
+        _target = pm.get<long>("writeInstance");
+        _batch = pm.get<long>("batchSize");
+    }
+
+    void wait_for_readers(int count)
+    {
+        dds_publication_matched_status_t status;
+        while (dds_get_publication_matched_status(_writer, &status) == DDS_RETCODE_OK
+               && status.current_count < (uint32_t) count) {
+            PerftestClock::milliSleep(PERFTEST_DISCOVERY_TIME_MSEC);
+        }
+    }
+
+    bool send(const TestMessage &message, bool isCftWildCardKey)
+    {
+        long key = 0;
+        if (isCftWildCardKey) {
+            key = MAX_CFT_VALUE;
+        } else if (_instances > 1) {
+            key = _target == -1 ? (long) (_counter++ % _instances) : _target;
+        }
+        for (int c = 0; c < KEY_SIZE; c++) {
+            _sample.key[c] = (unsigned char) (key >> c * 8);
+        }
+        _sample.entity_id = message.entity_id;
+        _sample.seq_num = message.seq_num;
+        _sample.timestamp_sec = message.timestamp_sec;
+        _sample.timestamp_usec = message.timestamp_usec;
+        _sample.latency_ping = message.latency_ping;
+        _sample.bin_data._buffer = (uint8_t *) message.data;
+        _sample.bin_data._length = (uint32_t) message.size;
+        _sample.bin_data._maximum = (uint32_t) message.size;
+        _sample.bin_data._release = false;
+        dds_return_t rc = dds_write(_writer, &_sample);
+        if (rc != DDS_RETCODE_OK) {
+            fprintf(stderr, "[Error] dds_write: %s\n", dds_strretcode(rc));
+            return false;
+        }
+        if (_batch > 0) {
+            _queued += message.size;
+            if (_queued >= _batch) {
+                flush();
+            }
+        }
+        return true;
+    }
+
+    void flush()
+    {
+        dds_write_flush(_writer);
+        _queued = 0;
+    }
+
+    bool wait_for_ping_response()
+    {
+        return _pong == NULL
+                || PerftestSemaphore_take(_pong, PERFTEST_SEMAPHORE_TIMEOUT_INFINITE);
+    }
+
+    bool wait_for_ping_response(int timeout)
+    {
+        return _pong == NULL || PerftestSemaphore_take(_pong, timeout);
+    }
+
+    bool notify_ping_response()
+    {
+        return _pong == NULL || PerftestSemaphore_give(_pong);
+    }
+
+    void wait_for_ack(int sec, unsigned int nsec)
+    {
+        dds_wait_for_acks(_writer, DDS_SECS(sec) + (dds_duration_t) nsec);
+    }
+
+  private:
+    dds_entity_t _writer;
+    PerftestSemaphore *_pong;
+    Sample _sample;
+    unsigned long _counter;
+    long _instances, _target, _batch, _queued;
+};
+
+/* A reader. With a callback (Perftest's listener mode), a thread of its own takes the
+ * samples and hands them to it: never Cyclone's receive path, where a subscriber answering a
+ * ping would write and wait for acknowledgements that same path must deliver (seen here
+ * with a DDS listener: a write timed out after 10 s and 35 samples went through). */
+class Reader : public IMessagingReader {
+  public:
+    Reader(dds_entity_t participant, dds_entity_t reader, IMessagingCB *callback)
+            : _reader(reader), _taken(0), _next(0)
+    {
+        _samples[0] = NULL;
+        _waitset = dds_create_waitset(participant);
+        _wake = dds_create_guardcondition(participant);
+        _data = dds_create_readcondition(reader, DDS_ANY_STATE);
+        dds_waitset_attach(_waitset, _data, 0);
+        dds_waitset_attach(_waitset, _wake, 1);
+        if (callback != NULL) {
+            _thread = std::thread([this, callback]() {
+                TestMessage *message;
+                while ((message = receive_message()) != NULL) {
+                    callback->process_message(*message);
+                }
+            });
+        }
+    }
+
+    ~Reader()
+    {
+        shutdown();
+    }
+
+    void wait_for_writers(int count)
+    {
+        dds_subscription_matched_status_t status;
+        while (dds_get_subscription_matched_status(_reader, &status) == DDS_RETCODE_OK
+               && status.current_count < (uint32_t) count) {
+            PerftestClock::milliSleep(PERFTEST_DISCOVERY_TIME_MSEC);
+        }
+    }
+
+    TestMessage *receive_message()
+    {
+        while (true) {
+            while (_next < _taken) {
+                int i = _next++;
+                if (_infos[i].valid_data) {
+                    fill(_message, *(const Sample *) _samples[i]);
+                    return &_message;
+                }
+            }
+            release();
+            int n = dds_take(_reader, _samples, _infos, MAX_TAKE, MAX_TAKE);
+            if (n > 0) {
+                _taken = n;
+                continue;
+            }
+            dds_attach_t fired[2];
+            if (dds_waitset_wait(_waitset, fired, 2, DDS_INFINITY) < 0) {
+                return NULL;  // the reader is gone
+            }
+            bool woken = false;
+            if (dds_read_guardcondition(_wake, &woken) != DDS_RETCODE_OK || woken) {
+                return NULL;  // unblock() or shutdown(): the test is ending
+            }
+        }
+    }
+
+    bool unblock()
+    {
+        return dds_set_guardcondition(_wake, true) == DDS_RETCODE_OK;
+    }
+
+    /* Stops the callback's thread (it returns from its wait) and gives back the loan. */
+    void shutdown()
+    {
+        unblock();
+        if (_thread.joinable()) {
+            _thread.join();
+        }
+        release();
+    }
+
+  private:
+    void release()
+    {
+        if (_taken > 0) {
+            dds_return_loan(_reader, _samples, _taken);
+        }
+        _samples[0] = NULL;
+        _taken = _next = 0;
+    }
+
+    dds_entity_t _reader, _waitset, _wake, _data;
+    void *_samples[MAX_TAKE];
+    dds_sample_info_t _infos[MAX_TAKE];
+    int _taken, _next;
+    TestMessage _message;
+    std::thread _thread;
+};
+
+class CycloneDDSImpl : public IMessaging {
+  public:
+    explicit CycloneDDSImpl(const dds_topic_descriptor_t *descriptor)
+            : _descriptor(descriptor), _pm(NULL), _domain(0), _participant(0), _pong(NULL)
+    {
+    }
+
+    ~CycloneDDSImpl()
+    {
+        shutdown();
+    }
+
+    bool initialize(ParameterManager &pm, perftest_cpp *parent)
+    {
+        _pm = &pm;
+        (void) parent;
+        std::string why = refused(pm);
+        if (!why.empty()) {
+            fprintf(stderr, "[Error] not on Cyclone DDS: %s\n", why.c_str());
+            return false;
+        }
+        if (!batching(pm)) {
+            return false;
+        }
+        const dds_domainid_t id = (dds_domainid_t) pm.get<int>("domain");
+        _config = configuration(pm);
+        _domain = dds_create_domain(id, _config.c_str());
+        if (_domain < 0) {
+            fprintf(stderr, "[Error] Cyclone DDS refused its configuration (%s): %s\n",
+                    dds_strretcode(_domain), _config.c_str());
+            return false;
+        }
+        _participant = dds_create_participant(id, NULL, NULL);
+        if (_participant < 0) {
+            fprintf(stderr, "[Error] dds_create_participant: %s\n",
+                    dds_strretcode(_participant));
+            return false;
+        }
+        if (pm.get<bool>("latencyTest")) {
+            _pong = PerftestSemaphore_new();
+        }
+        return true;
+    }
+
+    std::string print_configuration()
+    {
+        std::ostringstream out;
+        out << "\tMiddleware: " << GetMiddlewareVersionString() << "\n"
+            << "\tCyclone DDS configuration: " << _config << "\n";
+        return out.str();
+    }
+
+    void shutdown()
+    {
+        if (_domain > 0) {
+            dds_delete(_domain);  // and every entity in it
+            _domain = _participant = 0;
+        }
+        if (_pong != NULL) {
+            PerftestSemaphore_delete(_pong);
+            _pong = NULL;
+        }
+    }
+
+    unsigned long get_initial_burst_size()
+    {
+        return (unsigned long) _pm->get<int>("sendQueueSize");
+    }
+
+    IMessagingWriter *create_writer(const char *topic_name)
+    {
+        dds_entity_t topic = make_topic(topic_name);
+        if (topic < 0) {
+            return NULL;
+        }
+        dds_qos_t *qos = qos_for(topic_name);
+        dds_entity_t writer = dds_create_writer(_participant, topic, qos, NULL);
+        dds_delete_qos(qos);
+        if (writer < 0) {
+            fprintf(stderr, "[Error] dds_create_writer %s: %s\n", topic_name,
+                    dds_strretcode(writer));
+            return NULL;
+        }
+        return new Writer(writer, *_pm, _pong);
+    }
+
+    IMessagingReader *create_reader(const char *topic_name, IMessagingCB *callback)
+    {
+        dds_entity_t topic = make_topic(topic_name);
+        if (topic < 0) {
+            return NULL;
+        }
+        dds_qos_t *qos = qos_for(topic_name);
+        dds_entity_t reader = dds_create_reader(_participant, topic, qos, NULL);
+        dds_delete_qos(qos);
+        if (reader < 0) {
+            fprintf(stderr, "[Error] dds_create_reader %s: %s\n", topic_name,
+                    dds_strretcode(reader));
+            return NULL;
+        }
+        return new Reader(_participant, reader, callback);
+    }
+
+    /* Yes, through a thread per reader (see Reader): Perftest's own path without
+     * listeners fails in 4.3 (the publisher tests the wrong thread after making its
+     * announcement thread: "Problem creating Thread for announcementReadThread"). */
+    bool supports_listeners()
+    {
+        return true;
+    }
+
+  private:
+    dds_entity_t make_topic(const char *name)
+    {
+        dds_entity_t topic = dds_create_topic(_participant, _descriptor, name, NULL, NULL);
+        if (topic < 0) {
+            fprintf(stderr, "[Error] dds_create_topic %s: %s\n", name, dds_strretcode(topic));
+        }
+        return topic;
+    }
+
+    /* As Perftest's own QoS profiles: the announcements reliable and kept for late
+     * joiners; throughput and latency reliable unless -bestEffort; every history kept. */
+    dds_qos_t *qos_for(const char *topic_name)
+    {
+        dds_qos_t *qos = dds_create_qos();
+        const bool announcement = strcmp(topic_name, ANNOUNCEMENT_TOPIC_NAME) == 0;
+        if (!announcement && _pm->get<bool>("bestEffort")) {
+            dds_qset_reliability(qos, DDS_RELIABILITY_BEST_EFFORT, 0);
+        } else {
+            dds_qset_reliability(qos, DDS_RELIABILITY_RELIABLE, DDS_SECS(10));
+        }
+        dds_qset_history(qos, DDS_HISTORY_KEEP_ALL, 0);
+        if (announcement) {
+            dds_qset_durability(qos, DDS_DURABILITY_TRANSIENT_LOCAL);
+        }
+        return qos;
+    }
+
+    const dds_topic_descriptor_t *_descriptor;
+    ParameterManager *_pm;
+    dds_entity_t _domain, _participant;
+    PerftestSemaphore *_pong;
+    std::string _config;
+};
+
+}  // namespace
+
+IMessaging *CycloneDDSImpl_new(ParameterManager &pm)
+{
+    const bool keyed = pm.get<bool>("keyed");
+    const bool unbounded = pm.get<int>("unbounded") != 0;
+    const dds_topic_descriptor_t *descriptor =
+            keyed ? (unbounded ? &TestDataKeyedLarge_t_desc : &TestDataKeyed_t_desc)
+                  : (unbounded ? &TestDataLarge_t_desc : &TestData_t_desc);
+    return new CycloneDDSImpl(descriptor);
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Build RTI Perftest's C++ program (`perftest_cpp`) on Eclipse Cyclone DDS, from a Perftest
+source tree the user brings (a clone of github.com/rticommunity/rtiperftest, or an archive of
+one), with k8sdds' implementation of Perftest's middleware interface (CycloneDDSImpl.cxx here)
+and Perftest's types compiled from its srcIdl/perftest.idl by Cyclone's `idlc`.
+
+Perftest's sources compile unchanged but for one file, perftest_cpp.cxx, edited in the build
+directory (never in the user's tree) in two places, each guarded by PERFTEST_CYCLONEDDS:
+  1. where Perftest picks its middleware, a branch that makes the Cyclone DDS one;
+  2. where Perftest zeroes -batchSize for middlewares other than RTI Connext Professional,
+     the Cyclone DDS build is left out: Cyclone batches writes (Internal/WriteBatch).
+Everything else a middleware's generated code gives Perftest comes from prelude.h.
+
+The binary is cached by its inputs: BIN/perftest_cpp-cyclonedds-ARCH-HASH, and BIN/perftest_cpp
+(BIN/perftest_cpp-ARCH for another architecture) points at it.
+
+Usage: engines/perftest/build.py SRC [--bin DIR] [--arch amd64|arm64|armhf]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OURS = (HERE / "CycloneDDSImpl.cxx", HERE / "prelude.h", Path(__file__).resolve())
+# what the build takes from a Perftest tree (relative to its root)
+NEEDED = ("srcCpp/perftest_cpp.cxx", "srcCpp/perftest_cpp.h", "srcCpp/MessagingIF.h",
+          "srcCpp/Infrastructure_common.cxx", "srcCpp/PerftestTransport.cxx",
+          "srcCppCommon/ParameterManager.cxx", "srcIdl/perftest.idl")
+COMMON = ("CpuMonitor", "FileDataLoader", "Parameter", "ParameterManager", "PerftestPrinter",
+          "ThreadPriorities")
+# the two edits of perftest_cpp.cxx: (what is there, what it becomes, why)
+EDITS = (
+    ("  #else // No middleware is passed as -DPERFTEST_...",
+     "  #elif defined(PERFTEST_CYCLONEDDS)\n"
+     "    _MessagingImpl = CycloneDDSImpl_new(_PM);\n"
+     "  #else // No middleware is passed as -DPERFTEST_...",
+     "where Perftest picks its middleware"),
+    ("  #if !defined(PERFTEST_RTI_PRO) && !defined(RTI_PERF_TSS_PRO)\n"
+     "    _PM.set(\"batchSize\", 0);",
+     "  #if !defined(PERFTEST_RTI_PRO) && !defined(RTI_PERF_TSS_PRO) "
+     "&& !defined(PERFTEST_CYCLONEDDS)\n"
+     "    _PM.set(\"batchSize\", 0);",
+     "where Perftest turns -batchSize off for other middlewares"),
+)
+# Debian architecture -> the GNU triplet of its cross compilers and libraries
+TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu",
+            "armhf": "arm-linux-gnueabihf"}
+
+
+class BuildError(Exception):
+    """What stops the build, said so that the user can fix it."""
+
+
+def host_arch() -> str:
+    try:
+        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "amd64"
+
+
+def source_root(src: Path, work: Path) -> Path:
+    """The Perftest tree: `src` itself, or the one folder an archive of it holds."""
+    if not src.exists():
+        raise BuildError(f"{src}: no such file or directory (give a clone of "
+                         "github.com/rticommunity/rtiperftest, or an archive of one)")
+    if src.is_file():
+        try:
+            with tarfile.open(src) as archive:
+                archive.extractall(work / "src", filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            raise BuildError(f"{src}: not a readable tar archive ({exc})") from None
+        src = work / "src"
+    candidates = [src, *sorted(p for p in src.iterdir() if p.is_dir())]
+    for root in candidates:
+        if (root / "srcCpp" / "perftest_cpp.cxx").is_file():
+            missing = [n for n in NEEDED if not (root / n).is_file()]
+            if missing:
+                raise BuildError(f"{root}: not a Perftest source tree of the layout this "
+                                 f"build knows: missing {', '.join(missing)}")
+            return root
+    raise BuildError(f"{src}: no srcCpp/perftest_cpp.cxx in it or in a folder under it: not "
+                     "an RTI Perftest source tree")
+
+
+def toolchain(arch: str) -> dict[str, str]:
+    """The compilers and Cyclone DDS files for `arch`, or a BuildError naming the package."""
+    triplet = TRIPLETS.get(arch)
+    if triplet is None:
+        raise BuildError(f"--arch {arch}: builds for {', '.join(TRIPLETS)}")
+    native = arch == host_arch()
+    prefix = "" if native else f"{triplet}-"
+    tools = {"cxx": f"{prefix}g++", "cc": f"{prefix}gcc", "idlc": "idlc"}
+    packages = {"cxx": f"g++{'' if native else '-' + triplet.replace('_', '-')}",
+                "cc": f"gcc{'' if native else '-' + triplet.replace('_', '-')}",
+                "idlc": "cyclonedds-tools"}
+    for key, tool in tools.items():
+        if shutil.which(tool) is None:
+            raise BuildError(f"{tool} is missing (apt-get install {packages[key]})")
+    if not Path("/usr/include/dds/dds.h").is_file():
+        raise BuildError("Cyclone DDS's headers are missing: /usr/include/dds/dds.h "
+                         "(apt-get install cyclonedds-dev)")
+    lib = Path(f"/usr/lib/{triplet}/libddsc.so")
+    if not lib.exists():
+        raise BuildError(f"Cyclone DDS's library for {arch} is missing: {lib} (apt-get "
+                         f"install cyclonedds-dev{'' if native else ':' + arch})")
+    return {**tools, "lib": str(lib.parent)}
+
+
+def digest(root: Path, tools: dict[str, str]) -> str:
+    """A hash of every input: Perftest's sources, ours, the compiler's version."""
+    h = hashlib.sha256()
+    files = sorted([*(root / "srcCpp").glob("*.[ch]*"), *(root / "srcCppCommon").glob("*"),
+                    root / "srcIdl" / "perftest.idl", *OURS])
+    for path in files:
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    version = subprocess.run([tools["cxx"], "--version"], capture_output=True, text=True)
+    h.update(version.stdout.encode())
+    h.update(Path("/usr/include/dds/version.h").read_bytes())
+    return h.hexdigest()[:12]
+
+
+def edited(text: str) -> str:
+    """perftest_cpp.cxx with the two edits; a BuildError where its layout differs."""
+    for before, after, where in EDITS:
+        if text.count(before) != 1:
+            raise BuildError(f"srcCpp/perftest_cpp.cxx: {where} is not where this build "
+                             f"expects it ({before.splitlines()[-1].strip()!r} found "
+                             f"{text.count(before)} times, 1 expected): another Perftest "
+                             "version? This build knows release 4.x")
+        text = text.replace(before, after)
+    return text
+
+
+def run(argv: list[str], cwd: Path, what: str) -> None:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BuildError(f"{argv[0]} failed on {what}:\n"
+                         f"{(done.stderr or done.stdout).strip()[-3000:]}")
+
+
+def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
+    """Build (or find cached) perftest_cpp for `arch`; return the link roles run."""
+    tools = toolchain(arch)
+    suffix = "" if arch == host_arch() else f"-{arch}"
+    with tempfile.TemporaryDirectory(prefix="k8sdds-perftest-") as tmp:
+        work = Path(tmp)
+        root = source_root(src.resolve(), work)
+        name = f"perftest_cpp-cyclonedds-{arch}-{digest(root, tools)}"
+        target = bin_dir / name
+        link = bin_dir / f"perftest_cpp{suffix}"
+        if not target.is_file():
+            started = time.monotonic()
+            say(f"building RTI Perftest (perftest_cpp) on Cyclone DDS for {arch} from "
+                f"{src} (cached in {bin_dir})")
+            out = work / "build"
+            out.mkdir()
+            (out / "perftest_cpp.cxx").write_text(
+                edited((root / "srcCpp" / "perftest_cpp.cxx").read_text()))
+            idl = root / "srcIdl" / "perftest.idl"
+            run([tools["idlc"], "-l", "c", "-o", str(out), str(idl)], out, idl.name)
+            flags = ["-std=c++11", "-O2", "-DPERFTEST_CYCLONEDDS", "-include",
+                     str(HERE / "prelude.h"), f"-I{out}", f"-I{root / 'srcCpp'}",
+                     f"-I{root / 'srcCppCommon'}", "-I/usr/include", "-w"]
+            units = [out / "perftest_cpp.cxx", root / "srcCpp" / "Infrastructure_common.cxx",
+                     root / "srcCpp" / "PerftestTransport.cxx",
+                     *(root / "srcCppCommon" / f"{n}.cxx" for n in COMMON),
+                     HERE / "CycloneDDSImpl.cxx"]
+            jobs = [([tools["cxx"], *flags, "-c", "-o", str(out / f"{u.stem}.o"), str(u)],
+                     u.name) for u in units]
+            jobs.append(([tools["cc"], "-O2", "-I/usr/include", "-c", "-o",
+                          str(out / "perftest_types.o"), str(out / "perftest.c")],
+                         "perftest.c (idlc's)"))
+            with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+                for future in [pool.submit(run, job, out, what) for job, what in jobs]:
+                    future.result()
+            partial = target.with_name(target.name + ".partial")
+            run([tools["cxx"], "-o", str(partial), *sorted(str(p) for p in out.glob("*.o")),
+                 f"-L{tools['lib']}", "-lddsc", "-lpthread", "-s"], out, "the link")
+            partial.replace(target)
+            say(f"built {target.name} in {time.monotonic() - started:.0f} s")
+        link.unlink(missing_ok=True)
+        link.symlink_to(target.name)
+        return link
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("src", type=Path, help="RTI Perftest sources: a clone, or a tar "
+                        "archive of one")
+    parser.add_argument("--bin", type=Path, default=Path(os.environ.get(
+        "K8SDDS_ENGINE_BIN", "/var/cache/k8sdds/bin")), help="where the binary goes "
+        "[$K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin]")
+    parser.add_argument("--arch", default=host_arch(), help="Debian architecture to build "
+                        f"for: {', '.join(TRIPLETS)} [this machine's]")
+    args = parser.parse_args(argv)
+    args.bin.mkdir(parents=True, exist_ok=True)
+    try:
+        build(args.src, args.bin, args.arch)
+    except BuildError as exc:
+        print(f"engines/perftest/build.py: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
