@@ -16,9 +16,15 @@ APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireg
 TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server debootstrap umoci skopeo \
                      containerd runc containernetworking-plugins busybox-static \
                      postgresql qemu-user-static gcc libc6-dev libpcap-dev \
-                     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm qemu-utils
+                     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm qemu-utils \
+                     $(PERFTEST_PACKAGES)
+# what `make perftest` compiles with: Cyclone DDS's headers and IDL compiler, g++
+PERFTEST_PACKAGES := cyclonedds-dev cyclonedds-tools g++
+# RTI Perftest's sources for `make perftest` (a clone of github.com/rticommunity/rtiperftest, or
+# a tar archive of one); `make test` takes the copy beside the project when there is one
+PERFTEST_SRC ?= $(firstword $(wildcard ../shared/third_party/rtiperftest-*.tar.gz))
 
-.PHONY: demo test check docs install engines system-deps test-deps k8s-test-binaries vm-disk lint clean
+.PHONY: demo test check docs install engines perftest test-perftest system-deps test-deps k8s-test-binaries vm-disk lint clean
 
 # the tests that need no root, no namespaces, no sshd, no kube-apiserver, no database server
 # and no fuzzer's minutes
@@ -31,7 +37,7 @@ demo: install
 
 ## test: install everything the tests need, then lint and run the whole test suite: two test
 ## processes side by side, then the tests that must run alone (marker exclusive)
-test: test-deps install $(VENV)/.test-extras engines vm-disk
+test: test-deps install $(VENV)/.test-extras engines test-perftest vm-disk
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
 	$(BIN)/pytest -q -rs -m exclusive
@@ -61,6 +67,19 @@ engines:
 	    || echo "the zenoh engine is not built for arm64 (above: why); the arm64 image goes without it"; \
 	  else echo "no aarch64-linux-gnu-gcc: the zenoh engine is not built for arm64"; fi; \
 	else echo "no Rust toolchain (cargo): the zenoh engine is not built (\`k8sdds engines\` says so)"; fi
+
+## perftest: RTI Perftest's own program (perftest_cpp) built on Cyclone DDS from PERFTEST_SRC
+## (engines/perftest: k8sdds' implementation of Perftest's middleware interface), cached in
+## $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin; engine=rtiperftest then runs it
+perftest:
+	@if [ -z "$(PERFTEST_SRC)" ]; then echo "make perftest: give RTI Perftest's sources: make perftest PERFTEST_SRC=DIR (a clone of github.com/rticommunity/rtiperftest, or an archive of one)"; exit 2; fi
+	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(PERFTEST_PACKAGES)"
+	$(PYTHON) engines/perftest/build.py "$(PERFTEST_SRC)"
+
+# the tests build Perftest from the sources beside the project (../shared/third_party)
+test-perftest:
+	@if [ -n "$(PERFTEST_SRC)" ]; then $(MAKE) --no-print-directory perftest; \
+	else echo "no RTI Perftest sources (PERFTEST_SRC): engine=rtiperftest's live tests are skipped"; fi
 
 ## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for
 ## flannel's and weave's cgo parts), then the Go-built Kubernetes parts

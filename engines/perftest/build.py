@@ -4,12 +4,17 @@ source tree the user brings (a clone of github.com/rticommunity/rtiperftest, or 
 one), with k8sdds' implementation of Perftest's middleware interface (CycloneDDSImpl.cxx here)
 and Perftest's types compiled from its srcIdl/perftest.idl by Cyclone's `idlc`.
 
-Perftest's sources compile unchanged but for one file, perftest_cpp.cxx, edited in the build
-directory (never in the user's tree) in two places, each guarded by PERFTEST_CYCLONEDDS:
-  1. where Perftest picks its middleware, a branch that makes the Cyclone DDS one;
-  2. where Perftest zeroes -batchSize for middlewares other than RTI Connext Professional,
-     the Cyclone DDS build is left out: Cyclone batches writes (Internal/WriteBatch).
-Everything else a middleware's generated code gives Perftest comes from prelude.h.
+Perftest's sources compile unchanged but for two files, edited in the build directory (never
+in the user's tree) in three places, each guarded by PERFTEST_CYCLONEDDS:
+  1. perftest_cpp.cxx, where Perftest picks its middleware: a branch that makes the Cyclone
+     DDS one;
+  2. perftest_cpp.cxx, where Perftest zeroes -batchSize for middlewares other than RTI
+     Connext Professional: the Cyclone DDS build is left out (Cyclone batches writes,
+     Internal/WriteBatch);
+  3. ParameterManager.cxx, where Perftest lists the values of -transport (UDPv4 and SHMEM
+     outside RTI Connext Professional): TCP is added (Cyclone's TCP transport).
+Everything else a middleware's generated code gives Perftest comes from prelude.h; RTI_LINUX
+is RTI's name for the platform (Perftest's CPU monitor reads /proc with it).
 
 The binary is cached by its inputs: BIN/perftest_cpp-cyclonedds-ARCH-HASH, and BIN/perftest_cpp
 (BIN/perftest_cpp-ARCH for another architecture) points at it.
@@ -39,20 +44,30 @@ NEEDED = ("srcCpp/perftest_cpp.cxx", "srcCpp/perftest_cpp.h", "srcCpp/MessagingI
           "srcCppCommon/ParameterManager.cxx", "srcIdl/perftest.idl")
 COMMON = ("CpuMonitor", "FileDataLoader", "Parameter", "ParameterManager", "PerftestPrinter",
           "ThreadPriorities")
-# the two edits of perftest_cpp.cxx: (what is there, what it becomes, why)
-EDITS = (
-    ("  #else // No middleware is passed as -DPERFTEST_...",
-     "  #elif defined(PERFTEST_CYCLONEDDS)\n"
-     "    _MessagingImpl = CycloneDDSImpl_new(_PM);\n"
-     "  #else // No middleware is passed as -DPERFTEST_...",
-     "where Perftest picks its middleware"),
-    ("  #if !defined(PERFTEST_RTI_PRO) && !defined(RTI_PERF_TSS_PRO)\n"
-     "    _PM.set(\"batchSize\", 0);",
-     "  #if !defined(PERFTEST_RTI_PRO) && !defined(RTI_PERF_TSS_PRO) "
-     "&& !defined(PERFTEST_CYCLONEDDS)\n"
-     "    _PM.set(\"batchSize\", 0);",
-     "where Perftest turns -batchSize off for other middlewares"),
-)
+# the edits, per file: (what is there, what it becomes, where)
+EDITS = {
+    "srcCpp/perftest_cpp.cxx": (
+        ("  #else // No middleware is passed as -DPERFTEST_...",
+         "  #elif defined(PERFTEST_CYCLONEDDS)\n"
+         "    _MessagingImpl = CycloneDDSImpl_new(_PM);\n"
+         "  #else // No middleware is passed as -DPERFTEST_...",
+         "where Perftest picks its middleware"),
+        ("  #if !defined(PERFTEST_RTI_PRO) && !defined(RTI_PERF_TSS_PRO)\n"
+         "    _PM.set(\"batchSize\", 0);",
+         "  #if !defined(PERFTEST_RTI_PRO) && !defined(RTI_PERF_TSS_PRO) "
+         "&& !defined(PERFTEST_CYCLONEDDS)\n"
+         "    _PM.set(\"batchSize\", 0);",
+         "where Perftest turns -batchSize off for other middlewares"),
+    ),
+    "srcCppCommon/ParameterManager.cxx": (
+        ("    transport->add_valid_str_value(\"SHMEM\");\n",
+         "    transport->add_valid_str_value(\"SHMEM\");\n"
+         "  #ifdef PERFTEST_CYCLONEDDS\n"
+         "    transport->add_valid_str_value(\"TCP\");\n"
+         "  #endif\n",
+         "where Perftest lists the values of -transport"),
+    ),
+}
 # Debian architecture -> the GNU triplet of its cross compilers and libraries
 TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu",
             "armhf": "arm-linux-gnueabihf"}
@@ -132,11 +147,11 @@ def digest(root: Path, tools: dict[str, str]) -> str:
     return h.hexdigest()[:12]
 
 
-def edited(text: str) -> str:
-    """perftest_cpp.cxx with the two edits; a BuildError where its layout differs."""
-    for before, after, where in EDITS:
+def edited(name: str, text: str) -> str:
+    """A Perftest file with its edits; a BuildError where its layout differs."""
+    for before, after, where in EDITS[name]:
         if text.count(before) != 1:
-            raise BuildError(f"srcCpp/perftest_cpp.cxx: {where} is not where this build "
+            raise BuildError(f"{name}: {where} is not where this build "
                              f"expects it ({before.splitlines()[-1].strip()!r} found "
                              f"{text.count(before)} times, 1 expected): another Perftest "
                              "version? This build knows release 4.x")
@@ -167,16 +182,17 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
                 f"{src} (cached in {bin_dir})")
             out = work / "build"
             out.mkdir()
-            (out / "perftest_cpp.cxx").write_text(
-                edited((root / "srcCpp" / "perftest_cpp.cxx").read_text()))
+            for name in EDITS:  # edited copies in the build directory, never the user's
+                (out / Path(name).name).write_text(edited(name, (root / name).read_text()))
             idl = root / "srcIdl" / "perftest.idl"
             run([tools["idlc"], "-l", "c", "-o", str(out), str(idl)], out, idl.name)
-            flags = ["-std=c++11", "-O2", "-DPERFTEST_CYCLONEDDS", "-include",
+            flags = ["-std=c++11", "-O2", "-DPERFTEST_CYCLONEDDS", "-DRTI_LINUX", "-include",
                      str(HERE / "prelude.h"), f"-I{out}", f"-I{root / 'srcCpp'}",
                      f"-I{root / 'srcCppCommon'}", "-I/usr/include", "-w"]
             units = [out / "perftest_cpp.cxx", root / "srcCpp" / "Infrastructure_common.cxx",
                      root / "srcCpp" / "PerftestTransport.cxx",
-                     *(root / "srcCppCommon" / f"{n}.cxx" for n in COMMON),
+                     *(out / f"{n}.cxx" if (out / f"{n}.cxx").exists()
+                       else root / "srcCppCommon" / f"{n}.cxx" for n in COMMON),
                      HERE / "CycloneDDSImpl.cxx"]
             jobs = [([tools["cxx"], *flags, "-c", "-o", str(out / f"{u.stem}.o"), str(u)],
                      u.name) for u in units]

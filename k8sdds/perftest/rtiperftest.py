@@ -1,4 +1,8 @@
-"""RTI Perftest (`perftest_cpp`), which the user supplies with a license.
+"""RTI Perftest (`perftest_cpp`): RTI's own build, which the user supplies with a license, or
+Perftest's program built on Eclipse Cyclone DDS by `make perftest PERFTEST_SRC=DIR`
+(engines/perftest: k8sdds' implementation of Perftest's middleware interface), which needs
+none. The middleware underneath is named wherever the engine's version is (Perftest's own
+`-version` says it), and a test the Cyclone DDS build cannot honour is refused at load.
 
 The K8sDDS command lines, built as argv lists: publisher `-pub -numSubscribers N`, subscriber j
 `-sub -sidMultiSubTest j -numPublishers 1`, and `-dataLen`, `-bestEffort`, `-batchSize`,
@@ -8,12 +12,15 @@ The K8sDDS command lines, built as argv lists: publisher `-pub -numSubscribers N
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from k8sdds.caches import engine_bin
 from k8sdds.flags import option
 from k8sdds.model import Test
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
@@ -27,8 +34,40 @@ CERTS = {"ca": "cacert.pem", "pub": ("pub.pem", "pubkey.pem"), "sub": ("sub.pem"
 TCP_PORT = 7400  # Perftest's TCP server bind port
 CDS_PORT = 7400  # where the RTI Cloud Discovery Service listens (UDPv4)
 LICENSE = "rti_license.dat"  # the license's name in the run's private directory
-HOW = ("give the path of perftest_cpp with --rtiperftest PATH (and the license with "
-       "--rti-license FILE), or set K8SDDS_RTIPERFTEST")
+HOW = ("build it on Cyclone DDS from a Perftest source tree with `make perftest "
+       "PERFTEST_SRC=DIR` (a clone of github.com/rticommunity/rtiperftest), or give RTI's "
+       "perftest_cpp with --rtiperftest PATH (and the license with --rti-license FILE), or set "
+       "K8SDDS_RTIPERFTEST")
+BUILT = "perftest_cpp"  # what `make perftest` links in the engines' cache
+CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware (-version)
+# what the Cyclone DDS build cannot honour (engines/perftest/CycloneDDSImpl.cxx refuses the
+# same at start): (field of Test, the value it refuses, why)
+NOT_ON_CYCLONE = (
+    ("secure", True, "DDS Security is not mapped to Cyclone's plugins in k8sdds' build of "
+     "Perftest yet; run it with engine=ddsperf or with RTI's perftest_cpp"),
+    ("transport", "tls", "TLS is not mapped to Cyclone's SSL in k8sdds' build of Perftest "
+     "yet; run it with engine=ddsperf or with RTI's perftest_cpp"),
+    ("transport", "dtls", "DTLS is RTI Connext's transport (Cyclone DDS has none)"),
+    ("discovery", "cds", "the Cloud Discovery Service is RTI Connext's"),
+)
+
+
+def built() -> str | None:
+    """The perftest_cpp `make perftest` built for this machine, if any."""
+    path = engine_bin() / BUILT
+    return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+
+
+@functools.cache
+def middleware_of(path: str) -> str:
+    """The middleware a perftest_cpp runs on, as its `-version` names it in brackets
+    ("RTI Perftest 4.3.0 (Eclipse Cyclone DDS 0.10.2)"); "unknown" if it says none."""
+    try:
+        out = subprocess.run([path, "-version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    found = re.search(r"^RTI Perftest \S+ \((.+)\)\s*$", out.stdout + out.stderr, re.M)
+    return found.group(1) if found else "unknown"
 
 
 @dataclass(frozen=True)
@@ -76,8 +115,10 @@ class RtiPerftest:
     hubs: tuple[str, ...] = ()  # the CDS serves discovery only
     programs: tuple[str, ...] = ()
     qos_levels: tuple[int, ...] = ()
-    supports = ("DDS throughput, latency; udp, tcp, tls, dtls; DDS Security; multicast; "
-                "batching; discovery by multicast, peers or cds")
+    supports = ("DDS throughput, latency. RTI's own build: udp, tcp, tls, dtls; DDS Security; "
+                "multicast; batching; discovery by multicast, peers or cds. k8sdds' build on "
+                "Cyclone DDS (make perftest): udp, tcp; multicast; batching; discovery by "
+                "multicast or peers")
     parser = "rtiperftest"
     parallel_streams = False
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
@@ -88,6 +129,8 @@ class RtiPerftest:
         self.settings = settings
         self.path, self.license, self.tls_dir = settings.path, settings.license, \
             settings.tls_dir
+        if self.path is None and settings.image is None:
+            self.path = built()  # none given: the one `make perftest` built, if any
         self.image, self.cds = settings.image, settings.cds or "rticlouddiscoveryservice"
 
     def _certs(self, role: str) -> list[str]:
@@ -109,10 +152,21 @@ class RtiPerftest:
             return f"RTI license {self.license}: no such file"
         return None
 
+    def middleware(self) -> str:
+        """What this Perftest runs on: its own word (-version), or RTI's where in an image."""
+        if self.image or self.unavailable():
+            return "RTI Connext DDS (an image)" if self.image else "unknown"
+        return middleware_of(self.path)
+
     def check(self, test: Test) -> Problem:
         reason = self.unavailable()
         if reason:
             return ("engine", test.engine, reason)
+        if not self.image and self.middleware().startswith(CYCLONE):
+            for name, value, why in NOT_ON_CYCLONE:
+                if getattr(test, name) == value:
+                    return (name, value, f"{why} (this perftest_cpp runs on "
+                            f"{self.middleware()})")
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
@@ -210,6 +264,6 @@ class RtiPerftest:
             out = subprocess.run([self.path, "-version"], capture_output=True, text=True,
                                  timeout=10)
             first = (out.stdout or out.stderr).strip().splitlines()
-            return first[0] if first else "unknown"
+            return first[0] if first else "unknown"  # "RTI Perftest 4.3.0 (middleware)"
         except (OSError, subprocess.TimeoutExpired):
             return "unknown"
