@@ -23,12 +23,14 @@ PERFTEST_PACKAGES := cyclonedds-dev cyclonedds-tools g++
 # RTI Perftest's sources for `make perftest` (a clone of github.com/rticommunity/rtiperftest, or
 # a tar archive of one); `make test` takes the copy beside the project when there is one
 PERFTEST_SRC ?= $(firstword $(wildcard ../shared/third_party/rtiperftest-*.tar.gz))
+export PERFTEST_SRC
 
 .PHONY: demo test check docs install engines perftest test-perftest system-deps test-deps k8s-test-binaries vm-disk lint clean
 
 # the tests that need no root, no namespaces, no sshd, no kube-apiserver, no database server
 # and no fuzzer's minutes
-FAST := not emulated and not kube and not ssh and not image and not kubelet and not service
+FAST := not emulated and not kube and not ssh and not image and not kubelet and not service \
+        and not build
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, three repeats each in
 ## rounds (so that every change the answer states has an interval), write the report, print where

@@ -120,11 +120,12 @@ def test_load_time_checks(engine, write_schedule, monkeypatch):
             schedule.load(bad, engines=engines)
 
 
-def test_absent_perftest_fails_at_load_time(write_schedule, monkeypatch):
+def test_absent_perftest_fails_at_load_time(write_schedule, monkeypatch, tmp_path):
     monkeypatch.delenv("K8SDDS_RTIPERFTEST", raising=False)
+    monkeypatch.setenv("K8SDDS_ENGINE_BIN", str(tmp_path))  # none built by make perftest
     path = write_schedule("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine\n"
                           "1024,false,1,false,0,rtiperftest\n")
-    with pytest.raises(ScheduleError, match="--rtiperftest PATH"):
+    with pytest.raises(ScheduleError, match="make perftest PERFTEST_SRC=DIR.*--rtiperftest PATH"):
         schedule.load(path)
     assert "not an executable" in RtiPerftest(RtiSettings("/nonexistent/perftest_cpp")
                                               ).unavailable()
@@ -169,7 +170,7 @@ def test_run_through_the_emulated_backend_with_a_stand_in(tmp_path):
     assert sorted(thr.role) == ["sub0", "sub1"] and set(thr.value) == {2.1}
     assert set(thr.engine) == {"rtiperftest"}
     calls = [json.loads(line) for line in (tmp_path / "argv-sub.json").read_text().splitlines()]
-    subs = [c for c in calls if "-sub" in c["argv"]]  # the others: the manifest's -version
+    subs = [c for c in calls if "-sub" in c["argv"]]  # others: the banner (-help)
     assert sorted(s["argv"][2] for s in subs) == ["0", "1"]  # -sidMultiSubTest j
     run_lic = Path(outcome["run_dir"]) / "credentials" / "rti_license.dat"
     assert all(s["license"] == str(run_lic) for s in subs)

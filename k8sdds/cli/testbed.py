@@ -82,12 +82,12 @@ def testbed_up(name: str | None = backend_option("testbed"),
         check_datapath(dp, mode)
     elif mode != "auto" or image_archive is not None:
         raise UserError("--pod-network and --image-archive are for --kubernetes")
-    from k8sdds.deployment.emulated import testbed_for
-    from k8sdds.deployment.options import EmulatedOptions
-    from k8sdds.flags import build
+    from k8sdds.deployment import options_of
+    from k8sdds.testbed.testbed import Testbed
 
-    tb = testbed_for(build(EmulatedOptions, {"testbed": name, "nodes": nodes,
-                                             "profile": profile, "testbed_spec": testbed_spec}))
+    given = options_of("emulated", {"testbed": name, "nodes": nodes, "profile": profile,
+                                    "testbed_spec": testbed_spec})
+    tb = Testbed.described(given.testbed_spec, given.testbed, given.nodes, given.profile)
     with _locked(tb.spec.name):
         tb.up()
         if kubernetes:

@@ -17,7 +17,7 @@ from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command, engine_path
-from k8sdds.testbed import capabilities, cgroups, fidelity, netns, spec
+from k8sdds.testbed import capabilities, cgroups, fidelity, netns
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
@@ -25,15 +25,6 @@ from k8sdds.testbed.pods import MAX_PODS_PER_NODE
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import TUNNEL_PROCESSES, WIRING
-
-
-def testbed_for(options: EmulatedOptions) -> Testbed:
-    """The testbed these options describe (`k8sdds run` and `k8sdds testbed up` alike): the
-    spec's nodes, named by --testbed or, left at its default, by the spec; else --nodes."""
-    if options.testbed_spec:
-        given = None if options.testbed == EmulatedOptions.testbed else options.testbed
-        return Testbed(spec.load(options.testbed_spec, name=given, profile=options.profile))
-    return Testbed(spec.default_nodes(options.nodes, options.profile, options.testbed))
 
 
 class EmulatedBackend:
@@ -48,7 +39,8 @@ class EmulatedBackend:
             # a testbed that is already up is used as it is (its own nodes and profiles)
             self.testbed = existing
         else:
-            self.testbed = testbed_for(options)
+            self.testbed = Testbed.described(options.testbed_spec, options.testbed,
+                                             options.nodes, options.profile)
             existing = Testbed.existing(self.testbed.spec.name)
             if existing and existing.is_up():
                 self.testbed = existing

@@ -2,7 +2,7 @@
 Perftest's program built on Eclipse Cyclone DDS by `make perftest PERFTEST_SRC=DIR`
 (engines/perftest: k8sdds' implementation of Perftest's middleware interface), which needs
 none. The middleware underneath is named wherever the engine's version is (Perftest's own
-`-version` says it), and a test the Cyclone DDS build cannot honour is refused at load.
+banner says it), and a test the Cyclone DDS build cannot honour is refused at load.
 
 The K8sDDS command lines, built as argv lists: publisher `-pub -numSubscribers N`, subscriber j
 `-sub -sidMultiSubTest j -numPublishers 1`, and `-dataLen`, `-bestEffort`, `-batchSize`,
@@ -59,14 +59,22 @@ def built() -> str | None:
 
 
 @functools.cache
-def middleware_of(path: str) -> str:
-    """The middleware a perftest_cpp runs on, as its `-version` names it in brackets
-    ("RTI Perftest 4.3.0 (Eclipse Cyclone DDS 0.10.2)"); "unknown" if it says none."""
+def banner(path: str) -> str:
+    """The line a perftest_cpp starts with, naming its version and its middleware in brackets
+    ("RTI Perftest 4.3.0 (Eclipse Cyclone DDS 0.10.2)"); "unknown" if it prints none. Perftest
+    4.3 has no -version: its banner comes first, on stderr, whatever it is asked (-help, which
+    exits at once)."""
     try:
-        out = subprocess.run([path, "-version"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run([path, "-help"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    found = re.search(r"^RTI Perftest \S+ \((.+)\)\s*$", out.stdout + out.stderr, re.M)
+    found = re.search(r"^RTI Perftest \S+.*$", out.stderr + out.stdout, re.M)
+    return found.group(0).strip() if found else "unknown"
+
+
+def middleware_of(path: str) -> str:
+    """The middleware a perftest_cpp runs on, as its banner names it; "unknown" if none."""
+    found = re.search(r"\((.+)\)\s*$", banner(path))
     return found.group(1) if found else "unknown"
 
 
@@ -152,8 +160,8 @@ class RtiPerftest:
             return f"RTI license {self.license}: no such file"
         return None
 
-    def middleware(self) -> str:
-        """What this Perftest runs on: its own word (-version), or RTI's where in an image."""
+    def runs_on(self) -> str:
+        """What this Perftest runs on: its own word (its banner), or RTI's in an image."""
         if self.image or self.unavailable():
             return "RTI Connext DDS (an image)" if self.image else "unknown"
         return middleware_of(self.path)
@@ -162,11 +170,11 @@ class RtiPerftest:
         reason = self.unavailable()
         if reason:
             return ("engine", test.engine, reason)
-        if not self.image and self.middleware().startswith(CYCLONE):
+        if not self.image and self.runs_on().startswith(CYCLONE):
             for name, value, why in NOT_ON_CYCLONE:
                 if getattr(test, name) == value:
                     return (name, value, f"{why} (this perftest_cpp runs on "
-                            f"{self.middleware()})")
+                            f"{self.runs_on()})")
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
@@ -260,10 +268,4 @@ class RtiPerftest:
             return f"image {self.image}"
         if self.unavailable():
             return "unavailable"
-        try:
-            out = subprocess.run([self.path, "-version"], capture_output=True, text=True,
-                                 timeout=10)
-            first = (out.stdout or out.stderr).strip().splitlines()
-            return first[0] if first else "unknown"  # "RTI Perftest 4.3.0 (middleware)"
-        except (OSError, subprocess.TimeoutExpired):
-            return "unknown"
+        return banner(self.path)

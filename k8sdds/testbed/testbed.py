@@ -27,7 +27,7 @@ from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.pods import Pod
 from k8sdds.testbed.profiles import PROFILES
-from k8sdds.testbed.spec import DEFAULT_NAME, TestbedSpec
+from k8sdds.testbed.spec import DEFAULT_NAME, TestbedSpec, default_nodes, load
 
 UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
 
@@ -91,6 +91,16 @@ class Testbed:
         return [n for n in self.nodes if n.role == "worker"] or list(self.nodes)
 
     # ---- state on disk -------------------------------------------------------------
+    @classmethod
+    def described(cls, spec_file: Path | None, name: str, nodes: int,
+                  profile: str | None) -> Testbed:
+        """The testbed `k8sdds run` and `k8sdds testbed up` build alike: the nodes of a spec
+        file, named `name` or, left at the default name, by the spec; else `nodes` nodes."""
+        if spec_file:
+            given = None if name == DEFAULT_NAME else name
+            return cls(load(spec_file, name=given, profile=profile))
+        return cls(default_nodes(nodes, profile, name))
+
     @classmethod
     def existing(cls, name: str = DEFAULT_NAME) -> Testbed | None:
         """The testbed recorded on disk under `name`, or None."""

@@ -1,0 +1,187 @@
+"""RTI Perftest's own program built on Cyclone DDS (engines/perftest): the build from Perftest's
+sources (the tests take the archive beside the project, ../shared/third_party, or
+$PERFTEST_SRC), its errors, k8sdds' command lines against the built program's own -help, and
+live runs through the emulated backend."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from k8sdds import schedule
+from k8sdds.errors import ScheduleError
+from k8sdds.model import Test
+from k8sdds.perftest import RoleContext
+from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
+
+from .emulated_support import cli, namespaces, requires_namespaces
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _source() -> Path | None:
+    given = os.environ.get("PERFTEST_SRC")
+    if given:
+        return Path(given) if Path(given).is_absolute() else REPO / given
+    found = sorted((REPO.parent / "shared" / "third_party").glob("rtiperftest-*.tar.gz"))
+    return found[0] if found else None
+
+
+SRC = _source()
+TOOLS = ("g++", "gcc", "idlc")
+MISSING = ("needs RTI Perftest's sources: PERFTEST_SRC (make test takes "
+           "../shared/third_party)" if SRC is None or not SRC.exists() else
+           "needs cyclonedds-dev, cyclonedds-tools and g++ (make perftest installs them)"
+           if any(shutil.which(t) is None for t in TOOLS)
+           or not Path("/usr/include/dds/dds.h").exists() else None)
+pytestmark = [pytest.mark.build,
+              pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location(
+        "perftest_build", REPO / "engines" / "perftest" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """perftest_cpp built once for this module, from the sources, into a folder of its own."""
+    builder = _builder()
+    said: list[str] = []
+    link = builder.build(SRC, tmp_path_factory.mktemp("bin"), builder.host_arch(), said.append)
+    assert any(line.startswith("building RTI Perftest") for line in said), said
+    return link
+
+
+def test_the_build_runs_perftest_on_cyclone_and_is_cached(built):
+    out = subprocess.run([str(built), "-help"], capture_output=True, text=True, timeout=10)
+    # Perftest's own banner (stderr), naming the middleware it was built on (Debian's Cyclone)
+    dpkg = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "cyclonedds-dev"],
+                          capture_output=True, text=True).stdout
+    upstream = dpkg.split("-")[0]
+    assert re.match(rf"RTI Perftest 4\.\d+\.\d+ \(Eclipse Cyclone DDS {upstream}\)",
+                    out.stderr.strip()), out
+    target = built.resolve()
+    stamp = target.stat().st_mtime_ns
+    said: list[str] = []
+    builder = _builder()
+    again = builder.build(SRC, built.parent, builder.host_arch(), said.append)
+    assert again.resolve() == target and target.stat().st_mtime_ns == stamp and said == []
+
+
+def test_build_errors_name_what_is_wrong(tmp_path):
+    builder = _builder()
+    arch = builder.host_arch()
+    with pytest.raises(builder.BuildError, match="no such file or directory"):
+        builder.build(tmp_path / "nothing", tmp_path / "bin", arch)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(builder.BuildError, match="not an RTI Perftest source tree"):
+        builder.build(tmp_path / "empty", tmp_path / "bin", arch)
+    with tarfile.open(SRC) as archive:
+        archive.extractall(tmp_path / "tree", filter="data")
+    [root] = [p for p in (tmp_path / "tree").iterdir() if p.is_dir()]
+    main = root / "srcCpp" / "perftest_cpp.cxx"
+    main.write_text(main.read_text().replace("#else // No middleware", "#else // moved"))
+    with pytest.raises(builder.BuildError, match="perftest_cpp.cxx: where Perftest picks its "
+                       "middleware is not where this build expects it"):
+        builder.build(root, tmp_path / "bin", arch)
+    (root / "srcIdl" / "perftest.idl").unlink()
+    with pytest.raises(builder.BuildError, match="missing srcIdl/perftest.idl"):
+        builder.build(root, tmp_path / "bin", arch)
+    if not Path("/usr/lib/arm-linux-gnueabihf/libddsc.so").exists():
+        with pytest.raises(builder.BuildError, match="armhf|arm-linux-gnueabihf"):
+            builder.build(SRC, tmp_path / "bin", "armhf")
+    assert not (tmp_path / "bin").exists() or not list((tmp_path / "bin").iterdir())
+
+
+ENDPOINTS = {"pub": "10.244.1.10", "sub0": "10.244.2.10", "sub1": "10.244.3.10"}
+BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,
+            best_effort=False, batch_size=0, engine="rtiperftest", datapath="host",
+            duration=30)
+
+
+def test_every_flag_k8sdds_gives_perftest_is_one_of_its_own(built):
+    """The flags of k8sdds' command lines, each in the built program's own -help."""
+    helped = subprocess.run([str(built), "-help"], capture_output=True, text=True,
+                            timeout=10)
+    own = set(re.findall(r"^\s+(-\w+)", helped.stdout + helped.stderr, re.M))
+    assert {"-pub", "-sub", "-dataLen"} <= own  # the help was read
+    engine = RtiPerftest(RtiSettings(path=str(built)))
+    given: set[str] = set()
+    tests = [BASE, replace(BASE, latency_test=True, num_subscribers=1),
+             replace(BASE, batch_size=8192, send_queue_size=100, pub_rate=1000,
+                     best_effort=True, no_print=True),
+             replace(BASE, multicast=True), replace(BASE, transport="tcp")]
+    for test in tests:
+        for role in ("pub", "sub0"):
+            ctx = RoleContext(role=role, address=ENDPOINTS[role], interface="eth0",
+                              endpoints=ENDPOINTS, discovery="peers", config_dir="/tmp")
+            given |= {a for a in engine.command(test, ctx).argv[1:]
+                      if re.fullmatch(r"-[A-Za-z]\w*", a)}
+    assert given - own == set(), given - own
+
+
+def test_what_the_cyclone_build_cannot_honour_is_refused_at_load(built, write_schedule):
+    from k8sdds import perftest
+
+    engines = {**perftest.registry(), "rtiperftest": RtiPerftest(RtiSettings(path=str(built)))}
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,transport,secure\n"
+    ok = write_schedule(head + "1024,false,1,false,0,rtiperftest,tcp,false\n")
+    assert schedule.load(ok, engines=engines)[0].transport == "tcp"
+    for row, column in (("1024,false,1,false,0,rtiperftest,udp,true", "secure"),
+                        ("1024,false,1,false,0,rtiperftest,tls,false", "transport")):
+        bad = write_schedule(head + row + "\n")
+        with pytest.raises(ScheduleError, match=f"column '{column}'.*Cyclone DDS"):
+            schedule.load(bad, engines=engines)
+
+
+@pytest.mark.emulated
+@requires_namespaces()
+def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
+    """Throughput with one and two subscribers, TCP, batching and a latency test, on a pod
+    datapath: Perftest's own output, parsed by k8sdds' Perftest parser."""
+    sch = tmp_path / "s.csv"
+    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,"
+                   "transport,engine\n"
+                   "1024,false,1,false,0,false,udp,rtiperftest\n"
+                   "1024,false,2,false,0,false,udp,rtiperftest\n"
+                   "1024,false,1,false,0,false,tcp,rtiperftest\n"
+                   "64,false,1,false,8192,false,udp,rtiperftest\n"
+                   "256,false,1,false,0,true,udp,rtiperftest\n")
+    name = "kpc" + str(os.getpid() % 1000)
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")}
+    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-vxlan", "--duration", "4",
+               "--rtiperftest", str(built), "--out", str(tmp_path / "logs"), "--testbed",
+               name, "--json", "--no-plot", env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert namespaces(name) == []
+    outcome = json.loads(proc.stdout)
+    assert outcome["failed"] == []
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert "(Eclipse Cyclone DDS" in manifest["tools"]["rtiperftest"]
+    df = pd.read_csv(run / "results.csv")
+    s = df[df.kind == "summary"]
+    thr = s[s.metric == "throughput_mbps"].set_index(["test", "role"]).value
+    assert set(thr.index) == {(1, "sub0"), (2, "sub0"), (2, "sub1"), (3, "sub0"), (4, "sub0"),
+                              (5, "sub0")}
+    assert (thr > 1).all(), thr  # over a vxlan datapath, Mb/s
+    lat = s[(s.metric == "latency_us_mean") & (s.test == 5)].value
+    assert len(lat) == 1 and 1 < lat.iloc[0] < 100_000, lat  # µs, one round trip halved
+    cpu = s[(s.metric == "cpu_pct") & (s.role == "sub0")].value
+    assert (cpu > 0).all(), cpu  # Perftest's own CPU monitor (RTI_LINUX) read /proc
+    sent = (run / "test-4" / "rep-1" / "pub.log").read_text()
+    assert "<WriteBatch>true</WriteBatch>" in sent  # -batchSize 8192 became Cyclone's batching
