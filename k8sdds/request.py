@@ -208,7 +208,8 @@ def prepare(req: RunRequest) -> Prepared:
     asked = req.flags
     names = datapaths(asked.datapath or chosen.datapaths()[0], list(chosen.datapaths()))
     defaults = replace(asked.defaults(), transport=choice(asked.transport,
-                                                          list(model.TRANSPORTS), "--transport"))
+                                                          list(model.TRANSPORTS), "--transport"),
+                       engine=choice(asked.engine, list(engines), "--engine"))
     if req.schedule is not None:
         tests = schedule.load(req.schedule, defaults, chosen.limits(), engines)
         where: Path | str = req.schedule

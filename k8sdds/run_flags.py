@@ -40,6 +40,9 @@ class ScheduleFlags:
                               cli_type=int, min=0)
     latency_test: bool = option(False, "--latencyTest", "latency (ping-pong) tests instead "
                                 "of throughput", cli_type=bool)
+    engine: str | None = option(
+        None, "--engine", "engine of the rows without their own (`k8sdds engines` lists them; "
+        "the K8sDDS study measured with rtiperftest) [ddsperf]")
     transport: str | None = option(
         None, "--transport", "udp, tcp, tls or dtls (case-insensitive; ddsperf: udp, tcp and "
         "tls, with a CA and certificates made for the run)")
@@ -67,7 +70,7 @@ class ScheduleFlags:
     def defaults(self) -> model.Defaults:
         """The values rows without their own take (the transport is checked by the request)."""
         return model.Defaults(
-            latency_test=self.latency_test or None, secure=self.secure or None,
+            engine=self.engine, latency_test=self.latency_test or None, secure=self.secure or None,
             duration=self.duration, repeats=self.repeats,
             send_queue_size=self.send_queue_size,
             discovery="peers" if self.peers else None, no_print=self.no_print or None)

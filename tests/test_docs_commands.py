@@ -117,8 +117,13 @@ def problem(words: tuple[str, ...], synopsis: bool = False) -> str | None:
     """Why a page's command line would not run as written (None: it parses)."""
     words = tuple(PLACEHOLDERS.get(w, w) for w in words)
     if words[0] == "make":
-        wrong = [t for t in words[1:] if t not in _targets()]
-        return f"no make target {', '.join(wrong)}" if wrong else None
+        made = (ROOT / "Makefile").read_text()
+        wrong = [t for t in words[1:] if "=" not in t and t not in _targets()]
+        unknown = [t for t in words[1:] if "=" in t and not re.search(
+            rf"^{re.escape(t.split('=')[0])}\s*[:?]?=", made, re.M)]
+        return ("; ".join([*(f"no make target {t}" for t in wrong),
+                           *(f"no make variable {t.split('=')[0]}" for t in unknown)])
+                or None)
     if words[0] == "python3" and words[1:2] == ("perftest.py",):
         words = ("k8sdds", "run", *words[2:])
     if words[0].endswith("/python") and words[1:2] and words[1].endswith(".py"):
@@ -191,6 +196,7 @@ def test_a_marked_block_says_why_and_a_run_names_a_test_that_exists():
     (("k8sdds", "run", "--repeats", "0"), "'--repeats'"),
     (("k8sdds", "testbed", "upp"), "k8sdds testbed has no command upp"),
     (("make", "demo", "nothing"), "no make target nothing"),
+    (("make", "perftest", "NOTHING=1"), "no make variable NOTHING"),
     (("git", "clone", "x"), "git: a program this test cannot check here"),
     (("curl", "-X", "DELETE", "http://127.0.0.1:8080/api/runs"), "no DELETE /api/runs"),
 ])

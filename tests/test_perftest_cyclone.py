@@ -19,12 +19,14 @@ import pandas as pd
 import pytest
 
 from k8sdds import schedule
+from k8sdds.caches import engine_bin
 from k8sdds.errors import ScheduleError
 from k8sdds.model import Test
 from k8sdds.perftest import RoleContext
 from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 
-from .emulated_support import cli, namespaces, requires_namespaces
+from .conftest import user_python
+from .emulated_support import namespaces, requires_namespaces
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,28 +59,34 @@ def _builder():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """perftest_cpp built once for this module, from the sources, into a folder of its own."""
-    builder = _builder()
-    said: list[str] = []
-    link = builder.build(SRC, tmp_path_factory.mktemp("bin"), builder.host_arch(), said.append)
-    assert any(line.startswith("building RTI Perftest") for line in said), said
+def built() -> Path:
+    """perftest_cpp as `make perftest PERFTEST_SRC=...` builds it (docs/how-to/rti-perftest.md,
+    as written), into the engines' cache (`make test` built it there already: then it is
+    found, not built again)."""
+    done = subprocess.run(["make", "--no-print-directory", "perftest", f"PERFTEST_SRC={SRC}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    link = engine_bin() / "perftest_cpp"
+    assert link.is_symlink() and os.access(link, os.X_OK), done.stdout
     return link
 
 
-def test_the_build_runs_perftest_on_cyclone_and_is_cached(built):
-    out = subprocess.run([str(built), "-help"], capture_output=True, text=True, timeout=10)
+def test_the_build_runs_perftest_on_cyclone_and_is_cached(tmp_path):
+    builder = _builder()
+    said: list[str] = []
+    link = builder.build(SRC, tmp_path, builder.host_arch(), said.append)
+    assert any(line.startswith("building RTI Perftest") for line in said), said
+    out = subprocess.run([str(link), "-help"], capture_output=True, text=True, timeout=10)
     # Perftest's own banner (stderr), naming the middleware it was built on (Debian's Cyclone)
     dpkg = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "cyclonedds-dev"],
                           capture_output=True, text=True).stdout
     upstream = dpkg.split("-")[0]
     assert re.match(rf"RTI Perftest 4\.\d+\.\d+ \(Eclipse Cyclone DDS {upstream}\)",
                     out.stderr.strip()), out
-    target = built.resolve()
+    target = link.resolve()
     stamp = target.stat().st_mtime_ns
-    said: list[str] = []
-    builder = _builder()
-    again = builder.build(SRC, built.parent, builder.host_arch(), said.append)
+    said.clear()
+    again = builder.build(SRC, tmp_path, builder.host_arch(), said.append)
     assert again.resolve() == target and target.stat().st_mtime_ns == stamp and said == []
 
 
@@ -148,24 +156,33 @@ def test_what_the_cyclone_build_cannot_honour_is_refused_at_load(built, write_sc
             schedule.load(bad, engines=engines)
 
 
+STUDY_ROWS = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,transport\n"
+              "1024,false,1,false,0,false,udp\n"
+              "1024,false,2,false,0,false,udp\n"
+              "1024,false,1,false,0,false,tcp\n"
+              "64,false,1,false,8192,false,udp\n"
+              "256,false,1,false,0,true,udp\n"
+              "256,false,1,true,0,false,udp\n")
+
+
 @pytest.mark.emulated
 @requires_namespaces()
 def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
-    """Throughput with one and two subscribers, TCP, batching and a latency test, on a pod
-    datapath: Perftest's own output, parsed by k8sdds' Perftest parser."""
+    """The K8sDDS command line with Perftest as the engine (`python3 perftest.py --sch ...
+    --engine rtiperftest`, the user's python3, the binary `make perftest` built): throughput
+    with one and two subscribers, TCP, batching, a latency test and best effort, on a pod
+    datapath;
+    Perftest's own output, parsed by k8sdds' Perftest parser."""
     sch = tmp_path / "s.csv"
-    sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,"
-                   "transport,engine\n"
-                   "1024,false,1,false,0,false,udp,rtiperftest\n"
-                   "1024,false,2,false,0,false,udp,rtiperftest\n"
-                   "1024,false,1,false,0,false,tcp,rtiperftest\n"
-                   "64,false,1,false,8192,false,udp,rtiperftest\n"
-                   "256,false,1,false,0,true,udp,rtiperftest\n")
+    sch.write_text(STUDY_ROWS)
     name = "kpc" + str(os.getpid() % 1000)
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")}
-    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-vxlan", "--duration", "4",
-               "--rtiperftest", str(built), "--out", str(tmp_path / "logs"), "--testbed",
-               name, "--json", "--no-plot", env=env, timeout=600)
+    env.pop("K8SDDS_RTIPERFTEST", None)
+    proc = subprocess.run(
+        [user_python(), str(REPO / "perftest.py"), "--sch", str(sch), "--engine",
+         "rtiperftest", "--datapath", "flannel-vxlan", "--duration", "4", "--out",
+         str(tmp_path / "logs"), "--testbed", name, "--json", "--no-plot"],
+        capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert namespaces(name) == []
     outcome = json.loads(proc.stdout)
@@ -174,10 +191,11 @@ def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
     manifest = json.loads((run / "manifest.json").read_text())
     assert "(Eclipse Cyclone DDS" in manifest["tools"]["rtiperftest"]
     df = pd.read_csv(run / "results.csv")
+    assert set(df.engine) == {"rtiperftest"}
     s = df[df.kind == "summary"]
     thr = s[s.metric == "throughput_mbps"].set_index(["test", "role"]).value
     assert set(thr.index) == {(1, "sub0"), (2, "sub0"), (2, "sub1"), (3, "sub0"), (4, "sub0"),
-                              (5, "sub0")}
+                              (5, "sub0"), (6, "sub0")}
     assert (thr > 1).all(), thr  # over a vxlan datapath, Mb/s
     lat = s[(s.metric == "latency_us_mean") & (s.test == 5)].value
     assert len(lat) == 1 and 1 < lat.iloc[0] < 100_000, lat  # µs, one round trip halved

@@ -178,8 +178,8 @@ void fill(TestMessage &message, const Sample &sample)
 
 class Writer : public IMessagingWriter {
   public:
-    Writer(dds_entity_t writer, ParameterManager &pm, PerftestSemaphore *pong)
-            : _writer(writer), _pong(pong), _counter(0), _queued(0)
+    Writer(dds_entity_t writer, ParameterManager &pm, PerftestSemaphore *pong, bool reliable)
+            : _writer(writer), _pong(pong), _reliable(reliable), _counter(0), _queued(0)
     {
         memset(&_sample, 0, sizeof(_sample));
         _instances = pm.get<long>("instances");
@@ -252,14 +252,24 @@ class Writer : public IMessagingWriter {
         return _pong == NULL || PerftestSemaphore_give(_pong);
     }
 
+    /* Perftest sends its end-of-test sample again and again, waiting for acknowledgements
+     * between tries. A best-effort writer gets none and would send them all at once, behind
+     * the subscriber's backlog (seen: with -bestEffort, 256 B, no subscriber ever printed its
+     * summary); so it waits the whole time instead, and the tries are spread as with RTI. */
     void wait_for_ack(int sec, unsigned int nsec)
     {
-        dds_wait_for_acks(_writer, DDS_SECS(sec) + (dds_duration_t) nsec);
+        const dds_duration_t timeout = DDS_SECS(sec) + (dds_duration_t) nsec;
+        if (_reliable) {
+            dds_wait_for_acks(_writer, timeout);
+        } else {
+            dds_sleepfor(timeout);
+        }
     }
 
   private:
     dds_entity_t _writer;
     PerftestSemaphore *_pong;
+    bool _reliable;
     Sample _sample;
     unsigned long _counter;
     long _instances, _target, _batch, _queued;
@@ -447,7 +457,9 @@ class CycloneDDSImpl : public IMessaging {
                     dds_strretcode(writer));
             return NULL;
         }
-        return new Writer(writer, *_pm, _pong);
+        const bool reliable = strcmp(topic_name, ANNOUNCEMENT_TOPIC_NAME) == 0
+                || !_pm->get<bool>("bestEffort");
+        return new Writer(writer, *_pm, _pong, reliable);
     }
 
     IMessagingReader *create_reader(const char *topic_name, IMessagingCB *callback)
