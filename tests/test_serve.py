@@ -346,7 +346,7 @@ RUN_FLAGS = {"datapath": "--datapath", "duration": "--duration", "repeats": "--r
              "from_i": "--fromI", "to_i": "--toI", "latency_test": "--latencyTest",
              "transport": "--transport", "secure": "--secure", "peers": "--peers",
              "send_queue_size": "--sendQueueSize", "no_print": "--noPrint", "order": "--order",
-             "strict": "--strict"}
+             "strict": "--strict", "engine": "--engine"}
 BASELINE_FLAGS = {"datapath": "--datapath", "paths": "--paths", "engines": "--engines",
                   "dds": "--dds", "duration": "--duration", "repeats": "--repeats"}
 
