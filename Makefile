@@ -17,9 +17,13 @@ TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server
                      containerd runc containernetworking-plugins busybox-static \
                      postgresql qemu-user-static gcc libc6-dev libpcap-dev \
                      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm qemu-utils \
-                     $(PERFTEST_PACKAGES)
-# what `make perftest` compiles with: Cyclone DDS's headers and IDL compiler, g++
-PERFTEST_PACKAGES := cyclonedds-dev cyclonedds-tools g++
+                     cyclonedds-dev cyclonedds-tools g++ g++-aarch64-linux-gnu g++-arm-linux-gnueabihf
+# what `make perftest` compiles with: Cyclone DDS's headers and IDL compiler, g++, and Debian's
+# cross g++ for each of PERFTEST_ARCHES (Debian architectures beside this machine's: arm64 for a
+# Pi 4/5, armhf for a Pi 3)
+PERFTEST_ARCHES ?=
+CROSS_GXX := $(subst arm64,g++-aarch64-linux-gnu,$(subst armhf,g++-arm-linux-gnueabihf,$(PERFTEST_ARCHES)))
+PERFTEST_PACKAGES = cyclonedds-dev cyclonedds-tools g++ $(CROSS_GXX)
 # RTI Perftest's sources for `make perftest` (a clone of github.com/rticommunity/rtiperftest, or
 # a tar archive of one); `make test` takes the copy beside the project when there is one
 PERFTEST_SRC ?= $(firstword $(wildcard ../shared/third_party/rtiperftest-*.tar.gz))
@@ -71,16 +75,19 @@ engines:
 	else echo "no Rust toolchain (cargo): the zenoh engine is not built (\`k8sdds engines\` says so)"; fi
 
 ## perftest: RTI Perftest's own program (perftest_cpp) built on Cyclone DDS from PERFTEST_SRC
-## (engines/perftest: k8sdds' implementation of Perftest's middleware interface), cached in
-## $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin; engine=rtiperftest then runs it
-perftest:
+## (engines/perftest: k8sdds' implementation of Perftest's middleware interface), for this
+## machine and each of PERFTEST_ARCHES, cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin;
+## engine=rtiperftest then runs it
+perftest: $(if $(PERFTEST_ARCHES),$(BIN)/k8sdds)
 	@if [ -z "$(PERFTEST_SRC)" ]; then echo "make perftest: give RTI Perftest's sources: make perftest PERFTEST_SRC=DIR (a clone of github.com/rticommunity/rtiperftest, or an archive of one)"; exit 2; fi
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(PERFTEST_PACKAGES)"
 	$(PYTHON) engines/perftest/build.py "$(PERFTEST_SRC)"
+	@for arch in $(PERFTEST_ARCHES); do $(BIN)/python engines/perftest/build.py "$(PERFTEST_SRC)" --arch $$arch || exit 1; done
 
-# the tests build Perftest from the sources beside the project (../shared/third_party)
+# the tests build Perftest from the sources beside the project (../shared/third_party), for
+# this machine and the ARM test hosts
 test-perftest:
-	@if [ -n "$(PERFTEST_SRC)" ]; then $(MAKE) --no-print-directory perftest; \
+	@if [ -n "$(PERFTEST_SRC)" ]; then $(MAKE) --no-print-directory perftest PERFTEST_ARCHES="arm64 armhf"; \
 	else echo "no RTI Perftest sources (PERFTEST_SRC): engine=rtiperftest's live tests are skipped"; fi
 
 ## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -75,3 +76,16 @@ class Hand:
             os.killpg(proc.pid, sig) if self.sessions else proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """mean(a) / mean(b), its 95 % interval (delta method on the two means, Student's t) and
+    Welch's p that the means differ: how closely the pairs can tell the two apart."""
+    from scipy import stats as sps
+
+    ma, mb = statistics.mean(a), statistics.mean(b)
+    rel = (statistics.variance(a) / (len(a) * ma ** 2) +
+           statistics.variance(b) / (len(b) * mb ** 2)) ** 0.5
+    half = float(sps.t.ppf(0.975, len(a) + len(b) - 2)) * rel
+    p = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
+    return ma / mb, half, p

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from common import Hand, k8sdds  # benchmarks/common.py
+from common import Hand, k8sdds, ratio_interval  # benchmarks/common.py
 
 from k8sdds.parsers import PARSERS
 from k8sdds.perftest import registry
@@ -69,19 +69,6 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
         hand.stop()
     out = procs["sub0"].stdout.read()
     return PARSERS[engine](out, "sub0", False).summary("throughput_mbps")
-
-
-def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float, float]:
-    """mean(a) / mean(b), its 95 % interval (delta method on the two means, Student's t) and
-    Welch's p that the means differ: how closely the pairs can tell the two apart."""
-    from scipy import stats as sps
-
-    ma, mb = statistics.mean(a), statistics.mean(b)
-    rel = (statistics.variance(a) / (len(a) * ma ** 2) +
-           statistics.variance(b) / (len(b) * mb ** 2)) ** 0.5
-    half = float(sps.t.ppf(0.975, len(a) + len(b) - 2)) * rel
-    p = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
-    return ma / mb, half, p
 
 
 def transparency(pairs: int, duration: float, names: list[str]) -> None:

@@ -283,3 +283,14 @@ def test_a_long_log_is_thinned_as_read_and_said_once(monkeypatch):
     assert parsed.summary("throughput_mbps") == 2.1
 
 
+
+
+def test_summaries_without_a_title_under_no_print_intervals():
+    """Perftest 4.x with -noPrintIntervals prints each summary's header with no section
+    title (a real pair of Perftest-on-Cyclone logs: the figures below are theirs)."""
+    sub = parse((R / "cyclone-noprint-throughput-sub-armhf.log").read_text(), "sub0", False)
+    assert sub.failure is None
+    assert sub.summary("throughput_mbps") == 393.5 and sub.summary("received") == 192158
+    assert sub.summary("lost") == 0
+    pub = parse((R / "cyclone-noprint-throughput-pub-arm64.log").read_text(), "pub", False)
+    assert pub.summary("latency_us_mean") == 2852 and pub.summary("latency_us_p50") == 3651

@@ -203,3 +203,40 @@ def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
     assert (cpu > 0).all(), cpu  # Perftest's own CPU monitor (RTI_LINUX) read /proc
     sent = (run / "test-4" / "rep-1" / "pub.log").read_text()
     assert "<WriteBatch>true</WriteBatch>" in sent  # -batchSize 8192 became Cyclone's batching
+
+
+@pytest.mark.skipif(any(shutil.which(t) is None for t in (
+    "aarch64-linux-gnu-g++", "arm-linux-gnueabihf-g++", "qemu-aarch64-static",
+    "qemu-arm-static")), reason="needs Debian's cross g++ for arm64 and armhf and "
+    "qemu-user-static (make test installs them)")
+def test_the_pis_builds_measure_each_other_under_qemu(built, tmp_path):
+    """`make perftest PERFTEST_ARCHES="arm64 armhf"` (docs/how-to/rti-perftest.md), then a Pi
+    4's publisher (arm64) and a Pi 3's subscriber (armhf) over loopback, each under qemu-user
+    with its own architecture's Cyclone DDS: Perftest's summary, read by k8sdds' parser."""
+    from k8sdds.parsers import PARSERS
+
+    done = subprocess.run(["make", "--no-print-directory", "perftest", f"PERFTEST_SRC={SRC}",
+                           "PERFTEST_ARCHES=arm64 armhf"], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cache = Path(os.environ.get("K8SDDS_CACHE", "/var/cache/k8sdds"))
+
+    def under_qemu(arch: str, qemu: str, *args: str) -> list[str]:
+        program = engine_bin() / f"perftest_cpp-{arch}"
+        out = subprocess.run(["file", "-L", str(program)], capture_output=True, text=True)
+        assert {"arm64": "aarch64", "armhf": "ARM, EABI5"}[arch] in out.stdout, out.stdout
+        return [qemu, "-L", str(cache / f"perftest-sysroot-{arch}"), str(program), *args,
+                "-nic", "lo", "-dataLen", "1024", "-noPrintIntervals", "-domain", "7"]
+
+    sub = subprocess.Popen(under_qemu("armhf", "qemu-arm-static", "-sub"),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        pub = subprocess.run(under_qemu("arm64", "qemu-aarch64-static", "-pub",
+                                        "-numSubscribers", "1", "-executionTime", "4"),
+                             capture_output=True, text=True, timeout=120)
+        out, _ = sub.communicate(timeout=60)
+    finally:
+        sub.kill()
+    assert pub.returncode == 0, pub.stdout + pub.stderr
+    got = PARSERS["rtiperftest"](out, "sub0", False)
+    assert (got.summary("throughput_mbps") or 0) > 1, out[-2000:]

@@ -109,8 +109,10 @@ def source_root(src: Path, work: Path) -> Path:
                      "an RTI Perftest source tree")
 
 
-def toolchain(arch: str) -> dict[str, str]:
-    """The compilers and Cyclone DDS files for `arch`, or a BuildError naming the package."""
+def toolchain(arch: str, say=print) -> dict:
+    """The compilers, the include and link flags of Cyclone DDS for `arch`, or a BuildError
+    naming the package to install. Another architecture's Cyclone DDS comes from Debian's
+    packages of it, downloaded and unpacked (never installed) into a cached root."""
     triplet = TRIPLETS.get(arch)
     if triplet is None:
         raise BuildError(f"--arch {arch}: builds for {', '.join(TRIPLETS)}")
@@ -126,11 +128,45 @@ def toolchain(arch: str) -> dict[str, str]:
     if not Path("/usr/include/dds/dds.h").is_file():
         raise BuildError("Cyclone DDS's headers are missing: /usr/include/dds/dds.h "
                          "(apt-get install cyclonedds-dev)")
-    lib = Path(f"/usr/lib/{triplet}/libddsc.so")
-    if not lib.exists():
-        raise BuildError(f"Cyclone DDS's library for {arch} is missing: {lib} (apt-get "
-                         f"install cyclonedds-dev{'' if native else ':' + arch})")
-    return {**tools, "lib": str(lib.parent)}
+    root = Path("/") if native else sysroot(arch, say)
+    lib = root / "usr" / "lib" / triplet
+    if not (lib / "libddsc.so").exists():
+        raise BuildError(f"Cyclone DDS's library for {arch} is missing: {lib}/libddsc.so "
+                         "(apt-get install cyclonedds-dev)")
+    includes = [] if native else [f"-I{root}/usr/include/{triplet}", f"-I{root}/usr/include"]
+    return {**tools, "includes": includes, "version": root / "usr/include/dds/version.h",
+            "link": [f"-L{lib}", f"-Wl,-rpath-link,{lib}",
+                     f"-Wl,-rpath-link,{root}/lib/{triplet}"]}
+
+
+def sysroot(arch: str, say=print) -> Path:
+    """Debian's cyclonedds-dev for `arch` and what it depends on, unpacked once into
+    $K8SDDS_CACHE/perftest-sysroot-ARCH (k8sdds' own downloader: a private apt configuration,
+    nothing of this machine's apt changed)."""
+    cache = Path(os.environ.get("K8SDDS_CACHE", "/var/cache/k8sdds"))
+    root = cache / f"perftest-sysroot-{arch}"
+    if (root / "usr" / "lib" / TRIPLETS[arch] / "libddsc.so").exists():
+        return root
+    try:
+        from k8sdds.images import foreign
+        from k8sdds.images.build import DEFAULT_MIRROR, run_tool
+        from k8sdds.images.debian_engines import SUITE
+    except ImportError:
+        raise BuildError(f"--arch {arch} takes Cyclone DDS for {arch} from Debian's packages "
+                         "with k8sdds' downloader: run this with the project's Python "
+                         "(.venv/bin/python; `make perftest ARCH=...` does)") from None
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"perftest-sysroot-{arch}-", dir=cache) as tmp:
+        staged = Path(tmp) / "root"
+        staged.mkdir()
+        try:
+            foreign.unpack(staged, ("cyclonedds-dev",), arch, SUITE, DEFAULT_MIRROR,
+                           Path(tmp) / "apt", run_tool, say)
+        except Exception as exc:  # noqa: BLE001 - the downloader's own error, said as ours
+            raise BuildError(f"Cyclone DDS for {arch} from {DEFAULT_MIRROR}: {exc}") from None
+        shutil.rmtree(root, ignore_errors=True)
+        staged.rename(root)
+    return root
 
 
 def digest(root: Path, tools: dict[str, str]) -> str:
@@ -143,7 +179,7 @@ def digest(root: Path, tools: dict[str, str]) -> str:
             h.update(path.name.encode() + b"\0" + path.read_bytes())
     version = subprocess.run([tools["cxx"], "--version"], capture_output=True, text=True)
     h.update(version.stdout.encode())
-    h.update(Path("/usr/include/dds/version.h").read_bytes())
+    h.update(Path(tools["version"]).read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -168,7 +204,7 @@ def run(argv: list[str], cwd: Path, what: str) -> None:
 
 def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
     """Build (or find cached) perftest_cpp for `arch`; return the link roles run."""
-    tools = toolchain(arch)
+    tools = toolchain(arch, say)
     suffix = "" if arch == host_arch() else f"-{arch}"
     with tempfile.TemporaryDirectory(prefix="k8sdds-perftest-") as tmp:
         work = Path(tmp)
@@ -188,7 +224,7 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
             run([tools["idlc"], "-l", "c", "-o", str(out), str(idl)], out, idl.name)
             flags = ["-std=c++11", "-O2", "-DPERFTEST_CYCLONEDDS", "-DRTI_LINUX", "-include",
                      str(HERE / "prelude.h"), f"-I{out}", f"-I{root / 'srcCpp'}",
-                     f"-I{root / 'srcCppCommon'}", "-I/usr/include", "-w"]
+                     f"-I{root / 'srcCppCommon'}", *tools["includes"], "-w"]
             units = [out / "perftest_cpp.cxx", root / "srcCpp" / "Infrastructure_common.cxx",
                      root / "srcCpp" / "PerftestTransport.cxx",
                      *(out / f"{n}.cxx" if (out / f"{n}.cxx").exists()
@@ -196,7 +232,7 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
                      HERE / "CycloneDDSImpl.cxx"]
             jobs = [([tools["cxx"], *flags, "-c", "-o", str(out / f"{u.stem}.o"), str(u)],
                      u.name) for u in units]
-            jobs.append(([tools["cc"], "-O2", "-I/usr/include", "-c", "-o",
+            jobs.append(([tools["cc"], "-O2", *tools["includes"], "-c", "-o",
                           str(out / "perftest_types.o"), str(out / "perftest.c")],
                          "perftest.c (idlc's)"))
             with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
@@ -204,7 +240,7 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
                     future.result()
             partial = target.with_name(target.name + ".partial")
             run([tools["cxx"], "-o", str(partial), *sorted(str(p) for p in out.glob("*.o")),
-                 f"-L{tools['lib']}", "-lddsc", "-lpthread", "-s"], out, "the link")
+                 *tools["link"], "-lddsc", "-lpthread", "-s"], out, "the link")
             partial.replace(target)
             say(f"built {target.name} in {time.monotonic() - started:.0f} s")
         link.unlink(missing_ok=True)

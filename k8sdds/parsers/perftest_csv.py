@@ -12,6 +12,8 @@ import numpy as np
 
 from k8sdds.parsers.base import Value
 
+# with -noPrintIntervals, Perftest 4.x prints its summary's header with no title before it
+_UNTITLED = "Sample Size (Bytes),"
 _SECTION = re.compile(r"^\s*(Throughput Summary|One-?way Latency Summary|Interval Throughput"
                       r"|Intervals? One-?[Ww]ay Latency)\b.*:\s*$", re.IGNORECASE)
 
@@ -73,7 +75,8 @@ class Sections:
         self.t = 0  # interval rows read so far, of every section
 
     def feed(self, piece: str, values: list[Value], samples) -> None:
-        if self.state == "seek" and "Summary" not in piece and "Interval" not in piece:
+        if self.state == "seek" and "Summary" not in piece and "Interval" not in piece \
+                and _UNTITLED not in piece:
             return  # no title in it
         for line in piece.split("\n"):
             self._line(line, values, samples)
@@ -94,6 +97,10 @@ class Sections:
         sec = _SECTION.match(line) if line.rstrip().endswith(":") else None
         if sec:
             self.title, self.state = sec.group(1).lower(), "header"
+        elif line.startswith(_UNTITLED):  # -noPrintIntervals: a summary with no title
+            latency = "ave" in {_header_key(h) for h in line.split(",")}
+            self.title = "one-way latency summary" if latency else "throughput summary"
+            self._header(line)
 
     def _header(self, line: str) -> None:
         interval = self.title.startswith("interval")
