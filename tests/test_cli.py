@@ -275,6 +275,10 @@ def test_engines_says_what_is_built_for_which_architecture_and_how_to_build_the_
     assert (f"Not built for {', '.join(others)}: `make engines`, or "
             f"ARCH={others[0]} ENGINES=mqtt engines/build") in text
     assert "k8sdds-zenoh is not built; run `make engines`" in text
+    assert rows["rtiperftest"][0] == "no" and rows["rtiperftest"][2] == "nothing yet"
+    assert ("Not built for amd64, arm64, armhf: make perftest PERFTEST_SRC=DIR "
+            f'PERFTEST_ARCHES="{" ".join(others)}"') in text
+    assert "RTI Perftest is not available: build it on Cyclone DDS" in text
 
 
 def test_testbed_up_takes_the_testbed_flags_of_run():

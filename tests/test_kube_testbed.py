@@ -94,6 +94,24 @@ def test_zenoh_and_mqtt_pods_run_the_engines_the_image_carries(cluster, tmp_path
         "k8sdds-zenoh", "-mode", "router"]
 
 
+def test_perftest_pods_run_the_build_the_image_carries(cluster, tmp_path):
+    """engine=rtiperftest with no Perftest given: the pods run the perftest_cpp `make
+    perftest` built on Cyclone DDS, which the engine image carries; Perftest's own summaries
+    across flannel's VXLAN."""
+    head = "engine,dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
+    outcome, run = _run(cluster, tmp_path, head + "rtiperftest,1024,false,1,false,0,false,3\n"
+                        "rtiperftest,256,false,1,false,0,true,3\n")
+    assert outcome["failed"] == [], outcome["failed"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["repeats"]["test-1/rep-1"]["argv"]["pub"][0] == "perftest_cpp"
+    df = pd.read_csv(run / "results.csv")
+    s = df[df.kind == "summary"].set_index(["test", "role", "metric"]).value
+    assert s[(1, "sub0", "throughput_mbps")] > 1 and s[(1, "sub0", "lost")] == 0
+    assert 1 < s[(2, "pub", "latency_us_mean")] < 100_000  # one-way, µs
+    log = (run / "test-1" / "rep-1" / "pub.log").read_text()
+    assert log.startswith("RTI Perftest ") and "(Eclipse Cyclone DDS " in log.splitlines()[0]
+
+
 def _iperf3_through(cluster, tmp_path, path: str) -> list[str]:
     """An iperf3 run on a Service path: it measured (over 10 Mb/s); the client's argv."""
     sch = ("engine,path,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,"

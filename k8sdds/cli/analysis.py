@@ -15,19 +15,19 @@ from k8sdds.errors import UserError
 
 def engines() -> None:
     """List the measuring engines, whether each can run here and, for the engines k8sdds
-    builds itself (zenoh, mqtt), the architectures they are built for and how to build the
-    rest."""
+    builds itself (zenoh, mqtt, rtiperftest on Cyclone DDS), the architectures they are built
+    for and how to build the rest."""
     from k8sdds import perftest
     from k8sdds.images.build import built_engine
-    from k8sdds.perftest.clients import OwnClient
+    from k8sdds.model import DEBIAN_ARCH
 
-    def builds(engine: OwnClient) -> tuple[list[str], str]:
+    def builds(engine) -> tuple[list[str], str]:
         """The architectures its programs are built for here; how to build the rest."""
-        done = [a for a in engine.arches
+        arches = engine.arches or tuple(DEBIAN_ARCH.values())
+        done = [a for a in arches
                 if all(built_engine(p, a).exists() for p in engine.programs)]
-        rest = [a for a in engine.arches if a not in done]
-        how = "; ".join(f"ARCH={a} ENGINES={engine.name} engines/build" for a in rest)
-        return done, (f"Not built for {', '.join(rest)}: `make engines`, or {how}"
+        rest = [a for a in arches if a not in done]
+        return done, (f"Not built for {', '.join(rest)}: {engine.how_to_build(rest)}"
                       if rest else "")
 
     table = Table(title="engines")
@@ -36,7 +36,7 @@ def engines() -> None:
     notes = []
     for name, engine in perftest.registry().items():
         reason = engine.unavailable()
-        arches, rest = builds(engine) if isinstance(engine, OwnClient) else (None, "")
+        arches, rest = builds(engine) if engine.programs else (None, "")
         table.add_row(name, "no" if reason else "yes", "-" if reason else engine.version(),
                       "-" if arches is None else ", ".join(arches) or "nothing yet")
         notes.append(f"{name}: {engine.supports}" + (f". Not here: {reason}" if reason else "")

@@ -130,8 +130,8 @@ def own_engines(arch: str, say: Callable[[str], None] = lambda _: None) -> dict[
         if path.exists():
             out[f"/usr/local/bin/{name}"] = path.resolve()
         else:
-            how = "make engines" if arch == foreign.HOST else f"ARCH={arch} engines/build"
-            say(f"{name} for {arch} is not built ({how}): this image cannot run its engine")
+            say(f"{name} for {arch} is not built (`k8sdds engines` says how): this image "
+                "cannot run its engine")
     return out
 
 

@@ -81,6 +81,9 @@ class Engine(Protocol):
     def version(self) -> str:
         """The engine's version, for the manifest."""
 
+    def how_to_build(self, arches: Sequence[str]) -> str:
+        """For an engine with `programs`: the commands that build them for `arches`."""
+
 
 def pubsub_roles(test: Test) -> list[str]:
     """`pub`, then `sub0..subN-1`: the roles of a pub/sub engine."""

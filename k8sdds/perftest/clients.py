@@ -56,6 +56,11 @@ class OwnClient:
     # (field, why) of the DDS columns it has no counterpart for: refused when set
     refusals: tuple[tuple[str, str], ...] = ()
 
+    def how_to_build(self, arches: Sequence[str]) -> str:
+        """The commands that build its programs for `arches`."""
+        return "`make engines`, or " + "; ".join(
+            f"ARCH={a} ENGINES={self.name} engines/build" for a in arches)
+
     def own_problem(self, test: Test) -> Problem:
         """What else of `test` this middleware cannot honour."""
         return None

@@ -121,7 +121,7 @@ class RtiPerftest:
     arches: tuple[str, ...] = ()  # RTI's image: any
     middleware = True
     hubs: tuple[str, ...] = ()  # the CDS serves discovery only
-    programs: tuple[str, ...] = ()
+    programs = (BUILT,)  # `make perftest` builds it; the engine image carries it
     qos_levels: tuple[int, ...] = ()
     supports = ("DDS throughput, latency. RTI's own build: udp, tcp, tls, dtls; DDS Security; "
                 "multicast; batching; discovery by multicast, peers or cds. k8sdds' build on "
@@ -137,8 +137,9 @@ class RtiPerftest:
         self.settings = settings
         self.path, self.license, self.tls_dir = settings.path, settings.license, \
             settings.tls_dir
-        if self.path is None and settings.image is None:
-            self.path = built()  # none given: the one `make perftest` built, if any
+        # none given: the one `make perftest` built, run by its name (engine_bin first on
+        # the PATH here, /usr/local/bin in the engine image)
+        self.own = built() if self.path is None and settings.image is None else None
         self.image, self.cds = settings.image, settings.cds or "rticlouddiscoveryservice"
 
     def _certs(self, role: str) -> list[str]:
@@ -153,18 +154,28 @@ class RtiPerftest:
         if self.image:
             return None  # Perftest is in the image; its pods say if it is not
         if not self.path:
-            return f"RTI Perftest is not available: {HOW}"
+            return None if self.own else f"RTI Perftest is not available: {HOW}"
         if not (os.path.isfile(self.path) and os.access(self.path, os.X_OK)):
             return f"RTI Perftest: {self.path} is not an executable file; {HOW}"
         if self.license and not os.path.isfile(self.license):
             return f"RTI license {self.license}: no such file"
         return None
 
+    def how_to_build(self, arches: Sequence[str]) -> str:
+        """The command that builds Perftest on Cyclone DDS for `arches` (this machine's, and
+        the others through PERFTEST_ARCHES)."""
+        from k8sdds.images.foreign import HOST
+
+        others = [a for a in arches if a != HOST]
+        return ("make perftest PERFTEST_SRC=DIR"
+                + (f' PERFTEST_ARCHES="{" ".join(others)}"' if others else "")
+                + " (DIR: a clone of github.com/rticommunity/rtiperftest)")
+
     def runs_on(self) -> str:
         """What this Perftest runs on: its own word (its banner), or RTI's in an image."""
         if self.image or self.unavailable():
             return "RTI Connext DDS (an image)" if self.image else "unknown"
-        return middleware_of(self.path)
+        return middleware_of(self.path or self.own)
 
     def check(self, test: Test) -> Problem:
         reason = self.unavailable()
@@ -268,4 +279,4 @@ class RtiPerftest:
             return f"image {self.image}"
         if self.unavailable():
             return "unavailable"
-        return banner(self.path)
+        return banner(self.path or self.own)
