@@ -7,6 +7,7 @@ analysis) can use it without a cycle.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -97,6 +98,9 @@ class Defaults:
 # the architecture names users give (the inventory's, Kubernetes' kubernetes.io/arch, OCI's)
 # -> Debian's, which engine builds and images are made for
 DEBIAN_ARCH = {"amd64": "amd64", "arm64": "arm64", "arm": "armhf"}
+# this machine's, in Debian's names
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}.get(
+    platform.machine(), platform.machine())
 
 
 @dataclass(frozen=True)

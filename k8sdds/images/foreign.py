@@ -13,7 +13,6 @@ would make (iptables -> iptables-nft, ...), read from the packages' own postinst
 from __future__ import annotations
 
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -23,12 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k8sdds.images.dockerfile import DockerfileError, Recipe
-from k8sdds.model import DEBIAN_ARCH
+from k8sdds.model import DEBIAN_ARCH, HOST_ARCH
 
 DEBIAN = DEBIAN_ARCH  # the names users give -> Debian's (k8sdds.model), and back
 OCI = {debian: name for name, debian in DEBIAN.items()}
-HOST = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "armhf"}.get(platform.machine(),
-                                                                       platform.machine())
+HOST = HOST_ARCH  # this machine's (k8sdds.model)
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # the parts of a RUN step that only prepare or tidy apt, which a foreign build does itself
 _TIDY = ("apt-get update", "apt update", "rm -rf /var/lib/apt/lists/*",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from k8sdds.caches import engine_bin
 from k8sdds.flags import option
-from k8sdds.model import Test
+from k8sdds.model import HOST_ARCH, Test
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
@@ -164,9 +164,7 @@ class RtiPerftest:
     def how_to_build(self, arches: Sequence[str]) -> str:
         """The command that builds Perftest on Cyclone DDS for `arches` (this machine's, and
         the others through PERFTEST_ARCHES)."""
-        from k8sdds.images.foreign import HOST
-
-        others = [a for a in arches if a != HOST]
+        others = [a for a in arches if a != HOST_ARCH]
         return ("make perftest PERFTEST_SRC=DIR"
                 + (f' PERFTEST_ARCHES="{" ".join(others)}"' if others else "")
                 + " (DIR: a clone of github.com/rticommunity/rtiperftest)")
