@@ -574,9 +574,11 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
 
     from k8sdds.perftest.base import engine_bin
     from k8sdds.perftest.mqtt import Mqtt
+    from k8sdds.perftest.rtiperftest import RtiPerftest
     from k8sdds.perftest.zenoh import Zenoh
 
-    for engine in (Mqtt(), Zenoh()):  # make test installs mosquitto and builds the engines
+    for engine in (Mqtt(), Zenoh(), RtiPerftest()):  # make test installs mosquitto and
+        # builds the engines (Perftest on Cyclone DDS: make perftest)
         assert engine.unavailable() is None, engine.unavailable()
     # the test hosts are this machine's namespaces: amd64, as the engines built here are
     # (an armhf host would have the zenoh row refused: tests/test_engine_mqtt.py)
@@ -606,7 +608,7 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
     import hashlib
 
     for host in ("h1", "h2", "h3"):
-        for name in ("k8sdds-mqtt", "k8sdds-zenoh"):
+        for name in ("k8sdds-mqtt", "k8sdds-zenoh", "perftest_cpp"):
             copy, built = tmp_path / f"bin-{host}" / name, engine_bin() / name
             assert copy.stat().st_mode & 0o777 == 0o755
             assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(
@@ -625,7 +627,8 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
                    "batchSize\n"
                    "zenoh,tcp,routed,1024,false,1,false,0\n"
                    "mqtt,tcp,,1024,false,1,false,0\n"
-                   "ddsperf,udp,,1024,false,1,false,0\n")
+                   "ddsperf,udp,,1024,false,1,false,0\n"
+                   "rtiperftest,udp,,1024,false,1,false,0\n")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}  # the engines only through engine_bin
     done = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--backend", "ssh",
                            "--inventory", str(invf), "--sch", str(sch), "--duration", "3",
@@ -654,9 +657,13 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
         "pub": "h2", "broker": "h2", "sub0": "h3"}
     df = pd.read_csv(run / "results.csv")
     s = df[(df.kind == "summary") & (df.role == "sub0")].set_index(["test", "metric"]).value
-    for test in (1, 2, 3):  # real messages across the hosts' LAN, none lost
+    for test in (1, 2, 3, 4):  # real messages across the hosts' LAN, none lost
         assert s[(test, "throughput_mbps")] > 1 and s[(test, "lost")] == 0
     assert set(df.topology.fillna("")) == {"routed", ""}
+    # Perftest on Cyclone, the copy in the hosts' engine_bin: its own banner
+    assert manifest["repeats"]["test-4/rep-1"]["argv"]["sub0"][0] == "perftest_cpp"
+    assert (run / "test-4" / "rep-1" / "sub0.log").read_text().startswith(
+        "RTI Perftest 4.3.0 (Eclipse Cyclone DDS")
 
 
 @pytest.mark.ssh

@@ -58,9 +58,13 @@ def _argv(engine, test, role, discovery="peers"):
 
 def test_publisher_and_subscriber_argv(engine):
     pub, env = _argv(engine, BASE, "pub")
-    assert pub == ["-pub", "-numSubscribers", "2", "-executionTime", "30", "-dataLen", "1024",
+    assert pub == ["-pub", "-numSubscribers", "2", "-executionTime", "30", "-batchSize", "0",
+                   "-dataLen", "1024",
                    "-cpu", "-nic", "eth0", "-transport", "UDPv4",
                    "-peer", "10.244.2.10", "-peer", "10.244.3.10"]
+    # batchSize 0 is said: the study's Perftest did not batch unless asked (its own log)
+    study = (FIXTURES / "rtiperftest" / "legacy-throughput-pub-loaded-latency.log").read_text()
+    assert 'Batching: No (Use "-batchSize" to setup batching)' in study
     # the license is read from the run's private directory (a Secret on kubernetes)
     assert env == {"RTI_LICENSE_FILE": "/run/creds/rti_license.dat"}
     sub, _ = _argv(engine, BASE, "sub1")

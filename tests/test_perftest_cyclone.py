@@ -203,6 +203,8 @@ def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
     assert (cpu > 0).all(), cpu  # Perftest's own CPU monitor (RTI_LINUX) read /proc
     sent = (run / "test-4" / "rep-1" / "pub.log").read_text()
     assert "<WriteBatch>true</WriteBatch>" in sent  # -batchSize 8192 became Cyclone's batching
+    unbatched = (run / "test-1" / "rep-1" / "pub.log").read_text()
+    assert "Cyclone DDS configuration" in unbatched and "WriteBatch" not in unbatched
 
 
 @pytest.mark.skipif(any(shutil.which(t) is None for t in (

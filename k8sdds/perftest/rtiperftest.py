@@ -240,8 +240,9 @@ class RtiPerftest:
                      "-executionTime", f"{test.duration:g}"]
             if test.latency_test:
                 argv.append("-latencyTest")
-            if test.batch_size > 0:
-                argv += ["-batchSize", str(test.batch_size)]
+            # always said: 0 is "no batching", as the study's Perftest 3.0.1 had it by default
+            # ("Batching: No" in its logs); Perftest 4.x batches 8 KB unless told otherwise
+            argv += ["-batchSize", str(test.batch_size)]
             if test.send_queue_size > 0:
                 argv += ["-sendQueueSize", str(test.send_queue_size)]
             if test.pub_rate > 0:
