@@ -157,7 +157,9 @@ std::string configuration(ParameterManager &pm)
         xml << "</Peers>";
     }
     xml << "</Discovery>";
-    if (pm.get<long>("batchSize") > 0) {
+    // the publisher's throughput writes only, as RTI batches only its Throughput writer:
+    // Cyclone's batching is the whole domain's, and a subscriber's pongs go out at once
+    if (pm.get<bool>("pub") && pm.get<long>("batchSize") > 0) {
         xml << "<Internal><WriteBatch>true</WriteBatch></Internal>";
     }
     xml << "</Domain></CycloneDDS>";
