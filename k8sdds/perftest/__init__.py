@@ -37,7 +37,8 @@ def line_facts() -> dict[str, tuple[bool, bool]]:
 
 
 def programs() -> tuple[str, ...]:
-    """What engines/build makes, of every engine: the engine image carries them."""
+    """What k8sdds builds for the engines (engines/build, make perftest): the engine image
+    carries them, `cluster engines` copies them."""
     return tuple(dict.fromkeys(p for e in registry().values() for p in e.programs))
 
 

@@ -52,7 +52,8 @@ class Engine(Protocol):
     middleware: bool  # pub/sub middleware (the answer sets them side by side), or the network
     hubs: tuple[str, ...]  # roles every message goes through (a broker, a router): each takes
     # a node of its own
-    programs: tuple[str, ...]  # what engines/build makes for it (the engine image carries them)
+    programs: tuple[str, ...]  # what k8sdds builds for it (engines/build, make perftest): the
+    # engine image carries them
     qos_levels: tuple[int, ...]  # the values of the mqttQos column it takes; (): none
 
     def check(self, test: Test) -> Problem:

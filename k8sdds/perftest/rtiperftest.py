@@ -39,7 +39,7 @@ HOW = ("build it on Cyclone DDS from a Perftest source tree with `make perftest 
        "perftest_cpp with --rtiperftest PATH (and the license with --rti-license FILE), or set "
        "K8SDDS_RTIPERFTEST")
 BUILT = "perftest_cpp"  # what `make perftest` links in the engines' cache
-CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware (-version)
+CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware (banner)
 # what the Cyclone DDS build cannot honour (engines/perftest/CycloneDDSImpl.cxx refuses the
 # same at start): (field of Test, the value it refuses, why)
 NOT_ON_CYCLONE = (
