@@ -142,7 +142,7 @@ def test_check_runs_on_every_host_and_names_the_fix(hosts, tmp_path):
     assert "pass" in rows[("h2", "time skew")]
     # what a bare-host run would lack: said, with the command that delivers it, not a failure
     engines = rows[("h1", "engines (ssh runs)")]
-    assert "note" in engines and "missing: k8sdds-zenoh, k8sdds-mqtt" in engines
+    assert "note" in engines and "missing: perftest_cpp, k8sdds-zenoh, k8sdds-mqtt" in engines
     assert "k8sdds cluster engines -i INVENTORY (after giving the host an engine_bin)" in \
         engines
     # every command and its output, per host
