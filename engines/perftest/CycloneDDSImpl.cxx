@@ -63,9 +63,6 @@ std::string refused(ParameterManager &pm)
 {
     struct Rule { const char *option; const char *why; };
     static const Rule rules[] = {
-        {"secureEncryptBoth", "DDS Security is not mapped to Cyclone's plugins in this build"},
-        {"secureSign", "DDS Security is not mapped to Cyclone's plugins in this build"},
-        {"transportCertAuthority", "TLS is not mapped to Cyclone's SSL in this build"},
         {"dynamicData", "Cyclone DDS has no Dynamic Data API"},
         {"flatdata", "FlatData is RTI Connext's"},
         {"zerocopy", "Zero Copy is RTI Connext's"},
@@ -167,6 +164,21 @@ std::string configuration(ParameterManager &pm)
     return (uri != NULL && *uri != '\0') ? std::string(uri) + "," + xml.str() : xml.str();
 }
 
+/* Until `entity` (a writer or a reader) has matched `count` peers: woken by Cyclone when its
+ * matched status changes (`status`), not polled; `matched` reads the current count. */
+template <typename Matched>
+void wait_matched(dds_entity_t entity, uint32_t status, int count, Matched matched)
+{
+    dds_entity_t waitset = dds_create_waitset(dds_get_participant(entity));
+    dds_set_status_mask(entity, status);
+    dds_waitset_attach(waitset, entity, 0);
+    uint32_t now = 0;
+    while (matched(now) == DDS_RETCODE_OK && now < (uint32_t) count) {
+        dds_waitset_wait(waitset, NULL, 0, DDS_SECS(1));  // a second at most: then look again
+    }
+    dds_delete(waitset);
+}
+
 void fill(TestMessage &message, const Sample &sample)
 {
     message.entity_id = sample.entity_id;
@@ -191,11 +203,12 @@ class Writer : public IMessagingWriter {
 
     void wait_for_readers(int count)
     {
-        dds_publication_matched_status_t status;
-        while (dds_get_publication_matched_status(_writer, &status) == DDS_RETCODE_OK
-               && status.current_count < (uint32_t) count) {
-            PerftestClock::milliSleep(PERFTEST_DISCOVERY_TIME_MSEC);
-        }
+        wait_matched(_writer, DDS_PUBLICATION_MATCHED_STATUS, count, [this](uint32_t &now) {
+            dds_publication_matched_status_t status;
+            dds_return_t rc = dds_get_publication_matched_status(_writer, &status);
+            now = status.current_count;
+            return rc;
+        });
     }
 
     bool send(const TestMessage &message, bool isCftWildCardKey)
@@ -309,11 +322,12 @@ class Reader : public IMessagingReader {
 
     void wait_for_writers(int count)
     {
-        dds_subscription_matched_status_t status;
-        while (dds_get_subscription_matched_status(_reader, &status) == DDS_RETCODE_OK
-               && status.current_count < (uint32_t) count) {
-            PerftestClock::milliSleep(PERFTEST_DISCOVERY_TIME_MSEC);
-        }
+        wait_matched(_reader, DDS_SUBSCRIPTION_MATCHED_STATUS, count, [this](uint32_t &now) {
+            dds_subscription_matched_status_t status;
+            dds_return_t rc = dds_get_subscription_matched_status(_reader, &status);
+            now = status.current_count;
+            return rc;
+        });
     }
 
     TestMessage *receive_message()
@@ -447,16 +461,8 @@ class CycloneDDSImpl : public IMessaging {
 
     IMessagingWriter *create_writer(const char *topic_name)
     {
-        dds_entity_t topic = make_topic(topic_name);
-        if (topic < 0) {
-            return NULL;
-        }
-        dds_qos_t *qos = qos_for(topic_name);
-        dds_entity_t writer = dds_create_writer(_participant, topic, qos, NULL);
-        dds_delete_qos(qos);
+        dds_entity_t writer = endpoint(topic_name, dds_create_writer, "dds_create_writer");
         if (writer < 0) {
-            fprintf(stderr, "[Error] dds_create_writer %s: %s\n", topic_name,
-                    dds_strretcode(writer));
             return NULL;
         }
         const bool reliable = strcmp(topic_name, ANNOUNCEMENT_TOPIC_NAME) == 0
@@ -466,19 +472,8 @@ class CycloneDDSImpl : public IMessaging {
 
     IMessagingReader *create_reader(const char *topic_name, IMessagingCB *callback)
     {
-        dds_entity_t topic = make_topic(topic_name);
-        if (topic < 0) {
-            return NULL;
-        }
-        dds_qos_t *qos = qos_for(topic_name);
-        dds_entity_t reader = dds_create_reader(_participant, topic, qos, NULL);
-        dds_delete_qos(qos);
-        if (reader < 0) {
-            fprintf(stderr, "[Error] dds_create_reader %s: %s\n", topic_name,
-                    dds_strretcode(reader));
-            return NULL;
-        }
-        return new Reader(_participant, reader, callback);
+        dds_entity_t reader = endpoint(topic_name, dds_create_reader, "dds_create_reader");
+        return reader < 0 ? NULL : new Reader(_participant, reader, callback);
     }
 
     /* Yes, through a thread per reader (see Reader): Perftest's own path without
@@ -497,6 +492,26 @@ class CycloneDDSImpl : public IMessaging {
             fprintf(stderr, "[Error] dds_create_topic %s: %s\n", name, dds_strretcode(topic));
         }
         return topic;
+    }
+
+    /* A writer or a reader (`create`) on its topic, with the topic's QoS; negative on error,
+     * said on stderr. */
+    dds_entity_t endpoint(const char *topic_name,
+                          dds_entity_t (*create)(dds_entity_t, dds_entity_t, const dds_qos_t *,
+                                                 const dds_listener_t *),
+                          const char *what)
+    {
+        dds_entity_t topic = make_topic(topic_name);
+        if (topic < 0) {
+            return topic;
+        }
+        dds_qos_t *qos = qos_for(topic_name);
+        dds_entity_t made = create(_participant, topic, qos, NULL);
+        dds_delete_qos(qos);
+        if (made < 0) {
+            fprintf(stderr, "[Error] %s %s: %s\n", what, topic_name, dds_strretcode(made));
+        }
+        return made;
     }
 
     /* As Perftest's own QoS profiles: the announcements reliable and kept for late

@@ -282,11 +282,11 @@ def describe(row) -> dict:
         elapsed = (_now() - started).total_seconds()
         eta = round(elapsed / row.done * (row.total - row.done), 1)
     task["eta_s"] = eta
-    task["options"] = options_of(task.pop("request"))
+    task["options"] = asked_options(task.pop("request"))
     return task
 
 
-def options_of(text: str) -> dict:
+def asked_options(text: str) -> dict:
     """A stored request's options as a task is given them (backend, its options, the run's)."""
     asked = json.loads(text)
     return {"backend": asked.get("backend"), **(asked.get("backend_options") or {}),
