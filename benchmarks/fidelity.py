@@ -20,12 +20,17 @@ taken within the round. The `rpi3b` budget is calibrated first, in the same sitt
 testbed calibrate`, about 3 min; `--no-calibrate` keeps the installed one). Then the `cloud`
 profile's order (bare > routed > VXLAN > encrypted) is checked.
 
-`--write-known` writes the measured cells into the package's known error
+`--engine ddsperf,rtiperftest` measures the table with each engine in turn within every
+round (Perftest on Cyclone DDS, `make perftest`, beside ddsperf: both run Cyclone DDS, so a
+cell that moves between them moved with the program), prints one table per engine and then
+the cells whose ratios differ between the engines by more than ±0.10.
+
+`--write-known` writes the measured cells of the first engine into the package's known error
 (k8sdds/analysis/known_error.csv), each with the sitting's budget and date.
 
 Usage: .venv/bin/python benchmarks/fidelity.py [--tree DIR] [--write-tree] [--tree-only]
        [--rounds 3] [--duration 5] [--udp-only] [--no-calibrate] [--no-cloud]
-       [--write-known]
+       [--engine ddsperf[,rtiperftest]] [--write-known]
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from fidelity_cells import (
     OTHER_PAYLOADS,
     PAYLOADS,
     TRANSPORTS,
+    WITHIN,
     compare,
     count_line,
     known,
@@ -88,10 +94,10 @@ def schedule(udp_only: bool) -> str:
 
 
 def one_round(profile: str, datapaths: tuple[str, ...], sch: Path, duration: float,
-              testbed: str, out: Path) -> pd.DataFrame:
+              testbed: str, out: Path, engine: str = "ddsperf") -> pd.DataFrame:
     done = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(datapaths), "--profile",
                   profile, "--duration", f"{duration:g}", "--repeats", "1", "--out",
-                  str(out), "--testbed", testbed, "--no-plot")
+                  str(out), "--testbed", testbed, "--no-plot", "--engine", engine)
     return throughput(pd.read_csv(Path(done["run_dir"]) / "results.csv"))
 
 
@@ -125,9 +131,13 @@ def main() -> None:
                     help="calibrate rpi3b in this sitting first (about 3 min)")
     ap.add_argument("--cloud", action=argparse.BooleanOptionalAction, default=True,
                     help="check the cloud profile's order too")
+    ap.add_argument("--engine", default="ddsperf",
+                    help="engines, comma-separated, each run in every round "
+                    "(ddsperf, rtiperftest) [ddsperf]")
     ap.add_argument("--write-known", action="store_true",
-                    help="write the measured cells, with this sitting's rpi3b budget and "
-                    "date, into k8sdds/analysis/known_error.csv (the answer's known error)")
+                    help="write the first engine's measured cells, with this sitting's "
+                    "rpi3b budget and date, into k8sdds/analysis/known_error.csv (the "
+                    "answer's known error)")
     args = ap.parse_args()
     if args.write_tree and not args.tree:
         sys.exit("--write-tree needs --tree DIR")
@@ -158,19 +168,28 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
     print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
     sch = tmp / "cells.csv"
     sch.write_text(schedule(args.udp_only))
-    rounds = []
+    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
+    rounds: dict[str, list[pd.DataFrame]] = {e: [] for e in engines}
     for i in range(1, args.rounds + 1):
-        print(f"round {i}/{args.rounds}", file=sys.stderr, flush=True)
-        rounds.append(ratios(one_round("rpi3b", DATAPATHS, sch, args.duration, "kdfid",
-                                       tmp)))
-    table = compare(tree, over_rounds(rounds))
-    if args.udp_only:
-        table = table[table.transport == "UDP"]
-    print(f"### rpi3b against the published tree, {args.rounds} rounds, "
-          f"{args.duration:g} s tests: ratio to UDP host at the same payload\n")
-    print_table(table)
-    print()
-    print(count_line(table))
+        for engine in engines:  # interleaved: each round runs every engine in turn
+            print(f"round {i}/{args.rounds}: {engine}", file=sys.stderr, flush=True)
+            rounds[engine].append(ratios(one_round("rpi3b", DATAPATHS, sch, args.duration,
+                                                   "kdfid", tmp, engine)))
+    tables = {}
+    for engine in engines:
+        table = compare(tree, over_rounds(rounds[engine]))
+        if args.udp_only:
+            table = table[table.transport == "UDP"]
+        tables[engine] = table
+        print(f"### rpi3b with {engine} against the published tree, {args.rounds} rounds, "
+              f"{args.duration:g} s tests: ratio to UDP host at the same payload\n")
+        print_table(table)
+        print()
+        print(count_line(table))
+        print()
+    for other in engines[1:]:
+        print_moved(tables[engines[0]], tables[other], engines[0], other)
+    table = tables[engines[0]]
     if args.write_known:
         path = known_error.DATA
         fresh = known(pd.read_csv(path), table, "rpi3b", pi.cpu,
@@ -180,6 +199,25 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
               file=sys.stderr)
     if args.cloud:
         cloud_order(args.duration, tmp)
+
+
+def print_moved(first: pd.DataFrame, second: pd.DataFrame, a: str, b: str) -> None:
+    """The cells whose emulated ratios differ between two engines by more than ±0.10, each
+    with whether it is within ±0.10 of the tree with either engine."""
+    both = first.merge(second, on=KEY + ["tree"], suffixes=(f"_{a}", f"_{b}"))
+    both["moved"] = both[f"median_{b}"] - both[f"median_{a}"]
+    moved = both[both.moved.abs() > WITHIN]
+    print(f"### cells that move between {a} and {b} (by more than ±{WITHIN:.2f}): "
+          f"{len(moved)} of {int(both.moved.notna().sum())}\n")
+    print(f"| transport | datapath | payload | tree | {a} | {b} | moved | within with {a} | "
+          f"within with {b} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in moved.itertuples():
+        d = r._asdict()
+        print(f"| {r.transport} | {r.datapath} | {r.data_len} | {r.tree:.2f} | "
+              f"{d[f'median_{a}']:.2f} | {d[f'median_{b}']:.2f} | {r.moved:+.2f} | "
+              f"{'yes' if d[f'within_{a}'] else 'no'} | {'yes' if d[f'within_{b}'] else 'no'} |")
+    print()
 
 
 def cloud_order(duration: float, tmp: Path) -> None:

@@ -112,6 +112,50 @@ def test_dtls_and_tls_certificates(engine, tmp_path):
     assert problem and "subkey.pem" in problem[2]
 
 
+def test_tls_without_certificates_takes_the_runs_own(engine, tmp_path):
+    """No --rti-tls-dir: the run's credentials (made in its private directory) are given."""
+    test = replace(BASE, transport="tls")
+    engine.secrets(test, ["pub", "sub0", "sub1"], str(tmp_path / "creds"))
+    assert {"ca.pem", "pub.pem", "pub.key", "sub1.key"} <= {
+        p.name for p in (tmp_path / "creds").iterdir()}
+    sub, _ = _argv(engine, test, "sub1")
+    i = sub.index("-transportCertAuthority")
+    assert sub[i:i + 6] == ["-transportCertAuthority", "/run/creds/ca.pem",
+                            "-transportCertFile", "/run/creds/sub1.pem",
+                            "-transportPrivateKey", "/run/creds/sub1.key"]
+
+
+def test_dds_security_as_each_perftest_takes_it(tmp_path):
+    """The study's Perftest (3.0.1) takes -secureEncryptBoth -secureSign; Perftest 4.1 on has
+    only -secureGovernanceFile and the other files (its release notes, 4.1): it is given the
+    governance document those flags chose, with the run's certificates."""
+    def perftest(version: str) -> RtiPerftest:
+        exe = tmp_path / f"perftest-{version}"
+        exe.write_text(f"#!/bin/sh\necho 'RTI Perftest {version} (RTI Connext DDS 7.3.0)' >&2\n")
+        exe.chmod(0o755)
+        return RtiPerftest(RtiSettings(path=str(exe)))
+
+    secure = replace(BASE, secure=True)
+    old, _ = _argv(perftest("3.0.1"), secure, "pub")
+    assert "-secureEncryptBoth" in old and "-secureSign" in old
+    assert "-secureGovernanceFile" not in old
+    new = perftest("4.3.0")
+    new.secrets(secure, ["pub", "sub0", "sub1"], str(tmp_path / "creds"))
+    governance = (tmp_path / "creds" / "governance-study.p7s").read_text()
+    # as Perftest's own resource/secure/signed_PerftestGovernance_SignEncryptBoth.xml
+    for kind, value in (("rtps", "SIGN"), ("discovery", "NONE"), ("liveliness", "NONE"),
+                        ("metadata", "ENCRYPT"), ("data", "ENCRYPT")):
+        assert f"<{kind}_protection_kind>{value}</{kind}_protection_kind>" in governance
+    argv, _ = _argv(new, secure, "sub0")
+    i = argv.index("-secureGovernanceFile")
+    assert argv[i:i + 10] == [
+        "-secureGovernanceFile", "/run/creds/governance-study.p7s",
+        "-securePermissionsFile", "/run/creds/sub0.permissions.p7s",
+        "-secureCertAuthority", "/run/creds/ca.pem", "-secureCertFile", "/run/creds/sub0.pem",
+        "-securePrivateKey", "/run/creds/sub0.key"]
+    assert "-secureEncryptBoth" not in argv
+
+
 def test_load_time_checks(engine, write_schedule, monkeypatch):
     engines = _with(engine)
     head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,engine\n"

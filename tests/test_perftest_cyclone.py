@@ -132,28 +132,79 @@ def test_every_flag_k8sdds_gives_perftest_is_one_of_its_own(built):
     tests = [BASE, replace(BASE, latency_test=True, num_subscribers=1),
              replace(BASE, batch_size=8192, send_queue_size=100, pub_rate=1000,
                      best_effort=True, no_print=True),
-             replace(BASE, multicast=True), replace(BASE, transport="tcp")]
+             replace(BASE, multicast=True), replace(BASE, transport="tcp"),
+             replace(BASE, transport="tls", secure=True)]
     for test in tests:
         for role in ("pub", "sub0"):
             ctx = RoleContext(role=role, address=ENDPOINTS[role], interface="eth0",
-                              endpoints=ENDPOINTS, discovery="peers", config_dir="/tmp")
+                              endpoints=ENDPOINTS, discovery="peers", config_dir="/tmp",
+                              secrets_dir="/run/creds")
             given |= {a for a in engine.command(test, ctx).argv[1:]
                       if re.fullmatch(r"-[A-Za-z]\w*", a)}
     assert given - own == set(), given - own
+    # DDS Security as Perftest 4.x takes it: the documents as files, not the study's flags
+    assert {"-secureGovernanceFile", "-securePermissionsFile", "-secureCertAuthority",
+            "-secureCertFile", "-securePrivateKey", "-transportCertFile"} <= given
+    assert "-secureEncryptBoth" not in own
 
 
 def test_what_the_cyclone_build_cannot_honour_is_refused_at_load(built, write_schedule):
     from k8sdds import perftest
 
     engines = {**perftest.registry(), "rtiperftest": RtiPerftest(RtiSettings(path=str(built)))}
-    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,transport,secure\n"
-    ok = write_schedule(head + "1024,false,1,false,0,rtiperftest,tcp,false\n")
-    assert schedule.load(ok, engines=engines)[0].transport == "tcp"
-    for row, column in (("1024,false,1,false,0,rtiperftest,udp,true", "secure"),
-                        ("1024,false,1,false,0,rtiperftest,tls,false", "transport")):
+    head = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,transport,secure,"
+            "discovery\n")
+    ok = write_schedule(head + "1024,false,1,false,0,rtiperftest,tcp,false,peers\n"
+                        "1024,false,1,false,0,rtiperftest,tls,true,peers\n")
+    assert [t.transport for t in schedule.load(ok, engines=engines)] == ["tcp", "tls"]
+    for row, column in (("1024,false,1,false,0,rtiperftest,dtls,false,peers", "transport"),
+                        ("1024,false,1,false,0,rtiperftest,udp,false,cds", "discovery"),
+                        ("1024,false,1,false,0,rtiperftest,tcp,false,multicast",
+                         "discovery")):
         bad = write_schedule(head + row + "\n")
         with pytest.raises(ScheduleError, match=f"column '{column}'.*Cyclone DDS"):
             schedule.load(bad, engines=engines)
+
+
+def test_the_cyclone_build_refuses_perftest_options_it_cannot_honour(built, tmp_path):
+    """Perftest's own options that Cyclone DDS has no meaning for: the program itself says
+    which and why, before it measures anything."""
+    for args, said in ((["-secureEncryptionAlgorithm", "aes-128-gcm",
+                         "-secureGovernanceFile", "g.p7s"], "-secureEncryptionAlgo"),
+                       (["-securePermissionsFile", "p.p7s"], "-secureGovernanceFile"),
+                       (["-transport", "TCP", "-multicast"], "-multicast: needs"),
+                       (["-asynchronous"], "-asynchronous: Cyclone DDS writes")):
+        out = subprocess.run([str(built), "-pub", "-executionTime", "1", *args],
+                             capture_output=True, text=True, timeout=30, cwd=tmp_path)
+        assert out.returncode != 0 and f"not on Cyclone DDS: {said}" in out.stderr, out
+    out = subprocess.run([str(built), "-sub", "-transport", "TLS", "-transportCertFile",
+                          "missing.pem"], capture_output=True, text=True, timeout=30,
+                         cwd=tmp_path)
+    assert out.returncode != 0 and "-transportCertFile missing.pem: cannot read it" in \
+        out.stderr, out
+    assert not list(Path("/tmp").glob("perftest-keystore-*"))  # none left behind
+
+
+def test_the_study_governance_is_the_one_perftest_ships_for_its_flags(tmp_path):
+    """credentials.STUDY protects what Perftest's own governance for -secureSign
+    -secureEncryptBoth (resource/secure/signed_PerftestGovernance_SignEncryptBoth.xml in its
+    sources) protects."""
+    from k8sdds.perftest import credentials
+
+    with tarfile.open(SRC) as archive:
+        [member] = [m for m in archive.getmembers()
+                    if m.name.endswith("secure/signed_PerftestGovernance_SignEncryptBoth.xml")]
+        upstream = archive.extractfile(member).read().decode()
+    ours = credentials.ensure(tmp_path, ["pub"], credentials.STUDY)["pub"].governance
+
+    def kinds(text: str) -> dict[str, str]:
+        text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+        return dict(re.findall(r"<(\w+_(?:protection_kind|access_control|protection)|"
+                               r"allow_unauthenticated_participants)>\s*(\w+)\s*<", text))
+
+    theirs = kinds(upstream)
+    assert len(theirs) >= 10, theirs
+    assert kinds(ours.read_text()) == theirs
 
 
 STUDY_ROWS = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,transport\n"

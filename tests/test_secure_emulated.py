@@ -1,4 +1,5 @@
-"""TLS and DDS Security with ddsperf on the real emulated cluster, checked on the wire."""
+"""TLS and DDS Security with ddsperf, and with RTI Perftest built on Cyclone DDS (`make
+perftest`), on the real emulated cluster, checked on the wire."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from k8sdds.perftest.rtiperftest import built
 from k8sdds.testbed import netns
 
 from .emulated_support import cli, namespaces, requires_namespaces
@@ -26,6 +28,8 @@ HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize,transport,secure
 RTPS = b"RTPS\x02".hex()
 TLS_RECORD = b"\x17\x03\x03".hex()  # a TLS application-data record header
 TOPIC = b"DDSPerfRData".hex()  # ddsperf's data topic, in clear in discovery without Security
+PERFTEST_TOPIC = b"Throughput".hex()  # Perftest's data topic
+ZEROS = bytes(256).hex()  # Perftest's samples are zeros (perftest_cpp.cxx memsets them)
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +52,9 @@ def testbed(tmp_path_factory):
 CRASHED = re.compile(r"exited with status -(6|11)\b")
 
 
-def _run_captured(tmp_path, testbed, row: str) -> tuple[dict, Path]:
+def _run_captured(tmp_path, testbed, row: str, *flags: str) -> tuple[dict, Path]:
     """Run one test row while capturing the publisher node's switch port."""
-    seen, run, failed = _try_captured(tmp_path, testbed, row)
+    seen, run, failed = _try_captured(tmp_path, testbed, row, *flags)
     if failed and all(CRASHED.search(f) for f in failed):
         pytest.xfail(f"ddsperf crashed (the engine's fault, recorded with its signal): "
                      f"{failed}")
@@ -58,20 +62,20 @@ def _run_captured(tmp_path, testbed, row: str) -> tuple[dict, Path]:
     return seen, run
 
 
-def _try_captured(tmp_path, testbed, row: str) -> tuple[dict, Path, list[str]]:
+def _try_captured(tmp_path, testbed, row: str, *flags: str) -> tuple[dict, Path, list[str]]:
     name, env = testbed
     tmp_path.mkdir(parents=True, exist_ok=True)
     sch = tmp_path / "s.csv"
     sch.write_text(HEADER + row + "\n")
     probe = os.path.join(os.path.dirname(__file__), "wire_capture.py")
-    cap = subprocess.Popen(netns.exec_argv(f"{name}-switch", [sys.executable, probe, "n1",
-                                                              "10", RTPS, TLS_RECORD, TOPIC]),
-                           stdout=subprocess.PIPE, text=True)
+    cap = subprocess.Popen(netns.exec_argv(f"{name}-switch", [
+        sys.executable, probe, "n1", "10", RTPS, TLS_RECORD, TOPIC, PERFTEST_TOPIC, ZEROS]),
+        stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
                "--out", str(tmp_path / "logs"), "--testbed", name, "--json", "--no-plot",
-               env=env)
-    out, _ = cap.communicate(timeout=30)
+               *flags, env=env)
+    out, _ = cap.communicate(timeout=60)
     assert proc.returncode == 0, proc.stderr
     outcome = json.loads(proc.stdout)
     return json.loads(out)["patterns"], Path(outcome["run_dir"]), outcome["failed"]
@@ -134,3 +138,40 @@ def test_dds_security_authenticates_and_encrypts_discovery(tmp_path, testbed):
     section = section[:section.index("</section>")]
     assert "UDP + DDS Security" in section and "vs plain UDP (%)" in section
     assert (out / "security.png").stat().st_size > 10_000
+
+
+PERFTEST = ("--engine", "rtiperftest")
+needs_perftest = pytest.mark.skipif(built() is None, reason="needs perftest_cpp built on "
+                                    "Cyclone DDS (make perftest; make test builds it)")
+
+
+@needs_perftest
+def test_perftest_on_cyclone_over_tls_hides_rtps(tmp_path, testbed):
+    """-transport TLS with the run's certificates: Cyclone's TLS, verified both ways."""
+    seen, run = _run_captured(tmp_path, testbed, "1024,false,1,false,0,tls,false", *PERFTEST)
+    assert seen[RTPS] == 0, "RTPS in clear on a TLS connection"
+    assert seen[TLS_RECORD] > 50 and seen[ZEROS] == 0
+    assert _throughput(run) > 1.0
+    log = (run / "test-1" / "rep-1" / "pub.log").read_text()
+    assert "Kind: TLS" in log and "<SSL><Enable>true</Enable>" in log
+    assert f"Certificate file: {run.resolve()}/credentials/pub.pem" in log
+    assert "PRIVATE KEY" not in log
+
+
+@needs_perftest
+def test_perftest_on_cyclone_with_dds_security_encrypts_its_samples(tmp_path, testbed):
+    """secure=true on Perftest 4.x: the governance the study's -secureEncryptBoth -secureSign
+    chose (data encrypted, discovery in clear), the run's certificates, Cyclone's plugins."""
+    plain, _ = _run_captured(tmp_path / "plain", testbed, "1024,false,1,false,0,udp,false",
+                             *PERFTEST)
+    assert plain[ZEROS] > 50  # the control: the samples' zeros are seen in clear
+    seen, run = _run_captured(tmp_path / "secure", testbed, "1024,false,1,false,0,udp,true",
+                              *PERFTEST)
+    assert seen[RTPS] > 50 and seen[ZEROS] == 0  # RTPS, its samples encrypted
+    assert seen[PERFTEST_TOPIC] > 0  # the study's governance leaves discovery in clear
+    assert _throughput(run) > 1.0
+    log = (run / "test-1" / "rep-1" / "sub0.log").read_text()
+    assert "Secure Configuration:" in log
+    assert f"Governance file: {run.resolve()}/credentials/governance-study.p7s" in log
+    governance = (run / "credentials" / "governance-study.p7s").read_text()
+    assert "<rtps_protection_kind>SIGN</rtps_protection_kind>" in governance

@@ -7,6 +7,21 @@
  *   -multicast          General/AllowMulticast true (else "spdp": discovery only)
  *   -transport UDPv4    General/Transport udp (the default)
  *   -transport TCP      General/Transport tcp, TCP/Port = -transportServerBindPort [7400]
+ *   -transport TLS      as TCP, with SSL/Enable true (Cyclone's TLS over its TCP transport),
+ *                       SSL/KeystoreFile: -transportCertFile, -transportPrivateKey and
+ *                       -transportCertAuthority in one private file, as Cyclone wants them
+ *                       (Perftest's own defaults for them: ./resource/secure/...); the peer's
+ *                       certificate is verified, both ways, TLS 1.3 at least
+ *   -secure...          Security: Cyclone's DDS Security plugins, loaded from beside the
+ *                       libddsc this program runs with (Debian: its libddsc0debian folder):
+ *                       -secureGovernanceFile      AccessControl/Governance (required, as
+ *                                                  with RTI Connext)
+ *                       -securePermissionsFile     AccessControl/Permissions
+ *                       -secureCertAuthority       Authentication/IdentityCA and
+ *                                                  AccessControl/PermissionsCA
+ *                       -secureCertFile            Authentication/IdentityCertificate
+ *                       -securePrivateKey          Authentication/PrivateKey
+ *                       (Perftest's own defaults for the last four: ./resource/secure/...)
  *   -batchSize BYTES    Internal/WriteBatch, flushed when BYTES are queued (and at flush())
  *   -bestEffort         best-effort reliability on the Throughput and Latency topics
  *   -sendQueueSize N    the writer's resource limits (max_samples = N), KEEP_ALL history
@@ -18,16 +33,21 @@
  */
 #include <dds/dds.h>
 #include <dds/version.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "MessagingIF.h"
+#include "PerftestSecurity.h"
+#include "PerftestTransport.h"
 #include "perftest_cpp.h"
 
 std::string GetMiddlewareVersionString()
@@ -70,6 +90,16 @@ std::string refused(ParameterManager &pm)
         {"cft", "content-filtered topics are not in Cyclone DDS"},
         {"qosFile", "Perftest's QoS XML is RTI Connext's"},
         {"rawTransport", "the raw transport is RTI Connext's"},
+        {"secureEncryptionAlgo", "Cyclone's crypto plugin has no choice of algorithm "
+                                 "(the governance document decides what is protected)"},
+        {"secureEnableAAD", "Cyclone's crypto plugin has no additional authenticated data"},
+        {"secureLibrary", "it names RTI's security library; Cyclone's plugins are loaded "
+                          "from beside libddsc"},
+        {"lightWeightSecurity", "lightweight security is RTI Connext's"},
+        {"securePSK", "pre-shared keys are RTI Connext's"},
+        {"securePSKAlgorithm", "pre-shared keys are RTI Connext's"},
+        {"secureRtpsHmacOnly", "HMAC-only security is RTI Connext's"},
+        {"secureDebug", "Cyclone's security plugins log through its Tracing, not a level"},
     };
     for (const Rule &rule : rules) {
         if (pm.is_set(rule.option)) {
@@ -77,12 +107,17 @@ std::string refused(ParameterManager &pm)
         }
     }
     const std::string transport = pm.get<std::string>("transport");
-    if (pm.is_set("transport") && transport != "UDPv4" && transport != "TCP") {
+    if (pm.is_set("transport") && transport != "UDPv4" && transport != "TCP"
+            && transport != "TLS") {
         return "-transport " + transport
-                + ": Cyclone DDS carries UDPv4 and TCP in this build";
+                + ": Cyclone DDS carries UDPv4, TCP and TLS in this build";
     }
-    if (pm.get<bool>("multicast") && transport == "TCP") {
+    if (pm.get<bool>("multicast") && transport != "UDPv4") {
         return "-multicast: needs -transport UDPv4";
+    }
+    if (pm.group_is_used(SECURE) && pm.get<std::string>("secureGovernanceFile").empty()) {
+        return "-secureGovernanceFile: DDS Security needs a governance document (as with "
+               "RTI Connext)";
     }
     return "";
 }
@@ -122,11 +157,64 @@ bool batching(ParameterManager &pm)
     return true;
 }
 
-/* Cyclone's configuration for Perftest's options (XML, after $CYCLONEDDS_URI). */
-std::string configuration(ParameterManager &pm)
+/* The directory of Cyclone's DDS Security plugins: Debian's private folder beside the libddsc
+ * this program runs with, or that library's own folder; empty when neither has them (Cyclone
+ * then looks them up by name on the library path). */
+std::string plugin_directory()
+{
+    Dl_info info;
+    if (dladdr((void *) &dds_create_participant, &info) == 0 || info.dli_fname == NULL) {
+        return "";
+    }
+    const std::string library(info.dli_fname);
+    const std::string folder = library.substr(0, library.rfind('/'));
+    for (const std::string &candidate : {folder + "/libddsc0debian", folder}) {
+        if (access((candidate + "/libdds_security_auth.so").c_str(), R_OK) == 0) {
+            return candidate;
+        }
+    }
+    return "";
+}
+
+/* DDS Security's `file:` form of a path (left as it is when it has one). */
+std::string file_uri(const std::string &path)
+{
+    return xml_escaped(path.compare(0, 5, "file:") == 0 ? path : "file:" + path);
+}
+
+/* Cyclone's Security element for Perftest's -secure options. */
+std::string security(ParameterManager &pm)
+{
+    const std::string folder = plugin_directory();
+    auto library = [&folder](const char *name, const char *kind) {
+        const std::string path = folder.empty() ? std::string("dds_security_") + name
+                : folder + "/libdds_security_" + name + ".so";
+        return "<Library path=\"" + xml_escaped(path) + "\" initFunction=\"init_" + kind
+                + "\" finalizeFunction=\"finalize_" + kind + "\"/>";
+    };
+    const std::string ca = file_uri(pm.get<std::string>("secureCertAuthority"));
+    std::ostringstream xml;
+    xml << "<Security><Authentication>" << library("auth", "authentication")
+        << "<IdentityCertificate>" << file_uri(pm.get<std::string>("secureCertFile"))
+        << "</IdentityCertificate><IdentityCA>" << ca << "</IdentityCA><PrivateKey>"
+        << file_uri(pm.get<std::string>("securePrivateKey")) << "</PrivateKey>"
+        << "</Authentication><Cryptographic>" << library("crypto", "crypto")
+        << "</Cryptographic><AccessControl>" << library("ac", "access_control")
+        << "<PermissionsCA>" << ca << "</PermissionsCA><Governance>"
+        << file_uri(pm.get<std::string>("secureGovernanceFile")) << "</Governance>"
+        << "<Permissions>" << file_uri(pm.get<std::string>("securePermissionsFile"))
+        << "</Permissions></AccessControl></Security>";
+    return xml.str();
+}
+
+/* Cyclone's configuration for Perftest's options (XML, after $CYCLONEDDS_URI); `keystore`:
+ * the TLS keystore file, with -transport TLS. */
+std::string configuration(ParameterManager &pm, const std::string &keystore)
 {
     std::ostringstream xml;
-    const bool tcp = pm.get<std::string>("transport") == "TCP";
+    const std::string transport = pm.get<std::string>("transport");
+    const bool tls = transport == "TLS";
+    const bool tcp = transport == "TCP" || tls;
     const std::vector<std::string> peers = pm.get_vector<std::string>("peer");
     const bool multicast = pm.get<bool>("multicast");
     xml << "<CycloneDDS><Domain id=\"any\"><General>";
@@ -142,6 +230,13 @@ std::string configuration(ParameterManager &pm)
     if (tcp) {
         std::string port = pm.get<std::string>("transportServerBindPort");
         xml << "<TCP><Port>" << xml_escaped(port.empty() ? "7400" : port) << "</Port></TCP>";
+    }
+    if (tls) {
+        xml << "<SSL><Enable>true</Enable><CertificateVerification>true"
+            << "</CertificateVerification><VerifyClient>true</VerifyClient>"
+            << "<SelfSignedCertificates>false</SelfSignedCertificates><KeystoreFile>"
+            << xml_escaped(keystore) << "</KeystoreFile><KeyPassphrase></KeyPassphrase>"
+            << "<MinimumTLSVersion>1.3</MinimumTLSVersion></SSL>";
     }
     xml << "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
         << "<MaxAutoParticipantIndex>20</MaxAutoParticipantIndex>";
@@ -159,9 +254,39 @@ std::string configuration(ParameterManager &pm)
     if (pm.get<bool>("pub") && pm.get<long>("batchSize") > 0) {
         xml << "<Internal><WriteBatch>true</WriteBatch></Internal>";
     }
+    if (pm.group_is_used(SECURE)) {
+        xml << security(pm);
+    }
     xml << "</Domain></CycloneDDS>";
     const char *uri = getenv("CYCLONEDDS_URI");
     return (uri != NULL && *uri != '\0') ? std::string(uri) + "," + xml.str() : xml.str();
+}
+
+/* Cyclone's TLS keystore: Perftest's certificate, private key and certificate authority
+ * files, in that order, in one file only this user can read (removed at shutdown); its path,
+ * or empty after saying on stderr which file could not be read. */
+std::string keystore(ParameterManager &pm)
+{
+    char path[] = "/tmp/perftest-keystore-XXXXXX";
+    const int fd = mkstemp(path);  // mode 0600
+    if (fd < 0) {
+        perror("[Error] the TLS keystore");
+        return "";
+    }
+    close(fd);
+    std::ofstream out(path, std::ios::binary);
+    for (const char *option : {"transportCertFile", "transportPrivateKey",
+                               "transportCertAuthority"}) {
+        const std::string file = pm.get<std::string>(option);
+        std::ifstream in(file, std::ios::binary);
+        if (!in) {
+            fprintf(stderr, "[Error] -%s %s: cannot read it\n", option, file.c_str());
+            unlink(path);
+            return "";
+        }
+        out << in.rdbuf() << "\n";
+    }
+    return path;
 }
 
 /* Until `entity` (a writer or a reader) has matched `count` peers: woken by Cyclone when its
@@ -414,8 +539,26 @@ class CycloneDDSImpl : public IMessaging {
         if (!batching(pm)) {
             return false;
         }
+        // Perftest's own checks and defaults: the TLS files (./resource/secure/...)
+        _transport.initialize(&pm);
+        if (!_transport.validate_input()) {
+            return false;
+        }
+        _secure = pm.group_is_used(SECURE);
+        if (_secure) {
+            _security.initialize(&pm);
+            if (!_security.validateSecureArgs()) {
+                return false;
+            }
+        }
+        if (pm.get<std::string>("transport") == "TLS") {
+            _keystore = keystore(pm);
+            if (_keystore.empty()) {
+                return false;
+            }
+        }
         const dds_domainid_t id = (dds_domainid_t) pm.get<int>("domain");
-        _config = configuration(pm);
+        _config = configuration(pm, _keystore);
         _domain = dds_create_domain(id, _config.c_str());
         if (_domain < 0) {
             fprintf(stderr, "[Error] Cyclone DDS refused its configuration (%s): %s\n",
@@ -438,7 +581,11 @@ class CycloneDDSImpl : public IMessaging {
     {
         std::ostringstream out;
         out << "\tMiddleware: " << GetMiddlewareVersionString() << "\n"
-            << "\tCyclone DDS configuration: " << _config << "\n";
+            << "\tCyclone DDS configuration: " << _config << "\n"
+            << _transport.printTransportConfigurationSummary();
+        if (_secure) {
+            out << _security.printSecurityConfigurationSummary();
+        }
         return out.str();
     }
 
@@ -451,6 +598,10 @@ class CycloneDDSImpl : public IMessaging {
         if (_pong != NULL) {
             PerftestSemaphore_delete(_pong);
             _pong = NULL;
+        }
+        if (!_keystore.empty()) {
+            unlink(_keystore.c_str());
+            _keystore.clear();
         }
     }
 
@@ -536,7 +687,10 @@ class CycloneDDSImpl : public IMessaging {
     ParameterManager *_pm;
     dds_entity_t _domain, _participant;
     PerftestSemaphore *_pong;
-    std::string _config;
+    std::string _config, _keystore;
+    PerftestTransport _transport;
+    PerftestSecurity _security;
+    bool _secure = false;
 };
 
 }  // namespace

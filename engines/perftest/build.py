@@ -12,9 +12,16 @@ in the user's tree) in three places, each guarded by PERFTEST_CYCLONEDDS:
      Connext Professional: the Cyclone DDS build is left out (Cyclone batches writes,
      Internal/WriteBatch);
   3. ParameterManager.cxx, where Perftest lists the values of -transport (UDPv4 and SHMEM
-     outside RTI Connext Professional): TCP is added (Cyclone's TCP transport).
-Everything else a middleware's generated code gives Perftest comes from prelude.h; RTI_LINUX
-is RTI's name for the platform (Perftest's CPU monitor reads /proc with it).
+     outside RTI Connext Professional): TCP and TLS are added (Cyclone's TCP transport, and
+     with SSL on it).
+Everything else a middleware's generated code gives Perftest comes from prelude.h. Two of
+RTI's macros are defined, as RTI's own build defines them: RTI_LINUX, the platform (Perftest's
+CPU monitor reads /proc with it), and RTI_SECURE_PERFTEST, which gives Perftest its -secure
+options and its PerftestSecurity class (srcCpp/connextDDS/PerftestSecurity.cxx, which reads
+the options and applies Perftest's defaults: no RTI code in it), mapped to Cyclone's DDS
+Security plugins in CycloneDDSImpl.cxx.
+
+An earlier build of the same architecture is removed when a new one is linked.
 
 The binary is cached by its inputs: BIN/perftest_cpp-cyclonedds-ARCH-HASH, and BIN/perftest_cpp
 (BIN/perftest_cpp-ARCH for another architecture) points at it.
@@ -41,6 +48,7 @@ OURS = (HERE / "CycloneDDSImpl.cxx", HERE / "prelude.h", Path(__file__).resolve(
 # what the build takes from a Perftest tree (relative to its root)
 NEEDED = ("srcCpp/perftest_cpp.cxx", "srcCpp/perftest_cpp.h", "srcCpp/MessagingIF.h",
           "srcCpp/Infrastructure_common.cxx", "srcCpp/PerftestTransport.cxx",
+          "srcCpp/connextDDS/PerftestSecurity.cxx", "srcCpp/connextDDS/PerftestSecurity.h",
           "srcCppCommon/ParameterManager.cxx", "srcIdl/perftest.idl")
 COMMON = ("CpuMonitor", "FileDataLoader", "Parameter", "ParameterManager", "PerftestPrinter",
           "ThreadPriorities")
@@ -64,6 +72,7 @@ EDITS = {
          "    transport->add_valid_str_value(\"SHMEM\");\n"
          "  #ifdef PERFTEST_CYCLONEDDS\n"
          "    transport->add_valid_str_value(\"TCP\");\n"
+         "    transport->add_valid_str_value(\"TLS\");\n"
          "  #endif\n",
          "where Perftest lists the values of -transport"),
     ),
@@ -173,6 +182,7 @@ def digest(root: Path, tools: dict[str, str]) -> str:
     """A hash of every input: Perftest's sources, ours, the compiler's version."""
     h = hashlib.sha256()
     files = sorted([*(root / "srcCpp").glob("*.[ch]*"), *(root / "srcCppCommon").glob("*"),
+                    *(root / "srcCpp" / "connextDDS").glob("PerftestSecurity.*"),
                     root / "srcIdl" / "perftest.idl", *OURS])
     for path in files:
         if path.is_file():
@@ -222,11 +232,13 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
                 (out / Path(name).name).write_text(edited(name, (root / name).read_text()))
             idl = root / "srcIdl" / "perftest.idl"
             run([tools["idlc"], "-l", "c", "-o", str(out), str(idl)], out, idl.name)
-            flags = ["-std=c++11", "-O2", "-DPERFTEST_CYCLONEDDS", "-DRTI_LINUX", "-include",
-                     str(HERE / "prelude.h"), f"-I{out}", f"-I{root / 'srcCpp'}",
+            flags = ["-std=c++11", "-O2", "-DPERFTEST_CYCLONEDDS", "-DRTI_LINUX",
+                     "-DRTI_SECURE_PERFTEST", "-include", str(HERE / "prelude.h"),
+                     f"-I{out}", f"-I{root / 'srcCpp'}", f"-I{root / 'srcCpp' / 'connextDDS'}",
                      f"-I{root / 'srcCppCommon'}", *tools["includes"], "-w"]
             units = [out / "perftest_cpp.cxx", root / "srcCpp" / "Infrastructure_common.cxx",
                      root / "srcCpp" / "PerftestTransport.cxx",
+                     root / "srcCpp" / "connextDDS" / "PerftestSecurity.cxx",
                      *(out / f"{n}.cxx" if (out / f"{n}.cxx").exists()
                        else root / "srcCppCommon" / f"{n}.cxx" for n in COMMON),
                      HERE / "CycloneDDSImpl.cxx"]
@@ -245,6 +257,9 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
             say(f"built {target.name} in {time.monotonic() - started:.0f} s")
         link.unlink(missing_ok=True)
         link.symlink_to(target.name)
+        for old in bin_dir.glob(f"perftest_cpp-cyclonedds-{arch}-*"):
+            if old.name != target.name and not old.name.endswith(".partial"):
+                old.unlink(missing_ok=True)  # an earlier build: nothing links it any more
         return link
 
 

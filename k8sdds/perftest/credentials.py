@@ -31,25 +31,60 @@ xsi:noNamespaceSchemaLocation="http://www.omg.org/spec/DDS-Security/20170801/omg
     <domain_rule>
       <domains><id_range><min>{lo}</min><max>{hi}</max></id_range></domains>
       <allow_unauthenticated_participants>false</allow_unauthenticated_participants>
-      <enable_join_access_control>true</enable_join_access_control>
-      <discovery_protection_kind>ENCRYPT</discovery_protection_kind>
-      <liveliness_protection_kind>ENCRYPT</liveliness_protection_kind>
-      <rtps_protection_kind>NONE</rtps_protection_kind>
+      <enable_join_access_control>{access}</enable_join_access_control>
+      <discovery_protection_kind>{discovery}</discovery_protection_kind>
+      <liveliness_protection_kind>{liveliness}</liveliness_protection_kind>
+      <rtps_protection_kind>{rtps}</rtps_protection_kind>
       <topic_access_rules>
         <topic_rule>
           <topic_expression>*</topic_expression>
-          <enable_discovery_protection>true</enable_discovery_protection>
-          <enable_liveliness_protection>true</enable_liveliness_protection>
-          <enable_read_access_control>true</enable_read_access_control>
-          <enable_write_access_control>true</enable_write_access_control>
-          <metadata_protection_kind>ENCRYPT</metadata_protection_kind>
-          <data_protection_kind>ENCRYPT</data_protection_kind>
+          <enable_discovery_protection>{topic_discovery}</enable_discovery_protection>
+          <enable_liveliness_protection>{topic_liveliness}</enable_liveliness_protection>
+          <enable_read_access_control>{access}</enable_read_access_control>
+          <enable_write_access_control>{access}</enable_write_access_control>
+          <metadata_protection_kind>{metadata}</metadata_protection_kind>
+          <data_protection_kind>{data}</data_protection_kind>
         </topic_rule>
       </topic_access_rules>
     </domain_rule>
   </domain_access_rules>
 </dds>
 """
+
+
+@dataclass(frozen=True)
+class Protection:
+    """What a governance document protects, in DDS Security's kinds (NONE, SIGN, ENCRYPT),
+    and whether it controls who joins, reads and writes (by the signed permissions)."""
+
+    name: str  # its document: governance.p7s, or governance-NAME.p7s
+    rtps: str  # whole RTPS messages
+    discovery: str  # the secure discovery endpoints (and the topics' discovery protection)
+    liveliness: str
+    metadata: str  # submessages
+    data: str  # serialized payloads
+    access_control: bool
+
+    def document(self) -> str:
+        lo, hi = DOMAINS
+        on = {True: "true", False: "false"}
+        return GOVERNANCE.format(
+            lo=lo, hi=hi, access=on[self.access_control], rtps=self.rtps,
+            discovery=self.discovery, liveliness=self.liveliness, metadata=self.metadata,
+            data=self.data, topic_discovery=on[self.discovery != "NONE"],
+            topic_liveliness=on[self.liveliness != "NONE"])
+
+
+# ddsperf's: everything encrypted but whole messages, and access controlled
+ENCRYPTED = Protection("", rtps="NONE", discovery="ENCRYPT", liveliness="ENCRYPT",
+                       metadata="ENCRYPT", data="ENCRYPT", access_control=True)
+# The K8sDDS study's: its Perftest 3.0.1 flags -secureSign -secureEncryptBoth chose the
+# governance Perftest ships as resource/secure/signed_PerftestGovernance_SignEncryptBoth.xml
+# (-secureSign: RTPS messages signed; -secureEncryptBoth: data and submessages encrypted;
+# discovery and liveliness in clear, no access control). Perftest 4.1 on takes the document
+# itself (-secureGovernanceFile); k8sdds writes this one for it.
+STUDY = Protection("study", rtps="SIGN", discovery="NONE", liveliness="NONE",
+                   metadata="ENCRYPT", data="ENCRYPT", access_control=False)
 
 PERMISSIONS = """\
 <?xml version="1.0" encoding="UTF-8"?>
@@ -85,24 +120,30 @@ class Identity:
     permissions: Path
 
 
-def paths(directory: Path, role: str) -> Identity:
-    """Where the files of `role` are (or will be) in the credentials `directory`."""
+def paths(directory: Path, role: str, protection: Protection = ENCRYPTED) -> Identity:
+    """Where the files of `role` are (or will be) in the credentials `directory`, with the
+    governance document of `protection`."""
     d = Path(directory).resolve()
+    governance = f"governance-{protection.name}.p7s" if protection.name else "governance.p7s"
     return Identity(ca=d / "ca.pem", certificate=d / f"{role}.pem", key=d / f"{role}.key",
-                    keystore=d / f"{role}.keystore.pem", governance=d / "governance.p7s",
+                    keystore=d / f"{role}.keystore.pem", governance=d / governance,
                     permissions=d / f"{role}.permissions.p7s")
 
 
-def ensure(directory: Path, roles: list[str] | tuple[str, ...]) -> dict[str, Identity]:
-    """Make the CA, the governance document and the identity of each role that has none
-    yet; return every role's files."""
+def ensure(directory: Path, roles: list[str] | tuple[str, ...],
+           protection: Protection = ENCRYPTED) -> dict[str, Identity]:
+    """Make the CA, the governance document of `protection` and the identity of each role
+    that has none yet; return every role's files."""
     directory = Path(directory)
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     ca_cert, ca_key = _authority(directory)
+    governance = paths(directory, "", protection).governance
+    if not governance.exists():
+        certs.private(governance, _sign(protection.document(), ca_cert, ca_key))
     out = {}
     for role in roles:
-        ident = paths(directory, role)
+        ident = paths(directory, role, protection)
         if not all(p.exists() for p in (ident.certificate, ident.key, ident.keystore,
                                         ident.permissions)):
             _identity(ident, role, ca_cert, ca_key)
@@ -116,7 +157,6 @@ def subject(role: str) -> x509.Name:
 
 def _authority(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     cert_path, key_path = directory / "ca.pem", directory / "ca.key"
-    governance = directory / "governance.p7s"
     if cert_path.exists() and key_path.exists():
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
@@ -124,9 +164,6 @@ def _authority(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePriva
         cert, key = certs.authority(certs.name("k8sdds test CA", ORGANIZATION))
         certs.private(key_path, _key_pem(key))
         certs.private(cert_path, certs.pem(cert))
-    if not governance.exists():
-        lo, hi = DOMAINS
-        certs.private(governance, _sign(GOVERNANCE.format(lo=lo, hi=hi), cert, key))
     return cert, key
 
 

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import functools
+import glob
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 SPDP_INTERVAL = "1s"  # participant announcements to listed peers (Cyclone's default: 30 s)
+# where distributions put Cyclone's DDS Security plugins (Debian: a private directory)
+PLUGIN_DIRS = ("/usr/lib/*/libddsc0debian", "/usr/lib/*", "/usr/lib64", "/usr/lib",
+               "/usr/local/lib", "/opt/cyclonedds/lib")
+
+
+@functools.cache
+def security_plugins() -> str | None:
+    """The directory holding libdds_security_auth/crypto/ac.so, or None."""
+    for pattern in PLUGIN_DIRS:
+        for directory in sorted(glob.glob(pattern)):
+            if all(Path(directory, f"libdds_security_{p}.so").exists()
+                   for p in ("auth", "crypto", "ac")):
+                return directory
+    return None
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ Transport, discovery, batching and the send queue go through a generated CYCLONE
 
 from __future__ import annotations
 
-import functools
-import glob
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +20,7 @@ from k8sdds.perftest.base import (
     debian_version,
     pubsub_roles,
 )
-from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render
+from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render, security_plugins
 
 MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024
@@ -34,7 +32,6 @@ WAIT_PER_SUBSCRIBER = 0.25  # more participants take longer to discover each oth
 def discovery_wait(test: Test) -> int:
     """-Q initwait: 10 s, and a quarter second more per subscriber beyond the first four."""
     return int(DISCOVERY_WAIT + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
-# where distributions put Cyclone's DDS Security plugins (Debian: a private directory)
 SAMPLE_OVERHEAD = 64  # bytes a sample takes in a datagram beyond its size (headers)
 LARGEST_DATAGRAM = 65000  # under UDP's 65507
 
@@ -51,21 +48,6 @@ def unpacked(test: Test) -> dict[str, int]:
     largest = min(2 * test.data_len + SAMPLE_OVERHEAD, LARGEST_DATAGRAM)
     return {"max_message_bytes": largest,
             "fragment_bytes": min(test.data_len + SAMPLE_OVERHEAD, largest - SAMPLE_OVERHEAD)}
-
-
-PLUGIN_DIRS = ("/usr/lib/*/libddsc0debian", "/usr/lib/*", "/usr/lib64", "/usr/lib",
-               "/usr/local/lib", "/opt/cyclonedds/lib")
-
-
-@functools.cache
-def security_plugins() -> str | None:
-    """The directory holding libdds_security_auth/crypto/ac.so, or None."""
-    for pattern in PLUGIN_DIRS:
-        for directory in sorted(glob.glob(pattern)):
-            if all(Path(directory, f"libdds_security_{p}.so").exists()
-                   for p in ("auth", "crypto", "ac")):
-                return directory
-    return None
 
 
 class Ddsperf:

@@ -7,7 +7,11 @@ banner says it), and a test the Cyclone DDS build cannot honour is refused at lo
 The K8sDDS command lines, built as argv lists: publisher `-pub -numSubscribers N`, subscriber j
 `-sub -sidMultiSubTest j -numPublishers 1`, and `-dataLen`, `-bestEffort`, `-batchSize`,
 `-multicast`, `-latencyTest`, `-executionTime`, `-cpu`, `-noPrintIntervals`, `-transport`,
-`-peer`, `-sendQueueSize`, `-pubRate`, `-secure*`.
+`-peer`, `-sendQueueSize`, `-pubRate`, and DDS Security: the study's Perftest 3.0.1 flags
+`-secureEncryptBoth -secureSign`, or, for Perftest 4.1 on (which has only the files), the
+governance document those flags chose (credentials.STUDY) with the run's own certificates:
+`-secureGovernanceFile -securePermissionsFile -secureCertAuthority -secureCertFile
+-securePrivateKey`. TLS takes `--rti-tls-dir`'s certificates, else the run's own.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from pathlib import Path
 from k8sdds.caches import engine_bin
 from k8sdds.flags import option
 from k8sdds.model import HOST_ARCH, Test
+from k8sdds.perftest import credentials
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
+from k8sdds.perftest.cyclone import security_plugins
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620
@@ -43,13 +49,10 @@ CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware
 # what the Cyclone DDS build cannot honour (engines/perftest/CycloneDDSImpl.cxx refuses the
 # same at start): (field of Test, the value it refuses, why)
 NOT_ON_CYCLONE = (
-    ("secure", True, "DDS Security is not mapped to Cyclone's plugins in k8sdds' build of "
-     "Perftest yet; run it with engine=ddsperf or with RTI's perftest_cpp"),
-    ("transport", "tls", "TLS is not mapped to Cyclone's SSL in k8sdds' build of Perftest "
-     "yet; run it with engine=ddsperf or with RTI's perftest_cpp"),
     ("transport", "dtls", "DTLS is RTI Connext's transport (Cyclone DDS has none)"),
     ("discovery", "cds", "the Cloud Discovery Service is RTI Connext's"),
 )
+GOVERNANCE_FILES = (4, 1)  # from this Perftest on, -secureGovernanceFile replaces the flags
 
 
 def built() -> str | None:
@@ -72,6 +75,12 @@ def banner(path: str) -> str:
     return found.group(0).strip() if found else "unknown"
 
 
+def version_of(path: str) -> tuple[int, ...]:
+    """Perftest's own version, as its banner says it; () if it says none."""
+    found = re.match(r"RTI Perftest (\d+(?:\.\d+)*)", banner(path))
+    return tuple(int(n) for n in found.group(1).split(".")) if found else ()
+
+
 def middleware_of(path: str) -> str:
     """The middleware a perftest_cpp runs on, as its banner names it; "unknown" if none."""
     found = re.search(r"\((.+)\)\s*$", banner(path))
@@ -89,7 +98,8 @@ class RtiSettings:
                                  "Perftest as RTI_LICENSE_FILE [$K8SDDS_RTI_LICENSE]")
     tls_dir: str | None = option(
         None, "--rti-tls-dir", "certificates for Perftest over TLS or DTLS, in Perftest's "
-        "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR]")
+        "layout (cacert.pem, pub.pem, pubkey.pem, sub.pem, subkey.pem) [$K8SDDS_RTI_TLS_DIR, "
+        "else the run's own]")
     image: str | None = option(
         None, "--rtiperftest-image", "kubernetes: an image holding RTI Perftest (and "
         "rticlouddiscoveryservice, for discovery=cds), for engine=rtiperftest; --rtiperftest "
@@ -125,8 +135,8 @@ class RtiPerftest:
     qos_levels: tuple[int, ...] = ()
     supports = ("DDS throughput, latency. RTI's own build: udp, tcp, tls, dtls; DDS Security; "
                 "multicast; batching; discovery by multicast, peers or cds. k8sdds' build on "
-                "Cyclone DDS (make perftest): udp, tcp; multicast; batching; discovery by "
-                "multicast or peers")
+                "Cyclone DDS (make perftest): udp, tcp, tls; DDS Security; multicast; "
+                "batching; discovery by multicast (udp) or peers")
     parser = "rtiperftest"
     parallel_streams = False
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
@@ -147,6 +157,19 @@ class RtiPerftest:
         side = "pub" if role == "pub" else "sub"
         cert, key = CERTS[side]
         return [os.path.join(self.tls_dir, f) for f in (CERTS["ca"], cert, key)]
+
+    def takes_governance(self) -> bool:
+        """Whether this Perftest takes DDS Security's documents as files (4.1 on) rather
+        than the study's flags; an image's Perftest is taken to be the study's (3.x)."""
+        if self.image or self.unavailable():
+            return False
+        return version_of(self.path or self.own) >= GOVERNANCE_FILES
+
+    def _own_credentials(self, test: Test) -> bool:
+        """Whether the run makes the certificates: DDS Security for a Perftest that takes
+        files, TLS without --rti-tls-dir."""
+        return ((test.secure and self.takes_governance())
+                or (test.transport in SECURE_TRANSPORTS and not self.tls_dir))
 
     def unavailable(self) -> str | None:
         if self.license and not os.path.isfile(self.license):
@@ -184,6 +207,13 @@ class RtiPerftest:
                 if getattr(test, name) == value:
                     return (name, value, f"{why} (this perftest_cpp runs on "
                             f"{self.runs_on()})")
+            if test.secure and security_plugins() is None:
+                return ("secure", test.secure,
+                        "the DDS Security plugins of Cyclone DDS (libdds_security_auth.so) "
+                        "are not installed; install libddsc0debian, or set secure=false")
+            if test.transport in ("tcp", "tls") and test.discovery == "multicast":
+                return ("discovery", test.discovery,
+                        f"transport={test.transport} discovers by peers only on Cyclone DDS")
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
@@ -214,9 +244,12 @@ class RtiPerftest:
         return test.duration + 60  # discovery, 50 initialisation pings, the final exchange
 
     def secrets(self, test: Test, roles: Sequence[str], directory: str) -> None:
-        """The license, copied into the run's private directory (0600): from there it reaches
-        the roles wherever they run (a Secret on kubernetes). Perftest brings its own
-        certificates (--rti-tls-dir)."""
+        """The license, copied into the run's private directory (0600), and the run's own
+        certificates where the test needs them (credentials, with the study's governance):
+        from there they reach the roles wherever they run (a Secret on kubernetes)."""
+        if self._own_credentials(test):
+            credentials.ensure(Path(directory), [r for r in roles if r != "cds"],
+                               credentials.STUDY)
         if not self.license:
             return
         folder = Path(directory)
@@ -258,10 +291,17 @@ class RtiPerftest:
             argv.append("-multicast")
         if test.no_print:
             argv.append("-noPrintIntervals")
-        if test.secure:
+        own = credentials.paths(Path(ctx.secrets_dir), ctx.role, credentials.STUDY)
+        if test.secure and self.takes_governance():
+            argv += ["-secureGovernanceFile", str(own.governance), "-securePermissionsFile",
+                     str(own.permissions), "-secureCertAuthority", str(own.ca),
+                     "-secureCertFile", str(own.certificate), "-securePrivateKey",
+                     str(own.key)]
+        elif test.secure:
             argv += ["-secureEncryptBoth", "-secureSign"]
-        if test.transport in SECURE_TRANSPORTS and self.tls_dir:
-            ca, cert, key = self._certs(ctx.role)
+        if test.transport in SECURE_TRANSPORTS:
+            ca, cert, key = (self._certs(ctx.role) if self.tls_dir
+                             else (str(own.ca), str(own.certificate), str(own.key)))
             argv += ["-transportCertAuthority", ca, "-transportCertFile", cert,
                      "-transportPrivateKey", key]
         if ctx.discovery == "peers":
