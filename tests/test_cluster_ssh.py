@@ -514,9 +514,10 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
 def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp_path):
     """The study's 32-bit Pi as a bare host: `k8sdds vm`'s armhf machine (qemu-system-arm,
     an emulated Cortex-A7 running Debian's armhf system) on the hosts' LAN. `cluster check`
-    finds armv7l and the node parts on it, and a run of the ssh backend measures from h2
-    (amd64) to it with Debian's armhf ddsperf. Its speed is an emulator's: the test asserts
-    that data crossed, not a rate."""
+    finds armv7l and the node parts on it, `cluster engines` gives it the armhf builds, and a
+    run of the ssh backend measures from h2 (amd64) to it with Debian's armhf ddsperf and
+    with RTI Perftest built on Cyclone DDS for armhf (`make perftest`). Its speed is an
+    emulator's: the test asserts that data crossed, not a rate."""
     import pandas as pd
 
     reason = vm_support.missing("armhf")
@@ -530,9 +531,11 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
             "known_hosts": str(known),
             "defaults": {"user": "root", "key": str(bare.directory / "id_ed25519")},
             "hosts": [{"name": "h1", "address": bare.address(1), "arch": "amd64",
-                       "role": "control-plane"},
-                      {"name": "h2", "address": bare.address(2), "arch": "amd64"},
-                      {"name": "h5", "address": pi.spec.ip, "arch": "arm"}]}))
+                       "role": "control-plane", "engine_bin": str(tmp_path / "bin-h1")},
+                      {"name": "h2", "address": bare.address(2), "arch": "amd64",
+                       "engine_bin": str(tmp_path / "bin-h2")},
+                      {"name": "h5", "address": pi.spec.ip, "arch": "arm",
+                       "engine_bin": "/opt/k8sdds/bin"}]}))
         done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir",
                     str(tmp_path / "logs"))
         rows = ss.check_rows(done.stdout)
@@ -541,9 +544,16 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
                              ("swap off", "off"), ("br_netfilter", "= 1")):
             assert "pass" in rows[("h5", check)] and found in rows[("h5", check)], (
                 rows.get(("h5", check)), done.stdout[-2000:])
+        copied = _cli("cluster", "engines", "--inventory", str(invf), "--log-dir",
+                      str(tmp_path / "logs"))
+        assert copied.returncode == 0 and "engines: 3/3 hosts" in copied.stdout, \
+            copied.stdout + copied.stderr
+        assert "perftest_cpp (armhf) in /opt/k8sdds/bin" in copied.stdout.replace(
+            "k8sdds-mqtt, ", ""), copied.stdout
         sch = tmp_path / "s.csv"
-        sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
-                       "1024,false,1,false,0\n")
+        sch.write_text("engine,dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                       "ddsperf,1024,false,1,false,0\n"
+                       "rtiperftest,1024,false,1,false,0\n")
         done = _cli("run", "--backend", "ssh", "--inventory", str(invf), "--sch", str(sch),
                     "--duration", "4", "--out", str(tmp_path / "out"), "--json", "--no-plot")
         assert done.returncode == 0, done.stderr[-3000:]
@@ -551,17 +561,24 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
         assert outcome["failed"] == [], outcome["failed"]
         run = Path(outcome["run_dir"])
         manifest = json.loads((run / "manifest.json").read_text())
-        assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "h2", "sub0": "h5"}
+        for test in (1, 2):
+            assert manifest["repeats"][f"test-{test}/rep-1"]["placement"] == {
+                "pub": "h2", "sub0": "h5"}
         df = pd.read_csv(run / "results.csv")
         summary = df[df.kind == "summary"]
         assert set(summary[summary.role == "sub0"].arch) == {"arm"}
         assert set(summary[summary.role == "pub"].arch) == {"amd64"}
-        received = summary[(summary.role == "sub0") & (summary.metric == "received")].value
-        lost = summary[(summary.role == "sub0") & (summary.metric == "lost")].value
-        assert len(received) == 1 and received.iloc[0] > 0 and (lost == 0).all()
-        thr = summary[summary.metric == "throughput_mbps"].value.iloc[0]
-        print(f"amd64 to the armhf machine, 1 KiB: {thr:.1f} Mb/s, "
-              f"{received.iloc[0]:.0f} samples")
+        for test, engine in ((1, "ddsperf"), (2, "rtiperftest")):
+            sub = summary[(summary.role == "sub0") & (summary.test == test)]
+            received = sub[sub.metric == "received"].value
+            assert len(received) == 1 and received.iloc[0] > 0, (engine, sub)
+            assert (sub[sub.metric == "lost"].value == 0).all(), (engine, sub)
+            thr = sub[sub.metric == "throughput_mbps"].value.iloc[0]
+            print(f"{engine}, amd64 to the armhf machine, 1 KiB: {thr:.1f} Mb/s, "
+                  f"{received.iloc[0]:.0f} samples")
+        # Perftest's own banner on the Pi: the armhf build, on Cyclone DDS
+        assert (run / "test-2" / "rep-1" / "sub0.log").read_text().startswith(
+            "RTI Perftest 4.3.0 (Eclipse Cyclone DDS")
         assert "ARMv7" in vm_support.ssh(bare, pi, known, "cat /proc/cpuinfo").stdout
 
 
@@ -618,6 +635,11 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
     loads = subprocess.run([str(tmp_path / "bin-h2" / "ddsperf"), "help"],
                            capture_output=True, text=True, env={"LD_DEBUG": "files"})
     assert f"needed by {bundle}/lib/libddsc.so.0debian" in loads.stderr, loads.stderr
+    # Perftest on Cyclone finds that copy too (its RPATH: $ORIGIN/debian-ARCH/lib), so a
+    # host without Cyclone DDS runs it
+    loads = subprocess.run([str(tmp_path / "bin-h2" / "perftest_cpp"), "-help"],
+                           capture_output=True, text=True, env={"LD_DEBUG": "files"})
+    assert f"needed by {bundle}/lib/libddsc.so.0debian" in loads.stderr, loads.stderr[-3000:]
     version = subprocess.run([str(tmp_path / "bin-h2" / "mosquitto"), "-h"],
                              capture_output=True, text=True, env={"LD_DEBUG": "files"})
     assert "mosquitto version 2.0.11" in version.stdout  # bookworm's (Debian 12)

@@ -23,6 +23,12 @@ Security plugins in CycloneDDSImpl.cxx.
 
 An earlier build of the same architecture is removed when a new one is linked.
 
+The binary looks for its libraries first in debian-ARCH/lib beside itself (an RPATH,
+$ORIGIN/debian-ARCH/lib, which also serves the libraries those load): where `k8sdds cluster
+engines` has put Debian's Cyclone DDS with its libraries into a host's engine_bin (the folder
+k8sdds.images.debian_engines.folder names), an air-gapped host without Cyclone DDS runs it;
+anywhere else the folder is absent and the system's libraries are used.
+
 The binary is cached by its inputs: BIN/perftest_cpp-cyclonedds-ARCH-HASH, and BIN/perftest_cpp
 (BIN/perftest_cpp-ARCH for another architecture) points at it.
 
@@ -252,7 +258,9 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
                     future.result()
             partial = target.with_name(target.name + ".partial")
             run([tools["cxx"], "-o", str(partial), *sorted(str(p) for p in out.glob("*.o")),
-                 *tools["link"], "-lddsc", "-lpthread", "-s"], out, "the link")
+                 *tools["link"], "-Wl,--disable-new-dtags",
+                 f"-Wl,-rpath,$ORIGIN/debian-{arch}/lib", "-lddsc", "-lpthread", "-s"],
+                out, "the link")
             partial.replace(target)
             say(f"built {target.name} in {time.monotonic() - started:.0f} s")
         link.unlink(missing_ok=True)
