@@ -256,6 +256,13 @@ def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
     assert "<WriteBatch>true</WriteBatch>" in sent  # -batchSize 8192 became Cyclone's batching
     unbatched = (run / "test-1" / "rep-1" / "pub.log").read_text()
     assert "Cyclone DDS configuration" in unbatched and "WriteBatch" not in unbatched
+    # unbatched, one sample per datagram: the datagram sizes ddsperf runs with too
+    from k8sdds.perftest.ddsperf import unpacked
+
+    sizes = unpacked(replace(BASE, data_len=1024, batch_size=0))
+    assert (f"<MaxMessageSize>{sizes['max_message_bytes']}B</MaxMessageSize><FragmentSize>"
+            f"{sizes['fragment_bytes']}B</FragmentSize>") in unbatched
+    assert "<MaxMessageSize>" not in sent  # a batching publisher fills Cyclone's datagrams
 
 
 @pytest.mark.skipif(any(shutil.which(t) is None for t in (

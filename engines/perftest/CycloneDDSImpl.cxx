@@ -22,7 +22,9 @@
  *                       -secureCertFile            Authentication/IdentityCertificate
  *                       -securePrivateKey          Authentication/PrivateKey
  *                       (Perftest's own defaults for the last four: ./resource/secure/...)
- *   -batchSize BYTES    Internal/WriteBatch, flushed when BYTES are queued (and at flush())
+ *   -batchSize BYTES    Internal/WriteBatch, flushed when BYTES are queued (and at flush());
+ *                       without it, one sample per datagram (General/MaxMessageSize and
+ *                       FragmentSize from -dataLen), as RTI Connext sends samples unbatched
  *   -bestEffort         best-effort reliability on the Throughput and Latency topics
  *   -sendQueueSize N    the writer's resource limits (max_samples = N), KEEP_ALL history
  *   -domain D           the DDS domain
@@ -36,6 +38,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +61,10 @@ std::string GetMiddlewareVersionString()
 namespace {
 
 const uint32_t MAX_TAKE = 256;  // samples taken at once
+// one sample per datagram (see configuration()): a datagram holds a sample and its protocol
+// messages; the largest stays under UDP's 65,507 B
+const unsigned long long SAMPLE_OVERHEAD = 64;
+const unsigned long long LARGEST_DATAGRAM = 65000;
 
 /* Perftest's sample, as idlc lays out all four of its types in C (the same members). */
 typedef TestData_t Sample;
@@ -226,6 +233,20 @@ std::string configuration(ParameterManager &pm, const std::string &keystore)
         << (multicast ? "true" : (peers.empty() ? "spdp" : "false"))
         << "</AllowMulticast>";
     xml << "<Transport>" << (tcp ? "tcp" : "udp") << "</Transport>";
+    // Not batching (every process but a batching publisher): one sample per datagram, whole
+    // up to 65,000 B, as RTI Connext sends it without batching (its UDPv4 message_size_max
+    // is 65,507 B) and as k8sdds runs ddsperf (k8sdds/perftest/ddsperf.py, unpacked()). Left
+    // alone, Cyclone packs queued samples into datagrams of up to 14,720 B and cuts a sample
+    // over 1,344 B into DDS fragments.
+    const bool batched = pm.get<bool>("pub") && pm.get<long>("batchSize") > 0;
+    if (!batched) {
+        const unsigned long long length = pm.get<unsigned long long>("dataLen");
+        const unsigned long long largest = std::min(2 * length + SAMPLE_OVERHEAD,
+                                                    LARGEST_DATAGRAM);
+        xml << "<MaxMessageSize>" << largest << "B</MaxMessageSize><FragmentSize>"
+            << std::min(length + SAMPLE_OVERHEAD, largest - SAMPLE_OVERHEAD)
+            << "B</FragmentSize>";
+    }
     xml << "</General>";
     if (tcp) {
         std::string port = pm.get<std::string>("transportServerBindPort");
@@ -251,7 +272,7 @@ std::string configuration(ParameterManager &pm, const std::string &keystore)
     xml << "</Discovery>";
     // the publisher's throughput writes only, as RTI batches only its Throughput writer:
     // Cyclone's batching is the whole domain's, and a subscriber's pongs go out at once
-    if (pm.get<bool>("pub") && pm.get<long>("batchSize") > 0) {
+    if (batched) {
         xml << "<Internal><WriteBatch>true</WriteBatch></Internal>";
     }
     if (pm.group_is_used(SECURE)) {
