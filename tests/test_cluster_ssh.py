@@ -94,16 +94,43 @@ def test_dry_run_prints_every_command_and_connects_to_none(tmp_path):
                   "engine_bin: /opt/k8sdds/bin}\n")
     done = _cli("cluster", "engines", "--inventory", str(pi), "--dry-run", "--debian",
                 "always", "--log-dir", str(tmp_path / "logs3"))
-    if "w: would fail" not in done.stderr:  # arm64 engines built (ARCH=arm64 engines/build)
-        assert "$ sudo -n -- rm -rf /opt/k8sdds/bin/debian-arm64" in done.stdout
-        assert "$ sudo -n -- tar -x --no-same-owner -f /tmp/k8sdds-debian-engines.XXXXXX " \
-            "-C /opt/k8sdds/bin" in done.stdout
-        assert "sftp put debian-engines-bookworm-arm64.tar" in done.stdout
+    assert "w: would fail" not in done.stderr  # what is built for arm64 or not, w is done
+    assert "$ sudo -n -- rm -rf /opt/k8sdds/bin/debian-arm64" in done.stdout
+    assert "$ sudo -n -- tar -x --no-same-owner -f /tmp/k8sdds-debian-engines.XXXXXX " \
+        "-C /opt/k8sdds/bin" in done.stdout
+    assert "sftp put debian-engines-bookworm-arm64.tar" in done.stdout
     assert done.returncode == 1 and "m: would fail: m: no engine_bin in the inventory" in \
         " ".join(done.stderr.split()), done.stderr
     wrong = _cli("cluster", "engines", "--inventory", str(pi), "--debian", "sometimes")
     assert wrong.returncode == 2 and "--debian" in wrong.stderr and "always" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def test_engines_without_any_build_copy_debians_and_say_what_they_skip(tmp_path):
+    """A machine without Go, Rust or Perftest's sources (an empty engines' cache): `cluster
+    engines` still gives a Pi 3 Debian's ddsperf and mosquitto, and names each engine it
+    skipped with how to build it, or why it cannot be."""
+    pi = tmp_path / "pi.yaml"
+    pi.write_text("known_hosts: /nonexistent\nhosts:\n"
+                  "  - {name: pi3, address: 192.0.2.3, user: pi, arch: arm, role: "
+                  "control-plane, engine_bin: /opt/k8sdds/bin}\n")
+    (tmp_path / "empty").mkdir()
+    done = subprocess.run([sys.executable, "-m", "k8sdds", "cluster", "engines", "--inventory",
+                           str(pi), "--dry-run", "--log-dir", str(tmp_path / "logs")],
+                          capture_output=True, text=True, timeout=120, env={
+                              **os.environ, "COLUMNS": "250",
+                              "K8SDDS_ENGINE_BIN": str(tmp_path / "empty"),
+                              "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert done.returncode == 0, done.stderr
+    assert "sftp put debian-engines-bookworm-armhf.tar" in done.stdout
+    assert "$ sudo -n -- install" not in done.stdout  # nothing of k8sdds' own to copy
+    said = " ".join(done.stderr.split())
+    assert "pi3: skipped: " in said
+    for expected in ('perftest_cpp (not built for armhf: make perftest PERFTEST_SRC=DIR '
+                     'PERFTEST_ARCHES="armhf"', "k8sdds-zenoh (runs on amd64, arm64 only)",
+                     "k8sdds-mqtt (not built for armhf: `make engines`, or ARCH=armhf "
+                     "ENGINES=mqtt engines/build)"):
+        assert expected in said, said
 
 
 # real sshd hosts in network namespaces: marked `ssh`, skipped with the reason where they

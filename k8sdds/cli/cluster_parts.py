@@ -128,8 +128,10 @@ def cluster_engines(inventory: Path = INVENTORY,
     (checked by SHA-256): those k8sdds builds (k8sdds-mqtt, k8sdds-zenoh: `make engines`;
     perftest_cpp, RTI Perftest on Cyclone DDS: `make perftest`; each for every architecture)
     and Debian's ddsperf and mosquitto with their libraries (glibc is the host's), for hosts
-    with no package repository and no toolchain, such as an air-gapped Pi. `cluster check`
-    says what each host still lacks."""
+    with no package repository and no toolchain, such as an air-gapped Pi. What is not built
+    here is skipped and said, with how to build it. `cluster check` says what each host still
+    lacks."""
+    from k8sdds import perftest
     from k8sdds.cluster.engines import DEBIAN_WHEN, deliver
     from k8sdds.images.build import DEFAULT_MIRROR, own_engines
     from k8sdds.images.debian_engines import bundle
@@ -143,10 +145,25 @@ def cluster_engines(inventory: Path = INVENTORY,
         return bundle(arch, mirror or DEFAULT_MIRROR, say=lambda line: err_console.print(
             line, markup=False, highlight=False))
 
+    def skipped(arch: str) -> list[str]:
+        """Each of k8sdds' own engines not built for `arch`, with how to build it."""
+        have, out = built(arch), []
+        for engine in perftest.registry().values():
+            for program in (p for p in engine.programs if p not in have):
+                if engine.arches and arch not in engine.arches:
+                    out.append(f"{program} (runs on {', '.join(engine.arches)} only)")
+                else:
+                    out.append(f"{program} (not built for {arch}: "
+                               f"{engine.how_to_build([arch])})")
+        return out
+
     loaded, known = hosts(inventory, known_hosts)
     results, folder = per_host(loaded, known, dry_run, log_dir,
-                               lambda r: deliver(r, built, debian_tar, when))
+                               lambda r: deliver(r, built, debian_tar, when, skipped))
     if dry_run:
         dry_run_listing(folder, loaded.hosts, results)
+        for host, said in results.items():  # what the real command would skip, and why
+            for line in (x for x in said if x.startswith("skipped: ")):
+                err_console.print(f"{host}: {line}", markup=False, highlight=False)
         return
     report(results, "engines", folder)

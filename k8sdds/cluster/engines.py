@@ -23,19 +23,18 @@ DEBIAN_WHEN = ("missing", "always", "never")
 
 
 def deliver(remote: Remote, built: Callable[[str], dict[str, Path]],
-            debian: Callable[[str], Path], when: str = "missing") -> list[str]:
+            debian: Callable[[str], Path], when: str = "missing",
+            skipped: Callable[[str], list[str]] = lambda _: []) -> list[str]:
     """Copy each engine built for the host's architecture (`built(debian_arch)`: name ->
     file) into its engine_bin (checked by SHA-256 on the host, mode 0755), and the Debian
-    engines (`debian(debian_arch)`: their tar) as `when` says; what was done."""
+    engines (`debian(debian_arch)`: their tar) as `when` says; what was done, and what was
+    skipped (`skipped(debian_arch)`: each engine not built, with how to build it)."""
     host = remote.host
     if not host.engine_bin:
         raise HostError(f"{host.name}: no engine_bin in the inventory: give the host one (an "
                         "absolute directory, such as /opt/k8sdds/bin) to put the engines in")
     arch = DEBIAN_ARCH[host.arch]
     files = built(arch)
-    if not files:
-        raise HostError(f"{host.name}: no engine is built here for {arch} (ARCH={arch} "
-                        "engines/build)")
     made = remote.run(["mkdir", "-p", host.engine_bin], root=True)
     if made.code != 0:
         raise HostError(f"{host.name}: mkdir {host.engine_bin}: {made.err.strip()}")
@@ -47,8 +46,11 @@ def deliver(remote: Remote, built: Callable[[str], dict[str, Path]],
         if placed.code != 0:
             raise HostError(f"{host.name}: install {name}: {placed.err.strip()}")
         done.append(name)
-    return [f"{', '.join(done)} ({arch}) in {host.engine_bin}",
+    said = [f"{', '.join(done)} ({arch}) in {host.engine_bin}" if done else
+            f"none of k8sdds' own engines is built here for {arch}",
             _debian(remote, arch, debian, when)]
+    left = skipped(arch)
+    return said + ([f"skipped: {'; '.join(left)}"] if left else [])
 
 
 def _debian(remote: Remote, arch: str, debian: Callable[[str], Path], when: str) -> str:
