@@ -189,3 +189,17 @@ def test_the_module_reference_lists_every_module_by_its_docstring(site):
     empty = [row for row in modules_page().splitlines() if row.endswith("|  |")]
     assert empty == [], f"modules without a docstring: {empty}"
     assert "Layer 0: errors" in page and "k8sdds/errors.py" in page
+
+
+def test_the_glossary_defines_the_words_and_names_what_exists(site):
+    """The glossary has the words a reader meets first, and its lists of engines and
+    profiles are the code's."""
+    from k8sdds import perftest
+    from k8sdds.testbed.profiles import PROFILES
+
+    text = _text(site / "explanation/glossary.html")
+    for word in ("CNI", "DDS", "QoS", "datapath", "repeat", "round", "profile", "verdict",
+                 "interval", "engine", "role", "schedule", "testbed"):
+        assert re.search(rf"^{word}$", text, re.M), word
+    for name in [*perftest.registry(), *PROFILES]:
+        assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), name
