@@ -552,6 +552,11 @@ class CycloneDDSImpl : public IMessaging {
     {
         _pm = &pm;
         (void) parent;
+        // whole lines on stdout: Perftest's timer thread writes "Finishing test due to
+        // timer..." on stderr while the main thread prints its summary on stdout, and with
+        // both in one file a block-buffered stdout was cut mid-line by it (seen: one latency
+        // test in 16, its summary unreadable)
+        setvbuf(stdout, NULL, _IOLBF, 0);
         std::string why = refused(pm);
         if (!why.empty()) {
             fprintf(stderr, "[Error] not on Cyclone DDS: %s\n", why.c_str());
