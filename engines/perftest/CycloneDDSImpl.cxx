@@ -26,7 +26,7 @@
  *                       without it, one sample per datagram (General/MaxMessageSize and
  *                       FragmentSize from -dataLen), as RTI Connext sends samples unbatched
  *   -bestEffort         best-effort reliability on the Throughput and Latency topics
- *   -sendQueueSize N    the writer's resource limits (max_samples = N), KEEP_ALL history
+ *   -sendQueueSize N    Perftest's initial burst (Cyclone bounds the queue by its watermarks)
  *   -domain D           the DDS domain
  * Anything else Cyclone cannot honour is refused at start with the option's name
  * (see refused() below); k8sdds refuses the same when it checks a schedule.
