@@ -203,3 +203,15 @@ def test_the_glossary_defines_the_words_and_names_what_exists(site):
         assert re.search(rf"^{word}$", text, re.M), word
     for name in [*perftest.registry(), *PROFILES]:
         assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), name
+
+
+def test_every_troubleshooting_message_is_one_k8sdds_prints():
+    """Each heading of the troubleshooting page is (a part of) a message in k8sdds' code,
+    so the page cannot keep a message the code no longer says."""
+    page = (DOCS / "how-to" / "troubleshooting.md").read_text()
+    headings = re.findall(r"^## `(.+)`$", page, re.M)
+    assert len(headings) >= 10, headings
+    source = "\n".join(p.read_text() for p in (DOCS.parent / "k8sdds").rglob("*.py"))
+    source = re.sub(r'"\s*\n\s*(?:f|rf|fr)?"', "", source)  # "a " "b": literals joined
+    for message in headings:
+        assert message in source, f"troubleshooting: {message!r} is not in k8sdds' code"
