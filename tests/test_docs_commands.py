@@ -207,3 +207,23 @@ def test_the_check_finds_a_line_that_would_not_run(words, said):
 def test_the_synopsis_check_finds_an_option_the_command_lacks():
     assert problem(("k8sdds", "baseline", "[--paths", "all]", "[--no-dds]"), True) is None
     assert "no option --colour" in problem(("k8sdds", "report", "DIR", "[--colour", "X]"), True)
+
+
+PYTHON_MARKER = re.compile(r"<!-- python: run by (?P<test>tests/\S+\.py)::(?P<name>\w+) -->")
+
+
+def test_every_python_block_names_the_test_that_runs_it():
+    """A ```python block of the pages is run as written by the test its marker names: the
+    test exists and reads that page."""
+    found = 0
+    for page in [*PAGES, *sorted((ROOT / "docs").glob("*/*.md"))]:
+        text = page.read_text()
+        for block in re.finditer(r"^```python$", text, re.M):
+            found += 1
+            before = text[:block.start()].rstrip().splitlines()[-1]
+            marker = PYTHON_MARKER.fullmatch(before.strip())
+            assert marker, f"{page.relative_to(ROOT)}: a python block without its test"
+            source = (ROOT / marker["test"]).read_text()
+            assert re.search(rf"^def {marker['name']}\(", source, re.M), marker.group(0)
+            assert page.name in source, f"{marker['test']} never reads {page.name}"
+    assert found >= 1

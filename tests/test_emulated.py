@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -328,6 +329,15 @@ def test_rounds_interleave_the_tests_repeats_on_the_real_testbed(tmp_path, env):
     assert report.returncode == 0, report.stderr
     page = open(f"{run}/report.html").read()
     assert page.count("not applicable on flannel-hostgw") == 1
+    # the worked example of docs/how-to/analyse.md, as written, on this run (RUN_DIR: it)
+    text = (Path(__file__).parent.parent / "docs" / "how-to" / "analyse.md").read_text()
+    [example] = re.findall(r"```python\n(.*?)```", text, re.S)
+    done = subprocess.run([sys.executable, "-c", example.replace("RUN_DIR", run)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cost = done.stdout.split("datapath")[-1]  # the second table: host 0, flannel-hostgw < 0
+    assert re.search(r"flannel-hostgw\s+1024\s+-?\d+\.\d", cost), done.stdout
+    assert re.search(r"\bhost\s+\d+\s+0\.0", cost), done.stdout
 
 
 def _wait_for(predicate, timeout: float) -> bool:
