@@ -260,3 +260,23 @@ def test_the_first_line_says_which_changes_have_no_verdict_and_how_to_get_one():
         "--repeats 3 (or more) for an interval and a verdict")
     assert answer.first_line(1, 3).startswith("some tests have one repeat: their changes "
                                               "below are not called better or worse")
+
+
+def test_the_answer_names_what_rti_perftest_ran_on():
+    """Perftest's banner (the manifest's tools) names its middleware: the answer says it
+    where rtiperftest measured, and says it is not RTI Connext where it is Cyclone DDS."""
+    from k8sdds.analysis.answer import middleware_notes
+
+    cyclone = {"tools": {"rtiperftest": "RTI Perftest 4.3.0 (Eclipse Cyclone DDS 0.10.2)",
+                         "ddsperf": "0.10.2-2"},
+               "tests": [{"engine": "rtiperftest"}, {"engine": "ddsperf"}]}
+    rti = {"tools": {"rtiperftest": "RTI Perftest 3.0.1 (RTI Connext DDS 6.0.0)"},
+           "tests": [{"engine": "rtiperftest"}]}
+    unused = {"tools": {"rtiperftest": "RTI Perftest 4.3.0 (Eclipse Cyclone DDS 0.10.2)"},
+              "tests": [{"engine": "ddsperf"}]}
+    assert middleware_notes({"a": cyclone, "b": cyclone}) == [
+        "rtiperftest: RTI Perftest 4.3.0 (Eclipse Cyclone DDS 0.10.2): RTI Perftest's program "
+        "on Eclipse Cyclone DDS, not on RTI Connext"]
+    assert middleware_notes({"a": rti}) == ["rtiperftest: RTI Perftest 3.0.1 (RTI Connext "
+                                            "DDS 6.0.0)"]
+    assert middleware_notes({"a": unused}) == []

@@ -81,6 +81,22 @@ def not_applicable(manifests: dict[str, dict]) -> list[str]:
     return list(dict.fromkeys(lines))
 
 
+def middleware_notes(manifests: dict[str, dict]) -> list[str]:
+    """What RTI Perftest ran on, where the runs measured with it: its banner names the
+    middleware underneath (RTI Connext, or Cyclone DDS in k8sdds' build), and a reader
+    comparing with RTI's figures must know which."""
+    lines = []
+    for m in manifests.values():
+        version = (m.get("tools") or {}).get("rtiperftest")
+        used = any(t.get("engine") == "rtiperftest" for t in m.get("tests") or [])
+        if used and isinstance(version, str) and version:
+            cyclone = "Cyclone DDS" in version
+            lines.append(f"rtiperftest: {version}" + (
+                ": RTI Perftest's program on Eclipse Cyclone DDS, not on RTI Connext"
+                if cyclone else ""))
+    return list(dict.fromkeys(lines))
+
+
 def _pairs(table: pd.DataFrame):
     """(datapath row, host row) on the payload sweep, each datapath against host's payload."""
     t = base(table) if not table.empty else table
@@ -145,7 +161,8 @@ def _latency(lat: pd.DataFrame) -> list[Cost]:
 def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], list[str]]:
     """The answer of loaded runs (their `tables.throughput` and `tables.latency`): the costs
     against host, and its lines: first, where a change has no interval, how to get one;
-    one per datapath, the middlewares side by side, and what the CPU budgets rest on.
+    one per datapath, the middlewares side by side, what the CPU budgets rest on, and what
+    RTI Perftest ran on.
     `k8sdds run` prints the lines; the report opens with them."""
     from k8sdds.analysis import middlewares, tables
 
@@ -158,7 +175,8 @@ def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], lis
     backed += list(side["repeats"] >= 2) if not side.empty else []
     unjudged = backed.count(False)
     lines = ([first_line(unjudged, len(backed) - unjudged)] if unjudged and body else []) + body
-    return found, (lines + not_applicable(runs.manifests) + budget_notes(runs.manifests))
+    return found, (lines + not_applicable(runs.manifests) + budget_notes(runs.manifests)
+                   + (middleware_notes(runs.manifests) if lines else []))
 
 
 def first_line(unjudged: int, judged: int) -> str:
