@@ -284,7 +284,8 @@ std::string configuration(ParameterManager &pm, const std::string &keystore)
 }
 
 /* Cyclone's TLS keystore: Perftest's certificate, private key and certificate authority
- * files, in that order, in one file only this user can read (removed at shutdown); its path,
+ * files, in that order, in one file only this user can read (removed once Cyclone has read
+ * it, when the participant is made); its path,
  * or empty after saying on stderr which file could not be read. */
 std::string keystore(ParameterManager &pm)
 {
@@ -592,6 +593,12 @@ class CycloneDDSImpl : public IMessaging {
             return false;
         }
         _participant = dds_create_participant(id, NULL, NULL);
+        if (!_keystore.empty()) {
+            // Cyclone has read it (its TLS context is made with the domain's transport):
+            // gone now, so that a Perftest killed before its shutdown leaves no key behind
+            unlink(_keystore.c_str());
+            _keystore.clear();
+        }
         if (_participant < 0) {
             fprintf(stderr, "[Error] dds_create_participant: %s\n",
                     dds_strretcode(_participant));
