@@ -130,19 +130,19 @@ def test_secure_configures_the_three_plugins_and_this_role_credentials(tmp_path,
 
 
 def test_ddsperf_refuses_what_cyclone_cannot_do(monkeypatch):
-    from k8sdds.perftest import ddsperf
+    from k8sdds.perftest import cyclone
     engine = ENGINES["ddsperf"]
     assert "no DTLS" in engine.check(replace(BASE, transport="dtls"))[2]
     assert engine.check(replace(BASE, transport="tls", multicast=True))[0] == "multicast"
     assert engine.check(replace(BASE, transport="tls")) is None
-    monkeypatch.setattr(ddsperf, "security_plugins", lambda: None)
+    monkeypatch.setattr(cyclone, "security_plugins", lambda: None)
     field, _, reason = engine.check(replace(BASE, secure=True))
     assert field == "secure" and "libddsc0debian" in reason
 
 
 def test_debian_security_plugins_are_found():
-    from k8sdds.perftest import ddsperf
-    found = ddsperf.security_plugins()
+    from k8sdds.perftest import cyclone
+    found = cyclone.security_plugins()
     assert found is not None, "cyclonedds-tools pulls libddsc0debian, which ships them"
     assert (Path(found) / "libdds_security_auth.so").exists()
 

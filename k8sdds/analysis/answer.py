@@ -85,15 +85,16 @@ def middleware_notes(manifests: dict[str, dict]) -> list[str]:
     """What RTI Perftest ran on, where the runs measured with it: its banner names the
     middleware underneath (RTI Connext, or Cyclone DDS in k8sdds' build), and a reader
     comparing with RTI's figures must know which."""
+    from k8sdds.perftest.rtiperftest import CYCLONE
+
     lines = []
     for m in manifests.values():
         version = (m.get("tools") or {}).get("rtiperftest")
         used = any(t.get("engine") == "rtiperftest" for t in m.get("tests") or [])
         if used and isinstance(version, str) and version:
-            cyclone = "Cyclone DDS" in version
             lines.append(f"rtiperftest: {version}" + (
-                ": RTI Perftest's program on Eclipse Cyclone DDS, not on RTI Connext"
-                if cyclone else ""))
+                f": RTI Perftest's program on {CYCLONE}, not on RTI Connext"
+                if CYCLONE in version else ""))
     return list(dict.fromkeys(lines))
 
 

@@ -18,14 +18,13 @@ def engines() -> None:
     builds itself (zenoh, mqtt, rtiperftest on Cyclone DDS), the architectures they are built
     for and how to build the rest."""
     from k8sdds import perftest
-    from k8sdds.images.build import built_engine
+    from k8sdds.images.build import built_for
     from k8sdds.model import DEBIAN_ARCH
 
     def builds(engine) -> tuple[list[str], str]:
         """The architectures its programs are built for here; how to build the rest."""
         arches = engine.arches or tuple(DEBIAN_ARCH.values())
-        done = [a for a in arches
-                if all(built_engine(p, a).exists() for p in engine.programs)]
+        done = [a for a in arches if built_for(engine, a)]
         rest = [a for a in arches if a not in done]
         return done, (f"Not built for {', '.join(rest)}: {engine.how_to_build(rest)}"
                       if rest else "")

@@ -131,9 +131,8 @@ def cluster_engines(inventory: Path = INVENTORY,
     with no package repository and no toolchain, such as an air-gapped Pi. What is not built
     here is skipped and said, with how to build it. `cluster check` says what each host still
     lacks."""
-    from k8sdds import perftest
     from k8sdds.cluster.engines import DEBIAN_WHEN, deliver
-    from k8sdds.images.build import DEFAULT_MIRROR, own_engines
+    from k8sdds.images.build import DEFAULT_MIRROR, not_built, own_engines
     from k8sdds.images.debian_engines import bundle
 
     when = choice(debian, list(DEBIAN_WHEN), "--debian")
@@ -145,21 +144,9 @@ def cluster_engines(inventory: Path = INVENTORY,
         return bundle(arch, mirror or DEFAULT_MIRROR, say=lambda line: err_console.print(
             line, markup=False, highlight=False))
 
-    def skipped(arch: str) -> list[str]:
-        """Each of k8sdds' own engines not built for `arch`, with how to build it."""
-        have, out = built(arch), []
-        for engine in perftest.registry().values():
-            for program in (p for p in engine.programs if p not in have):
-                if engine.arches and arch not in engine.arches:
-                    out.append(f"{program} (runs on {', '.join(engine.arches)} only)")
-                else:
-                    out.append(f"{program} (not built for {arch}: "
-                               f"{engine.how_to_build([arch])})")
-        return out
-
     loaded, known = hosts(inventory, known_hosts)
     results, folder = per_host(loaded, known, dry_run, log_dir,
-                               lambda r: deliver(r, built, debian_tar, when, skipped))
+                               lambda r: deliver(r, built, debian_tar, when, not_built))
     if dry_run:
         dry_run_listing(folder, loaded.hosts, results)
         for host, said in results.items():  # what the real command would skip, and why

@@ -121,6 +121,27 @@ def built_engine(name: str, arch: str) -> Path:
     return engine_bin() / (name if arch == foreign.HOST else f"{name}-{arch}")
 
 
+def built_for(engine: perftest.Engine, arch: str) -> bool:
+    """Whether every program of `engine` (k8sdds builds them) is built here for Debian
+    architecture `arch`."""
+    return all(built_engine(p, arch).exists() for p in engine.programs)
+
+
+def not_built(arch: str) -> list[str]:
+    """Each program of k8sdds' own engines not built here for Debian architecture `arch`,
+    with how to build it, or the architectures its engine runs on."""
+    out = []
+    for engine in perftest.registry().values():
+        if not engine.programs or built_for(engine, arch):
+            continue
+        why = (f"runs on {', '.join(engine.arches)} only"
+               if engine.arches and arch not in engine.arches
+               else f"not built for {arch}: {engine.how_to_build([arch])}")
+        out += [f"{program} ({why})" for program in engine.programs
+                if not built_engine(program, arch).exists()]
+    return out
+
+
 def own_engines(arch: str, say: Callable[[str], None] = lambda _: None) -> dict[str, Path]:
     """/usr/local/bin/NAME -> the built binary, for each of OWN_ENGINES built for Debian
     architecture `arch` (in $K8SDDS_ENGINE_BIN); one not built is said and left out."""

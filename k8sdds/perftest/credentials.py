@@ -57,13 +57,18 @@ class Protection:
     """What a governance document protects, in DDS Security's kinds (NONE, SIGN, ENCRYPT),
     and whether it controls who joins, reads and writes (by the signed permissions)."""
 
-    name: str  # its document: governance.p7s, or governance-NAME.p7s
+    name: str  # "" for governance.p7s, else its document is governance-NAME.p7s
     rtps: str  # whole RTPS messages
     discovery: str  # the secure discovery endpoints (and the topics' discovery protection)
     liveliness: str
     metadata: str  # submessages
     data: str  # serialized payloads
     access_control: bool
+
+    @property
+    def file(self) -> str:
+        """Its document's name in a credentials directory."""
+        return f"governance-{self.name}.p7s" if self.name else "governance.p7s"
 
     def document(self) -> str:
         lo, hi = DOMAINS
@@ -124,9 +129,8 @@ def paths(directory: Path, role: str, protection: Protection = ENCRYPTED) -> Ide
     """Where the files of `role` are (or will be) in the credentials `directory`, with the
     governance document of `protection`."""
     d = Path(directory).resolve()
-    governance = f"governance-{protection.name}.p7s" if protection.name else "governance.p7s"
     return Identity(ca=d / "ca.pem", certificate=d / f"{role}.pem", key=d / f"{role}.key",
-                    keystore=d / f"{role}.keystore.pem", governance=d / governance,
+                    keystore=d / f"{role}.keystore.pem", governance=d / protection.file,
                     permissions=d / f"{role}.permissions.p7s")
 
 
@@ -138,7 +142,7 @@ def ensure(directory: Path, roles: list[str] | tuple[str, ...],
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     ca_cert, ca_key = _authority(directory)
-    governance = paths(directory, "", protection).governance
+    governance = directory / protection.file
     if not governance.exists():
         certs.private(governance, _sign(protection.document(), ca_cert, ca_key))
     out = {}

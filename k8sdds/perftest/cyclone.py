@@ -9,6 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from k8sdds.model import Test
+from k8sdds.perftest.base import Problem
+
 SPDP_INTERVAL = "1s"  # participant announcements to listed peers (Cyclone's default: 30 s)
 # where distributions put Cyclone's DDS Security plugins (Debian: a private directory)
 PLUGIN_DIRS = ("/usr/lib/*/libddsc0debian", "/usr/lib/*", "/usr/lib64", "/usr/lib",
@@ -23,6 +26,23 @@ def security_plugins() -> str | None:
             if all(Path(directory, f"libdds_security_{p}.so").exists()
                    for p in ("auth", "crypto", "ac")):
                 return directory
+    return None
+
+
+def problem(test: Test) -> Problem:
+    """What Cyclone DDS itself cannot give a test, whichever program runs on it (ddsperf,
+    Perftest built on it): DTLS, DDS Security without its plugins, multicast discovery over
+    TCP or TLS."""
+    if test.transport == "dtls":
+        return ("transport", test.transport,
+                "Cyclone DDS has no DTLS transport; allowed here: udp, tcp, tls")
+    if test.secure and security_plugins() is None:
+        return ("secure", test.secure,
+                "the DDS Security plugins of Cyclone DDS (libdds_security_auth.so) are "
+                "not installed; install libddsc0debian, or set secure=false")
+    if test.transport in ("tcp", "tls") and test.discovery == "multicast":
+        return ("discovery", test.discovery,
+                f"transport={test.transport} discovers by peers only on Cyclone DDS")
     return None
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from k8sdds.model import Test
-from k8sdds.perftest import credentials
+from k8sdds.perftest import credentials, cyclone
 from k8sdds.perftest.base import (
     Command,
     Problem,
@@ -72,18 +72,11 @@ class Ddsperf:
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"ddsperf sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
-        if test.transport == "dtls":
-            return ("transport", test.transport,
-                    "Cyclone DDS has no DTLS transport; allowed here: udp, tcp, tls")
-        if test.secure and security_plugins() is None:
-            return ("secure", test.secure,
-                    "the DDS Security plugins of Cyclone DDS (libdds_security_auth.so) are "
-                    "not installed; install libddsc0debian, or set secure=false")
         if test.transport in ("tcp", "tls") and test.multicast:
             return ("multicast", test.multicast, "multicast needs transport=udp")
-        if test.transport in ("tcp", "tls") and test.discovery == "multicast":
-            return ("discovery", test.discovery,
-                    f"transport={test.transport} discovers by peers only")
+        refused = cyclone.problem(test)
+        if refused:
+            return refused
         if test.latency_test and test.duration < 2:
             return ("duration", test.duration,
                     "a ddsperf latency test needs at least 2 s: its first round-trip line "

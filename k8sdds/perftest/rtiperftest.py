@@ -27,9 +27,8 @@ from pathlib import Path
 from k8sdds.caches import engine_bin
 from k8sdds.flags import option
 from k8sdds.model import HOST_ARCH, Test
-from k8sdds.perftest import credentials
+from k8sdds.perftest import credentials, cyclone
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
-from k8sdds.perftest.cyclone import security_plugins
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620
@@ -46,12 +45,6 @@ HOW = ("build it on Cyclone DDS from a Perftest source tree with `make perftest 
        "K8SDDS_RTIPERFTEST")
 BUILT = "perftest_cpp"  # what `make perftest` links in the engines' cache
 CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware (banner)
-# what the Cyclone DDS build cannot honour (engines/perftest/CycloneDDSImpl.cxx refuses the
-# same at start): (field of Test, the value it refuses, why)
-NOT_ON_CYCLONE = (
-    ("transport", "dtls", "DTLS is RTI Connext's transport (Cyclone DDS has none)"),
-    ("discovery", "cds", "the Cloud Discovery Service is RTI Connext's"),
-)
 GOVERNANCE_FILES = (4, 1)  # from this Perftest on, -secureGovernanceFile replaces the flags
 
 
@@ -203,17 +196,14 @@ class RtiPerftest:
         if reason:
             return ("engine", test.engine, reason)
         if not self.image and self.runs_on().startswith(CYCLONE):
-            for name, value, why in NOT_ON_CYCLONE:
-                if getattr(test, name) == value:
-                    return (name, value, f"{why} (this perftest_cpp runs on "
-                            f"{self.runs_on()})")
-            if test.secure and security_plugins() is None:
-                return ("secure", test.secure,
-                        "the DDS Security plugins of Cyclone DDS (libdds_security_auth.so) "
-                        "are not installed; install libddsc0debian, or set secure=false")
-            if test.transport in ("tcp", "tls") and test.discovery == "multicast":
-                return ("discovery", test.discovery,
-                        f"transport={test.transport} discovers by peers only on Cyclone DDS")
+            # what Cyclone DDS cannot give (CycloneDDSImpl.cxx refuses the same at start),
+            # and RTI Connext's Cloud Discovery Service
+            refused = cyclone.problem(test) or (
+                ("discovery", test.discovery, "the Cloud Discovery Service is RTI Connext's")
+                if test.discovery == "cds" else None)
+            if refused:
+                name, value, why = refused
+                return (name, value, f"{why} (this perftest_cpp runs on {self.runs_on()})")
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
