@@ -8,10 +8,18 @@ What kubeadm changes on a machine stays inside the node: /etc, /opt, /var, /run 
 the host-wide sysctls the kubelet sets are shown to it as already set; containerd keeps its
 images and snapshots in the node's directory; each kubelet has a cgroup root of its own.
 
-The node's init system is the one stand-in: `kubelet-service` restarts the kubelet with the
-flags kubeadm writes, as the kubeadm packages' systemd unit (10-kubeadm.conf) does, and a
-`systemctl` first on the sessions' PATH starts, stops and reports it. kubeadm, kubelet,
-kubectl, containerd, runc and every image are real.
+The nodes start without Kubernetes parts: `k8sdds cluster install` puts kubelet, kubeadm
+(and kubectl) into /usr/local/bin, its units and containerd's configuration into /etc, the CNI
+plugins into /opt/cni/bin (overlaid too, so nothing reaches this machine); containerd, runc and
+the CNI plugins are this machine's packages, which the node's dpkg reports as installed.
+
+The node's init system is the one stand-in: `kubelet-service` runs /usr/local/bin/kubelet with
+the flags kubeadm writes, as the drop-in `cluster install` writes (10-kubeadm.conf) says, and
+a `systemctl` first on the sessions' PATH enables, starts, stops and reports it. The node's
+containerd is started here with the node's own root and state (containerd's snapshots cannot
+live on an overlay), so `systemctl` acknowledges containerd and the kubelet gets cgroupfs and
+the node's cgroup root after the flags /etc/default/kubelet gives. kubeadm, kubelet, kubectl,
+containerd, runc and every image are real.
 """
 
 from __future__ import annotations
@@ -29,16 +37,20 @@ from k8sdds.testbed.kube import procs
 from k8sdds.testbed.kube.node import KUBELET_SYSCTLS
 
 from . import ssh_support as ss
+from .emulated_support import host_mounts, root_links
+from .kube_support import fixed_paths
 
 BIN = Path(os.environ.get("K8SDDS_K8S_BIN", "/var/cache/k8sdds/bin"))
-OVERLAID = ("/etc", "/opt", "/var", "/run", "/usr/libexec")
+OVERLAID = ("/etc", "/opt", "/var", "/run", "/usr/libexec", "/usr/local")
 PAUSE = "registry.k8s.io/pause:3.10.1"  # kubeadm 1.34's sandbox image
 SERVICE = "/run/kubelet-service"  # the init system's state, inside each node's /run
 
-# the kubelet "unit": ExecStart of kubeadm's 10-kubeadm.conf, Restart=always
+# the kubelet "unit": ExecStart of 10-kubeadm.conf (`cluster install`'s), Restart=always; then
+# the test node's cgroup driver and root (argv[2]), which the last flag given sets
 KUBELET_SERVICE = """#!{python}
 import os, shlex, signal, subprocess, sys, time
 STATE = {state!r}
+KUBELET = "/usr/local/bin/kubelet"  # where `k8sdds cluster install` puts it
 os.makedirs(STATE, exist_ok=True)
 log = open(sys.argv[1], "ab")
 
@@ -55,17 +67,18 @@ def wanted():
     try:
         return open(STATE + "/wanted").read().strip()
     except OSError:
-        return "started"  # enabled: started at boot, crash-looping until kubeadm configures it
+        return "stopped"  # not started since boot
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 while True:
-    if wanted() != "started":
+    if wanted() != "started" or not os.path.exists(KUBELET):
         time.sleep(0.2)
         continue
-    argv = [{kubelet!r}, "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
+    argv = [KUBELET, "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
             "--kubeconfig=/etc/kubernetes/kubelet.conf", "--config=/var/lib/kubelet/config.yaml",
             *env("/var/lib/kubelet/kubeadm-flags.env", "KUBELET_KUBEADM_ARGS"),
-            *env("/etc/default/kubelet", "KUBELET_EXTRA_ARGS")]
+            *env("/etc/default/kubelet", "KUBELET_EXTRA_ARGS"),
+            "--cgroup-driver=cgroupfs", "--cgroup-root=" + sys.argv[2]]
     proc = subprocess.Popen(argv, stdout=log, stderr=log)
     open(STATE + "/pid", "w").write(str(proc.pid))
     try:
@@ -76,19 +89,18 @@ while True:
     time.sleep(1)  # RestartSec
 """
 
-# `systemctl` as kubeadm uses it (daemon-reload, start, restart, stop, status, is-active,
-# is-enabled, enable), for the kubelet only
+# `systemctl` as kubeadm and `cluster install` use it (daemon-reload, enable [--now],
+# disable [--now], start, restart, stop, status, is-active, is-enabled) for the kubelet; the
+# node's containerd runs throughout (see the module's text)
 SYSTEMCTL = """#!{python}
 import os, signal, sys, time
 STATE = {state!r}
+now = "--now" in sys.argv
 args = [a for a in sys.argv[1:] if not a.startswith("-")]
-verb, unit = (args + ["", ""])[:2]
-unit = unit.removesuffix(".service")
+verb, units = (args + [""])[0], [u.removesuffix(".service") for u in args[1:]]
 if verb == "daemon-reload":
     sys.exit(0)
-if unit != "kubelet":
-    print(f"Unit {{unit}}.service could not be found.")
-    sys.exit(4)
+os.makedirs(STATE, exist_ok=True)
 
 def pid():
     try:
@@ -99,14 +111,9 @@ def pid():
         return None
 
 def want(state):
-    os.makedirs(STATE, exist_ok=True)
     open(STATE + "/wanted", "w").write(state)
 
-if verb in ("start", "restart"):
-    want("started")
-    if verb == "restart" and pid():
-        os.kill(pid(), signal.SIGTERM)
-elif verb == "stop":
+def stop():
     want("stopped")
     p = pid()
     if p:
@@ -115,13 +122,41 @@ elif verb == "stop":
             if pid() is None:
                 break
             time.sleep(0.1)
-elif verb in ("status", "is-active"):
-    active = pid() is not None
-    print(("Loaded: loaded\\nActive: " if verb == "status" else "") +
-          ("active" if active else "inactive"))
-    sys.exit(0 if active else 3)
-elif verb not in ("enable", "is-enabled"):
-    sys.exit(1)
+
+code = 0
+for unit in units:
+    if unit == "containerd":
+        continue
+    if unit != "kubelet":
+        print(f"Unit {{unit}}.service could not be found.")
+        sys.exit(4)
+    enabled = os.path.exists(STATE + "/enabled")
+    if verb == "enable":
+        open(STATE + "/enabled", "w").close()
+        if now:
+            want("started")
+    elif verb == "disable":
+        if enabled:
+            os.unlink(STATE + "/enabled")
+        if now:
+            stop()
+    elif verb in ("start", "restart"):
+        want("started")
+        if verb == "restart" and pid():
+            os.kill(pid(), signal.SIGTERM)
+    elif verb == "stop":
+        stop()
+    elif verb in ("status", "is-active"):
+        active = pid() is not None
+        print(("Loaded: loaded\\nActive: " if verb == "status" else "") +
+              ("active" if active else "inactive"))
+        code = code or (0 if active else 3)
+    elif verb == "is-enabled":
+        print("enabled" if enabled else "disabled")
+        code = code or (0 if enabled else 1)
+    else:
+        sys.exit(1)
+sys.exit(code)
 """
 
 
@@ -147,8 +182,13 @@ class Nodes(ss.Hosts):
     holders: dict[int, subprocess.Popen] = field(default_factory=dict)
     daemons: list[subprocess.Popen] = field(default_factory=list)
 
+    @property
+    def cgroup_parent(self) -> str:
+        """The node set's cgroup (two sets at once, one per test process, each its own)."""
+        return f"/k8sdds-kubeadm-{self.prefix}"
+
     def cgroup_root(self, i: int) -> str:
-        return f"/k8sdds-kubeadm/{self.ns(i)}"
+        return f"{self.cgroup_parent}/{self.ns(i)}"
 
     def node_dir(self, i: int) -> Path:
         return self.directory / f"node{i}"
@@ -200,20 +240,14 @@ class Nodes(ss.Hosts):
         for argv in steps:
             subprocess.run([*mnt, *argv], check=True, capture_output=True)
         # the machine's own files: the node's resolver, its machine id (Weave Net names its
-        # peer from it: hosts sharing one collide), kubelet extra flags, CNI plugins
+        # peer from it: hosts sharing one collide)
         files = {"/etc/resolv.conf": f"nameserver 10.{self.net}.0.1\n",
-                 "/etc/machine-id": uuid.uuid4().hex + "\n",
-                 "/etc/default/kubelet":
-                 f"KUBELET_EXTRA_ARGS=--cgroup-root={self.cgroup_root(i)}\n"}
+                 "/etc/machine-id": uuid.uuid4().hex + "\n"}
         for inside, text in files.items():
             target = self.path(i, inside)
             target.unlink(missing_ok=True)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        plugins = self.path(i, "/opt/cni/bin")
-        plugins.mkdir(parents=True, exist_ok=True)
-        for plugin in Path("/usr/lib/cni").iterdir():
-            shutil.copy2(plugin, plugins / plugin.name)
         cgroups.make_everywhere(self.cgroup_root(i))
         self._containerd(i, d)
         self._kubelet_service(i, d)
@@ -248,11 +282,11 @@ state = "{d / 'containerd-state'}"
         assert bin_dir is not None
         service = bin_dir / "kubelet-service"
         if not service.exists():
-            service.write_text(KUBELET_SERVICE.format(python=sys.executable, state=SERVICE,
-                                                      kubelet=str(BIN / "kubelet")))
+            service.write_text(KUBELET_SERVICE.format(python=sys.executable, state=SERVICE))
             service.chmod(0o755)
         self.daemons.append(subprocess.Popen(
-            [*self.enter(i), str(service), str(d / "kubelet.log")], stdin=subprocess.DEVNULL,
+            [*self.enter(i), str(service), str(d / "kubelet.log"), self.cgroup_root(i)],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=open(d / "kubelet-service.log", "wb"),
             start_new_session=True))
 
@@ -285,18 +319,85 @@ state = "{d / 'containerd-state'}"
             # containerd's snapshots may still be mounted in the (gone) namespaces
             for i in self.holders:
                 shutil.rmtree(self.node_dir(i), ignore_errors=True)
-            cgroups.remove_everywhere("/k8sdds-kubeadm")
+            cgroups.remove_everywhere(self.cgroup_parent)
             return procs.in_namespaces(namespaces)
 
 
 def make(directory: Path, prefix: str, net: int) -> Nodes:
-    """Three nodes (h1 the control plane) with kubeadm, kubelet, kubectl, crictl (as
-    kubeadm's packages install them) and the init system stand-in on the sessions' PATH."""
+    """Three nodes (h1 the control plane) with crictl and the init system stand-in on the
+    sessions' PATH, /usr/local/bin (the node's own) after them; no kubelet, kubeadm or kubectl
+    until `k8sdds cluster install`."""
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("kubeadm", "kubelet", "kubectl", "crictl"):
-        (bin_dir / name).symlink_to(BIN / name)
+    (bin_dir / "crictl").symlink_to(BIN / "crictl")
     (bin_dir / "systemctl").write_text(SYSTEMCTL.format(python=sys.executable, state=SERVICE))
     (bin_dir / "systemctl").chmod(0o755)
     return Nodes(directory / "hosts", prefix, count=3, serving=(1, 2, 3), standins=bin_dir,
-                 net=net)
+                 net=net, local=True)
+
+
+# what the test nodes need of kubeadm's configuration: cgroup v1 with cgroupfs, no swap
+# check, the kubelet's and kube-proxy's host-wide settings left alone (see kubeadm_support)
+NODE_CONFIG = [
+    {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+     "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False,
+     "protectKernelDefaults": False, "localStorageCapacityIsolation": False,
+     "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%",
+                      "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+     "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99},
+    {"apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+     "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                   "tcpCloseWaitTimeout": "0s"}}]
+# a node's state, as reset must leave it: files (not directories: kubeadm's packages own
+# /etc/kubernetes), links, routes, iptables rules and chains (empty built-in chains are no
+# rules), containers, mounts (but the network namespaces test processes hold on this machine:
+# make test runs two at once; a second cluster of theirs is named with a letter after its
+# number, kk841b-node0)
+SNAPSHOT = r"""
+for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
+         /opt/cni/bin /var/lib/kube-router /var/lib/weave /usr/local/bin /var/lib/k8sdds \
+         /etc/containerd /etc/default/kubelet /etc/modules-load.d /etc/sysctl.d \
+         /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d; do
+  [ -e $p ] && find $p ! -type d; done | sort
+ipset list -n | sort
+ip -o link 2>/dev/null | awk '{print $2}' | sed 's/@.*//'
+ip -4 route
+iptables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
+ip6tables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
+ctr -n k8s.io containers ls -q 2>/dev/null
+dpkg-query -W -f '${Package} ${Status}\n' containerd runc containernetworking-plugins 2>&1
+awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' \
+  | grep -v -E '^/run/netns/[a-z]{2,6}[0-9]{1,3}[a-z]?-' | sort
+"""
+
+SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",
+           "net/ipv4/ip_forward", "net/netfilter/nf_conntrack_max")
+
+
+def host_state(prefix: str) -> dict:
+    """This machine's state where kubeadm, the kubelet and flannel would write."""
+    sysctls = {}
+    for key in SYSCTLS:
+        try:
+            sysctls[key] = Path(f"/proc/sys/{key}").read_text()
+        except OSError:
+            sysctls[key] = None
+    return {"paths": fixed_paths(), "sysctls": sysctls,
+            "links": sorted(root_links(prefix)),
+            "mounts": sorted(host_mounts(prefix)),
+            "cgroups": sorted(str(p) for p in
+                              Path("/sys/fs/cgroup").glob(f"*/k8sdds-kubeadm-{prefix}"))}
+
+
+def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "250",
+                               "PYTHONPATH": str(Path(__file__).parent.parent)})
+
+
+
+def snapshot(nodes, i: int) -> str:
+    return nodes.in_node(i, "sh", "-c", SNAPSHOT).stdout
+
+

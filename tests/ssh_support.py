@@ -47,6 +47,7 @@ class Hosts:
     count: int = 3
     serving: tuple[int, ...] = (1, 2)
     standins: Path | None = None  # a directory first on the sessions' PATH
+    local: bool = False  # /usr/local/sbin and /usr/local/bin on it (a node's own: overlaid)
     net: int = 251  # hosts are 10.<net>.<i>.2: two sets of hosts at once need two nets
     procs: list[subprocess.Popen] = field(default_factory=list)
 
@@ -67,7 +68,9 @@ class Hosts:
         _run("ip", "link", "add", bridge, "type", "bridge")
         _run("ip", "addr", "add", f"10.{self.net}.0.1/24", "dev", bridge)
         _run("ip", "link", "set", bridge, "up")
-        path = (f"{self.standins}:" if self.standins else "") + "/usr/sbin:/usr/bin:/sbin:/bin"
+        path = ((f"{self.standins}:" if self.standins else "")
+                + ("/usr/local/sbin:/usr/local/bin:" if self.local else "")
+                + "/usr/sbin:/usr/bin:/sbin:/bin")
         for i in range(1, self.count + 1):
             ns, link = self.ns(i), f"{self.prefix}v{i}"
             _run("ip", "netns", "add", ns)

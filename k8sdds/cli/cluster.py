@@ -8,7 +8,12 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from k8sdds.cli.cluster_parts import cluster_engines, cluster_images, cluster_load_image
+from k8sdds.cli.cluster_parts import (
+    cluster_engines,
+    cluster_images,
+    cluster_install,
+    cluster_load_image,
+)
 from k8sdds.cli.common import choice, err_console, out_console
 from k8sdds.cli.hosts import (
     CNI,
@@ -223,17 +228,23 @@ def cluster_join(inventory: Path = INVENTORY,
 
 
 def cluster_reset(inventory: Path = INVENTORY, known_hosts: Path | None = KNOWN_HOSTS,
+                  purge: bool = typer.Option(False, "--purge", help="Also remove what `k8sdds "
+                                             "cluster install` put on each host (the files "
+                                             "it replaced put back, the Debian packages it "
+                                             "installed purged, with containerd's images): "
+                                             "the host as it was before install."),
                   dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """Every node drained from the control plane (its pods leave through the CNI while it
     runs), then kubeadm reset -f on every host, and what it leaves: the CNIs' files
     (/etc/cni/net.d, /var/lib/cni, /run/flannel, /var/lib/weave, their plugins in
     /opt/cni/bin), links, routes, ipsets and the cluster's iptables rules (KUBE-, CNI-,
-    FLANNEL-, WEAVE, cali-, CILIUM_, KUBE-ROUTER). Loaded images stay."""
+    FLANNEL-, WEAVE, cali-, CILIUM_, KUBE-ROUTER). Loaded images stay, unless --purge
+    removes the node parts `cluster install` put on."""
     from k8sdds.cluster import kubeadm
 
     loaded, known = hosts(inventory, known_hosts)
     folder = logs_of(log_dir, loaded.hosts)
-    results = kubeadm.reset_all(loaded, known, dry_run, folder.folder)
+    results = kubeadm.reset_all(loaded, known, dry_run, folder.folder, purge=purge)
     if dry_run:
         dry_run_listing(folder, loaded.hosts, results)
         return
@@ -244,6 +255,7 @@ def register(app: typer.Typer) -> None:
     for name, command in (("check", cluster_check), ("tune", cluster_tune),
                           ("images", cluster_images), ("init", cluster_init),
                           ("join", cluster_join), ("reset", cluster_reset),
-                          ("load-image", cluster_load_image), ("engines", cluster_engines)):
+                          ("load-image", cluster_load_image), ("engines", cluster_engines),
+                          ("install", cluster_install)):
         cluster_app.command(name)(command)
     app.add_typer(cluster_app, name="cluster")

@@ -154,3 +154,46 @@ def cluster_engines(inventory: Path = INVENTORY,
                 err_console.print(f"{host}: {line}", markup=False, highlight=False)
         return
     report(results, "engines", folder)
+
+
+def cluster_install(inventory: Path = INVENTORY,
+                    only: list[str] = typer.Option(None, "--host", help="Only this host of "
+                                                   "the inventory (give it again for "
+                                                   "more) [every host]."),
+                    mirror: str | None = typer.Option(
+                        None, "--mirror", help="Debian mirror containerd, runc and the CNI "
+                        "plugins are downloaded from, here, once per architecture "
+                        "[http://deb.debian.org/debian]."),
+                    known_hosts: Path | None = KNOWN_HOSTS,
+                    dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
+    """Make bare Debian hosts (Raspberry Pi OS, Debian 12) kubeadm nodes over SSH, with no
+    package repository on them: kubelet and kubeadm (kubectl on the control plane), k8sdds'
+    builds of the pinned version for each host's architecture, in /usr/local/bin; Debian's
+    containerd, runc and CNI plugins where the host lacks them (installed by its dpkg); the
+    kubelet's systemd unit and kubeadm's drop-in, containerd's configuration (systemd
+    cgroups), the kernel modules and sysctls kubeadm needs. Every file is checked by SHA-256
+    on the host; what is in place is left alone; what the host had is recorded on it, and
+    `k8sdds cluster reset --purge` puts it back."""
+    from dataclasses import replace
+
+    from k8sdds.cluster.install import bundle, install, plan_text
+
+    loaded, known = hosts(inventory, known_hosts)
+    if only:
+        names = [h.name for h in loaded.hosts]
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise typer.BadParameter(f"{', '.join(unknown)}: not in {inventory} (its hosts: "
+                                     f"{', '.join(names)})", param_hint="--host")
+        loaded = replace(loaded, hosts=tuple(h for h in loaded.hosts if h.name in only))
+    say = lambda line: err_console.print(line, markup=False, highlight=False)  # noqa: E731
+    parts = {arch: bundle(arch, say, mirror) for arch in dict.fromkeys(h.arch for h in
+                                                                        loaded.hosts)}
+    for line in plan_text(parts):
+        say(line)
+    results, folder = per_host(loaded, known, dry_run, log_dir,
+                               lambda r: install(r, parts[r.host.arch]))
+    if dry_run:
+        dry_run_listing(folder, loaded.hosts, results)
+        return
+    report(results, "install", folder)

@@ -61,6 +61,33 @@ def _version(what: str) -> Callable[[Result], tuple[bool, str]]:
     return judge
 
 
+def _systemd_cgroup(r: Result) -> tuple[bool, str]:
+    """containerd's runc with systemd's cgroups, as kubeadm's kubelet uses them. Pure."""
+    if r.code != 0:
+        return False, "no /etc/containerd/config.toml"
+    on = any(line.split("#")[0].replace(" ", "") == "SystemdCgroup=true"
+             for line in r.out.splitlines())
+    return on, "SystemdCgroup = true" if on else "SystemdCgroup not set"
+
+
+def _plugins(r: Result) -> tuple[bool, str]:
+    """The CNI plugins the CNIs' configurations call, in /opt/cni/bin. Pure."""
+    from k8sdds.cluster.install import PLUGINS
+
+    have = set(r.out.split()) if r.code == 0 else set()
+    lacking = [p for p in PLUGINS if p not in have]
+    return not lacking, (f"{', '.join(PLUGINS)} present" if not lacking
+                         else f"missing: {', '.join(lacking)}")
+
+
+def _enabled(r: Result) -> tuple[bool, str]:
+    found = r.out.strip() or r.err.strip() or f"exit {r.code}"
+    return r.code == 0, found.splitlines()[0][:60]
+
+
+# the node parts' fix: k8sdds puts them on (Kubernetes publishes no 32-bit ARM binaries)
+INSTALL = "k8sdds cluster install -i INVENTORY"
+
 CHECKS = (
     Check("swap off", ("cat", "/proc/swaps"), _swap,
           "swapoff -a, and remove swap from /etc/fstab (Raspberry Pi OS: "
@@ -76,13 +103,14 @@ CHECKS = (
     Check("ip_forward", ("cat", "/proc/sys/net/ipv4/ip_forward"),
           _is_one("net.ipv4.ip_forward"),
           "sysctl -w net.ipv4.ip_forward=1, and set it in /etc/sysctl.d/k8s.conf"),
-    Check("container runtime", ("containerd", "--version"), _version("containerd"),
-          "apt-get install containerd (and set SystemdCgroup = true in "
-          "/etc/containerd/config.toml)"),
-    Check("kubeadm", ("kubeadm", "version", "-o", "short"), _version("kubeadm"),
-          "install kubeadm, kubelet and kubectl from pkgs.k8s.io (same minor on every host)"),
-    Check("kubelet", ("kubelet", "--version"), _version("kubelet"),
-          "install kubelet from pkgs.k8s.io (same minor as kubeadm)"),
+    Check("container runtime", ("containerd", "--version"), _version("containerd"), INSTALL),
+    Check("containerd cgroups", ("cat", "/etc/containerd/config.toml"), _systemd_cgroup,
+          INSTALL + " (or set SystemdCgroup = true in /etc/containerd/config.toml)"),
+    Check("CNI plugins", ("ls", "/opt/cni/bin"), _plugins, INSTALL),
+    Check("kubeadm", ("kubeadm", "version", "-o", "short"), _version("kubeadm"), INSTALL),
+    Check("kubelet", ("kubelet", "--version"), _version("kubelet"), INSTALL),
+    Check("kubelet service", ("systemctl", "is-enabled", "kubelet.service"), _enabled,
+          INSTALL),
 )
 CLOCK = ("date", "+%s.%N")
 # `uname -m` -> the inventory's name of that architecture

@@ -269,11 +269,14 @@ def drain(remote: Remote, names: list[str]) -> list[str]:
     return [f"{len(nodes)} nodes drained"]
 
 
-def reset_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path
-              ) -> dict[str, list[str] | HostError]:
+def reset_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Path,
+              purge: bool = False) -> dict[str, list[str] | HostError]:
     """The reset sequence: every node drained from the control plane, then every host reset
-    at once. A drain that fails (a control plane already broken) is said and the reset goes
-    on: a reset must work on what is left of a cluster."""
+    at once (and, with `purge`, what `cluster install` put on it removed). A drain that
+    fails (a control plane already broken) is said and the reset goes on: a reset must work
+    on what is left of a cluster."""
+    from k8sdds.cluster import install
+
     control = inventory.control_plane()
     try:
         with Remote(control, known_hosts, folder / f"{control.name}.log",
@@ -281,7 +284,8 @@ def reset_all(inventory: Inventory, known_hosts: str, dry_run: bool, folder: Pat
             drained = drain(r, [h.name for h in inventory.hosts])
     except HostError as exc:
         drained = [f"drain failed ({exc}); reset anyway"]
-    results = on_hosts(inventory.hosts, known_hosts, dry_run, folder, reset)
+    results = on_hosts(inventory.hosts, known_hosts, dry_run, folder,
+                       (lambda r: [*reset(r), *install.purge(r)]) if purge else reset)
     if not isinstance(results.get(control.name), HostError):
         results[control.name] = [*drained, *results[control.name]]
     return results

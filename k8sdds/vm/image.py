@@ -1,7 +1,8 @@
 """The ARM machine's disk, built once and cached: Debian's arm64 or armhf system
-(debootstrap, its maintainer scripts run under qemu-user in a private binfmt_misc) with the
-Kubernetes node parts k8sdds cross-builds (kubelet, kubeadm, kubectl), packed as an ext4 image
-beside the kernel and initramfs Debian's packages made.
+(debootstrap, its maintainer scripts run under qemu-user in a private binfmt_misc) as a fresh
+Raspberry Pi OS is, with sshd and no Kubernetes node part (no kubelet, kubeadm, containerd,
+runc or CNI plugin: `k8sdds cluster install` puts them on, as on a Pi), packed as an ext4
+image beside the kernel and initramfs Debian's packages made.
 
 The maintainer scripts run in a user namespace of this process's own (uids mapped one to
 one) with a binfmt_misc instance of its own: the board's qemu-user emulator is registered
@@ -28,7 +29,6 @@ MIRROR = "http://deb.debian.org/debian"
 ROOT_LABEL = "k8sdds-root"
 SEED_LABEL = "k8sdds-seed"
 ROOT_SIZE = "6G"  # sparse: what the images and pods of a node need, written as they come
-PAUSE = "registry.k8s.io/pause:3.10.1"  # kubeadm 1.34's sandbox image
 
 
 # binfmt_misc's match on an ELF header (QEMU's scripts/qemu-binfmt-conf.sh): its class
@@ -53,7 +53,6 @@ class EmulatedBoard:
     bits: int  # 64 or 32: its executables' ELF class
     machine: int  # its executables' ELF e_machine (183 AArch64, 40 ARM)
     kernel: str  # Debian's kernel package
-    k8s: str  # the folder of the cross-built Kubernetes parts (.ci/k8s-cross-binaries)
     console: str = "ttyAMA0"  # the serial console's device name in the guest (QEMU virt's)
 
     @property
@@ -65,21 +64,20 @@ class EmulatedBoard:
 BOARDS = {
     "arm64": EmulatedBoard(arch="arm64", qemu="qemu-system-aarch64", cpu="cortex-a53",
                    user="/usr/bin/qemu-aarch64-static", bits=64, machine=183,
-                   kernel="linux-image-arm64", k8s="linux-arm64"),
+                   kernel="linux-image-arm64"),
     # a Pi 2's core, 32-bit (Debian's armhf needs ARMv7); Debian's LPAE kernel, as the A7
     # has the extension (the kernel flavour meant for virtual machines)
     "armhf": EmulatedBoard(arch="armhf", qemu="qemu-system-arm", cpu="cortex-a7",
                    user="/usr/bin/qemu-arm-static", bits=32, machine=40,
-                   kernel="linux-image-armmp-lpae", k8s="linux-arm"),
+                   kernel="linux-image-armmp-lpae"),
 }
 
-# Debian's packages: systemd and sshd, the container runtime and what the kubelet, kubeadm's
-# preflight and the CNIs call on a node; ddsperf for a bare-host run
+# Debian's packages: systemd and sshd, what the kubelet, kubeadm's preflight and the CNIs call
+# on a node; ddsperf for a bare-host run. The container runtime and the CNI plugins are not
+# among them: a fresh Raspberry Pi OS has none, and `cluster install` brings them
 PACKAGES = ("systemd", "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "iproute2",
-            "iputils-ping", "procps", "containerd", "runc", "containernetworking-plugins",
-            "iptables", "conntrack", "ethtool", "socat", "ebtables", "ca-certificates",
-            "mount", "cyclonedds-tools")
-K8S_PARTS = ("kubelet", "kubeadm", "kubectl")
+            "iputils-ping", "procps", "iptables", "conntrack", "ethtool", "socat", "ebtables",
+            "ca-certificates", "mount", "cyclonedds-tools")
 
 SEED_SCRIPT = f"""#!/bin/sh
 # This machine's own name, address and keys, from its seed disk (k8sdds vm up).
@@ -122,34 +120,6 @@ ExecStart=/usr/local/sbin/k8sdds-seed
 WantedBy=multi-user.target network-online.target
 """
 
-# the unit and drop-in kubeadm's packages install (kubernetes/release, rpm/deb packaging)
-KUBELET_UNIT = """[Unit]
-Description=kubelet: The Kubernetes Node Agent
-Documentation=https://kubernetes.io/docs/
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-ExecStart=/usr/bin/kubelet
-Restart=always
-StartLimitInterval=0
-RestartSec=10
-
-[Install]
-WantedBy=multi-user.target
-"""
-KUBEADM_DROPIN = """[Service]
-Environment="KUBELET_KUBECONFIG_ARGS=\\
---bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \\
---kubeconfig=/etc/kubernetes/kubelet.conf"
-Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
-EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-EnvironmentFile=-/etc/default/kubelet
-ExecStart=
-ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS \\
-$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
-"""
-
 # the initramfs holds only what finds the root file system on the board's virtio disk (the
 # default, every storage driver, takes many minutes under qemu-user); written before the
 # kernel's package is configured
@@ -158,42 +128,19 @@ INITRAMFS: Mapping[str, str] = {
     "etc/initramfs-tools/modules": "virtio_pci\nvirtio_blk\nvirtio_net\next4\n",
 }
 
-CRI = '[plugins."io.containerd.grpc.v1.cri"'
-CONTAINERD = f"""version = 2
-{CRI}]
-  sandbox_image = "{PAUSE}"
-{CRI}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-{CRI}.containerd.runtimes.runc.options]
-  SystemdCgroup = true
-"""
-
 # path in the machine -> (text, mode)
 FILES: Mapping[str, tuple[str, int]] = {
     "etc/fstab": (f"LABEL={ROOT_LABEL} / ext4 rw,errors=remount-ro 0 1\n", 0o644),
     "usr/local/sbin/k8sdds-seed": (SEED_SCRIPT, 0o755),
     "etc/systemd/system/k8sdds-seed.service": (SEED_UNIT, 0o644),
-    "usr/lib/systemd/system/kubelet.service": (KUBELET_UNIT, 0o644),
-    "usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (KUBEADM_DROPIN, 0o644),
-    # what kubeadm's preflight checks and a CNI's bridge and VXLAN need of the kernel
-    "etc/modules-load.d/k8sdds.conf": ("overlay\nbr_netfilter\n", 0o644),
-    "etc/sysctl.d/90-k8sdds.conf": ("net.ipv4.ip_forward = 1\n"
-                                    "net.bridge.bridge-nf-call-iptables = 1\n", 0o644),
-    # containerd's CRI with kubeadm's sandbox image (loaded by `cluster images`: no registry)
-    # and systemd's cgroups, as the kubelet here uses them whatever the cluster's kubelet
-    # configuration says (the driver is the node's own: its init system's)
-    "etc/containerd/config.toml": (CONTAINERD, 0o644),
-    "etc/default/kubelet": ("KUBELET_EXTRA_ARGS=--cgroup-driver=systemd\n", 0o644),
     "etc/ssh/sshd_config.d/k8sdds.conf": ("HostKey /etc/ssh/ssh_host_ed25519_key\n"
                                           "PermitRootLogin prohibit-password\n"
                                           "PasswordAuthentication no\nUseDNS no\n", 0o644),
 }
 # run in the machine's root once its packages are configured
-SETTLE = ("systemctl enable k8sdds-seed.service kubelet.service"
+SETTLE = ("systemctl enable k8sdds-seed.service"
           " && rm -f /etc/ssh/ssh_host_*"
           " && : > /etc/machine-id && rm -f /var/lib/dbus/machine-id"
-          " && mkdir -p /opt/cni/bin && test -x /usr/lib/cni/bridge"
-          " && ln -sf /usr/lib/cni/* /opt/cni/bin/"
           " && apt-get clean && rm -rf /var/lib/apt/lists/*")
 
 
@@ -226,23 +173,14 @@ def missing(board: EmulatedBoard) -> str | None:
         if not shutil.which(tool):
             return (f"needs {tool} (apt-get install debootstrap e2fsprogs qemu-utils "
                     f"qemu-system-arm qemu-user-static)")
-    lacking = [p for p in K8S_PARTS if not (caches.k8s_bin() / board.k8s / p).exists()]
-    if lacking:
-        return (f"{', '.join(lacking)} for {board.arch} not built in "
-                f"{caches.k8s_bin() / board.k8s} (K8S_COMPONENTS='{' '.join(K8S_PARTS)}' "
-                f".ci/k8s-cross-binaries {board.arch} kubernetes)")
     return None
 
 
 def recipe(board: EmulatedBoard) -> str:
-    """What the disk is made of, as text: its hash names the cached disk. Pure but for the
-    Kubernetes parts' contents."""
-    parts = {p: hashlib.sha256((caches.k8s_bin() / board.k8s / p).read_bytes()).hexdigest()
-             for p in K8S_PARTS}
+    """What the disk is made of, as text: its hash names the cached disk. Pure."""
     return json.dumps({"suite": SUITE, "board": board.arch, "kernel": board.kernel,
-                       "packages": PACKAGES,
-                       "files": FILES, "initramfs": INITRAMFS, "settle": SETTLE,
-                       "parts": parts}, sort_keys=True)
+                       "packages": PACKAGES, "files": FILES, "initramfs": INITRAMFS,
+                       "settle": SETTLE}, sort_keys=True)
 
 
 def disk(board: EmulatedBoard, say: Callable[[str], None], mirror: str = MIRROR) -> Disk:
@@ -251,7 +189,7 @@ def disk(board: EmulatedBoard, say: Callable[[str], None], mirror: str = MIRROR)
     reason = missing(board)
     if reason:
         raise UserError(f"the {board.arch} machine: {reason}")
-    made_of = recipe(board)  # hashes the Kubernetes parts: once
+    made_of = recipe(board)
     key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
     folder = caches.root() / "vm" / f"debian-{SUITE}-{board.arch}-{key}"
     done = Disk(folder, board)
@@ -273,8 +211,6 @@ def disk(board: EmulatedBoard, say: Callable[[str], None], mirror: str = MIRROR)
             "stage)")
         in_root(board, root, "export container=lxc; /debootstrap/debootstrap --second-stage",
                 "debootstrap's second stage")
-        for name in K8S_PARTS:
-            shutil.copy2(caches.k8s_bin() / board.k8s / name, root / "usr/bin" / name)
         for path, (text, mode) in FILES.items():
             target = root / path
             target.parent.mkdir(parents=True, exist_ok=True)
