@@ -540,11 +540,12 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
 @requires_hosts
 def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp_path):
     """The study's 32-bit Pi as a bare host: `k8sdds vm`'s armhf machine (qemu-system-arm,
-    an emulated Cortex-A7 running Debian's armhf system) on the hosts' LAN. `cluster check`
-    finds armv7l and the node parts on it, `cluster engines` gives it the armhf builds, and a
-    run of the ssh backend measures from h2 (amd64) to it with Debian's armhf ddsperf and
-    with RTI Perftest built on Cyclone DDS for armhf (`make perftest`). Its speed is an
-    emulator's: the test asserts that data crossed, not a rate."""
+    an emulated Cortex-A7 running Debian's armhf system, no node part) on the hosts' LAN.
+    `cluster install` puts the node parts on it (Debian's armhf packages by its dpkg, k8sdds'
+    arm builds), `cluster check` finds armv7l and them, `cluster engines` gives it the armhf
+    builds, and a run of the ssh backend measures from h2 (amd64) to it with Debian's armhf
+    ddsperf and with RTI Perftest built on Cyclone DDS for armhf (`make perftest`). Its speed
+    is an emulator's: the test asserts that data crossed, not a rate."""
     import pandas as pd
 
     reason = vm_support.missing("armhf")
@@ -563,11 +564,22 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
                        "engine_bin": str(tmp_path / "bin-h2")},
                       {"name": "h5", "address": pi.spec.ip, "arch": "arm",
                        "engine_bin": "/opt/k8sdds/bin"}]}))
+        # the node parts onto the 32-bit Pi only (h1 and h2 share this machine's /usr)
+        started = time.monotonic()
+        done = _cli("cluster", "install", "--inventory", str(invf), "--host", "h5",
+                    "--log-dir", str(tmp_path / "logs"))
+        assert done.returncode == 0, done.stdout + done.stderr
+        said = " ".join(done.stdout.split())
+        assert "install: 1/1 hosts" in said and "kubelet, kubeadm v1.34.3 in /usr/local/bin" \
+            in said and "containerd 1.6.20~ds1-1+deb12u3" in said, said
+        print(f"cluster install on the armhf machine: {time.monotonic() - started:.0f} s")
         done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir",
                     str(tmp_path / "logs"))
         rows = ss.check_rows(done.stdout)
         for check, found in (("architecture", "armv7l"), ("kubeadm", "v1.34.3"),
                              ("kubelet", "v1.34.3"), ("container runtime", "containerd"),
+                             ("CNI plugins", "bridge"), ("kubelet service", "enabled"),
+                             ("containerd cgroups", "SystemdCgroup = true"),
                              ("swap off", "off"), ("br_netfilter", "= 1")):
             assert "pass" in rows[("h5", check)] and found in rows[("h5", check)], (
                 rows.get(("h5", check)), done.stdout[-2000:])

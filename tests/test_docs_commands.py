@@ -191,6 +191,18 @@ def test_a_marked_block_says_why_and_a_run_names_a_test_that_exists():
             file, _, name = block.why.partition("::")
             assert (ROOT / file).is_file() and re.search(
                 rf"^def {re.escape(name)}\(", (ROOT / file).read_text(), re.M), block.where()
+            # the test runs the page's own lines: it reads the page
+            assert block.page.name in (ROOT / file).read_text(), block.where()
+
+
+def test_the_pi_tutorial_names_the_kubernetes_version_k8sdds_builds_once():
+    """The version the tutorial's reader gets is the one the build scripts pin
+    (.ci/k8s-versions), named once on the page."""
+    [pinned] = re.findall(r'^K8S_VERSION="\$\{K8S_VERSION:-([0-9.]+)\}"',
+                          (ROOT / ".ci" / "k8s-versions").read_text(), re.M)
+    page = (ROOT / "docs" / "tutorials" / "pi-cluster.md").read_text()
+    assert page.count(f"Kubernetes\n{pinned}") + page.count(f"Kubernetes {pinned}") == 1
+    assert re.findall(r"\b1\.\d\d\.\d+\b", page) == [pinned]
 
 
 @pytest.mark.parametrize("words, said", [

@@ -37,9 +37,9 @@ MIRROR = typer.Option("http://deb.debian.org/debian", "--mirror",
 
 
 def vm_build(arch: str = ARCH, mirror: str = MIRROR) -> None:
-    """Build the machine's disk (Debian's system, the kubelet, kubeadm and kubectl k8sdds
-    cross-builds), once: about 4 minutes on 2 cores, then cached in
-    /var/cache/k8sdds/vm."""
+    """Build the machine's disk (Debian's system with sshd, as a fresh Raspberry Pi OS: no
+    Kubernetes part, which `k8sdds cluster install` puts on), once: about 4 minutes on 2
+    cores, then cached in /var/cache/k8sdds/vm."""
     from k8sdds.vm.image import disk
 
     built = disk(_board(arch), _say, mirror)

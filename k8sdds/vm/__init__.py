@@ -1,5 +1,5 @@
-"""An ARM machine on this one: Debian's arm64 system (its kernel, systemd, sshd, containerd)
-and the Kubernetes node parts k8sdds builds, booted by qemu-system-aarch64 as an emulated
+"""An ARM machine on this one: Debian's arm64 system (its kernel, systemd, sshd; no
+Kubernetes part until `k8sdds cluster install`), booted by qemu-system-aarch64 as an emulated
 Cortex-A53 (a Raspberry Pi 3's core) with its own address on a bridge of this machine.
 
 `image` builds the machine's disk once (cached); `seed` is what makes one machine of it

@@ -1,0 +1,79 @@
+"""`k8sdds cluster install`'s pure parts: the files it writes, the record it keeps, what it
+reads of dpkg, and the checks that judge a host after it. The real install runs in
+tests/test_kubeadm_real.py (amd64 nodes), tests/test_pi_tutorial.py (the arm64 machine, and
+reset --purge) and tests/test_cluster_ssh.py (the armhf machine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8sdds.cluster import install
+from k8sdds.cluster.checks import CHECKS
+from k8sdds.cluster.remote import HostError, Result
+
+FILES = {f.path: f for f in install.FILES}
+
+
+def test_the_kubelet_unit_and_drop_in_are_kubeadms_with_the_kubelet_in_usr_local():
+    dropin = FILES["/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"].text
+    # kubeadm's packages' drop-in (kubernetes/release): the flags kubeadm writes reach it
+    assert "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env" in dropin
+    assert "EnvironmentFile=-/etc/default/kubelet" in dropin
+    assert "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf" in dropin
+    assert "ExecStart=\nExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS" in dropin
+    assert dropin.rstrip().endswith("$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS")
+    unit = FILES["/etc/systemd/system/kubelet.service"].text
+    assert "ExecStart=/usr/local/bin/kubelet\n" in unit and "Restart=always" in unit
+
+
+def test_one_cgroup_driver_for_the_kubelet_and_containerd():
+    assert "SystemdCgroup = true" in FILES["/etc/containerd/config.toml"].text
+    assert 'sandbox_image = "registry.k8s.io/pause:3.10.1"' in \
+        FILES["/etc/containerd/config.toml"].text
+    assert FILES["/etc/default/kubelet"].text == "KUBELET_EXTRA_ARGS=--cgroup-driver=systemd\n"
+    assert FILES["/etc/modules-load.d/k8sdds.conf"].text == "overlay\nbr_netfilter\n"
+    assert "net.bridge.bridge-nf-call-iptables = 1" in FILES["/etc/sysctl.d/90-k8sdds.conf"].text
+
+
+def test_dpkgs_installed_packages_are_read_from_its_status_words():
+    out = ("containerd install ok installed\nrunc deinstall ok config-files\n"
+           "libseccomp2:arm64 install ok installed\niptables unknown ok not-installed\n")
+    assert install.installed(out) == {"containerd", "libseccomp2"}
+    assert install.installed("") == set()
+
+
+def test_the_record_round_trips_and_a_damaged_one_is_named():
+    record = install.Record(packages=["runc"], files={"/etc/default/kubelet": True},
+                            sysctls={"net.ipv4.ip_forward": "0"})
+    assert install.Record.parse(record.text()) == record
+    assert install.Record.parse("") == install.Record()
+    with pytest.raises(HostError, match="/var/lib/k8sdds/node/install.json is damaged"):
+        install.Record.parse("{not json")
+
+
+@pytest.mark.parametrize("check, out, code, passed, found", [
+    ("CNI plugins", "bridge\nhost-local\nloopback\nportmap\nflannel\n", 0, True, "present"),
+    ("CNI plugins", "flannel\n", 0, False, "missing: bridge, host-local, loopback, portmap"),
+    ("CNI plugins", "", 2, False, "missing: bridge"),
+    ("containerd cgroups", "[x]\n  SystemdCgroup = true\n", 0, True, "SystemdCgroup = true"),
+    ("containerd cgroups", "  # SystemdCgroup = true\n", 0, False, "not set"),
+    ("containerd cgroups", "", 1, False, "no /etc/containerd/config.toml"),
+    ("kubelet service", "enabled\n", 0, True, "enabled"),
+    ("kubelet service", "disabled\n", 1, False, "disabled"),
+])
+def test_the_checks_of_what_install_puts_on(check, out, code, passed, found):
+    [c] = [c for c in CHECKS if c.name == check]
+    got = c.judge(Result(c.argv, code, out, ""))
+    assert got[0] is passed and found in got[1]
+    assert c.fix.startswith("k8sdds cluster install -i INVENTORY")
+
+
+def test_a_host_outside_the_inventory_is_refused_by_name(tmp_path):
+    from .cli_support import invoke
+
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text("known_hosts: /dev/null\nhosts:\n"
+                   "  - {name: m, address: 10.9.9.9, role: control-plane, user: root}\n")
+    done = invoke("cluster", "install", "-i", str(inv), "--host", "pi9")
+    assert done.returncode == 2 and "pi9: not in" in done.stderr and "its hosts: m" in \
+        " ".join(done.stderr.split())
