@@ -167,3 +167,26 @@ def test_notebook_executes(run_dir):
     assert "1 run(s)" in text and "flannel-vxlan" in text
     assert '"output_type": "error"' not in text
     assert "image/png" in text  # the plot was drawn
+
+
+def test_the_readmes_read_the_results_block_runs_as_written(run_dir, tmp_path):
+    """README.md's "Read the results" block, its lines read from the page and run in a folder
+    of their own, logs/RUN_A and logs/RUN_B both copies of this module's run (a run against itself:
+    compare has a verdict, within noise, and the gate passes)."""
+    from .test_docs_commands import blocks
+
+    [block] = [b for b in blocks() if b.page == ROOT / "README.md" and b.commands and
+               b.commands[0][:2] == ("k8sdds", "report")]
+    (tmp_path / "logs").mkdir()
+    for name in ("RUN_A", "RUN_B"):
+        shutil.copytree(run_dir, tmp_path / "logs" / name)  # a link is refused, by design
+    for words in block.commands:
+        done = subprocess.run([sys.executable, "-m", "k8sdds", *words[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, (words, done.stdout[-2000:], done.stderr[-2000:])
+    assert (tmp_path / "report" / "report.html").is_file()
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "run.parquet")) == len(
+        pd.read_csv(run_dir / "results.csv"))

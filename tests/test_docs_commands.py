@@ -1,10 +1,17 @@
 """Every command block of the README, the tutorials and the how-to pages is checked against
 the code: each `k8sdds` (and `python3 perftest.py`) line parsed by the real command line
 (its command, every option and value, as `--help` would show them), each `make` target found
-in the Makefile, each script found in the repository. A block that needs what this machine
-cannot give (real boards, a registry, a licence) says so in a marker the test reads
-(`<!-- commands: hardware, why -->`); a block a test runs for real names it
-(`<!-- commands: run by tests/FILE.py::TEST -->`), and the test must exist."""
+in the Makefile, each script found in the repository. Parsing is not running, so every block
+also says, in a marker the test reads, which test runs it:
+- `<!-- commands: run by tests/FILE.py::TEST -->`: that test runs the block's own lines, read
+  from the page (with the substitutions its docstring states);
+- `<!-- commands: hardware, why; tests/FILE.py::TEST ... -->`: it needs what this machine
+  cannot give (real boards, a registry, a licence); the named test runs its equivalent;
+- `<!-- commands: equivalent, why; tests/FILE.py::TEST ... -->`: it runs here but not in a
+  test as written (it installs packages, or takes minutes to hours); the named test runs its
+  equivalent;
+- `<!-- commands: synopsis -->`: a command's form with placeholders, not a line to run.
+No command hides in a plain fence: a block of commands is an `sh` block."""
 
 from __future__ import annotations
 
@@ -23,7 +30,9 @@ from k8sdds.errors import UserError
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "tutorials").glob("*.md")),
          *sorted((ROOT / "docs" / "how-to").glob("*.md"))]
-MARKER = re.compile(r"<!-- commands: (?P<kind>hardware|licence|synopsis|run by) ?(?P<why>.*?) -->")
+MARKER = re.compile(r"<!-- commands: (?P<kind>hardware|licence|synopsis|run by|equivalent)"
+                    r",? ?(?P<why>.*?) -->")
+NAMED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 # what a page's placeholders stand for when a line is parsed (never run)
 PLACEHOLDERS = {"SCHEDULE.csv": "schedules/quick.csv", "RUN_DIR": "logs/run",
                 "REGISTRY": "registry.example"}
@@ -157,9 +166,11 @@ def _api_problem(words: tuple[str, ...]) -> str | None:
     [url] = [w for w in words if w.startswith("http://")]
     path = "/" + url.split("/", 3)[3].split("?")[0]
     paths = create_app(create_engine("sqlite://"), Path("/nonexistent")).openapi()["paths"]
-    if method not in paths.get(path, {}):
-        return f"the service has no {method.upper()} {path}"
-    return None
+    for template, operations in paths.items():  # /api/runs/{run_id}: RUN_ID on a page
+        if re.fullmatch(re.sub(r"\\{\w+\\}", "[^/]+", re.escape(template)), path) and \
+                method in operations:
+            return None
+    return f"the service has no {method.upper()} {path}"
 
 
 def test_every_command_block_is_checked_or_marked():
@@ -183,9 +194,47 @@ def test_every_command_block_is_checked_or_marked():
     assert wrong == {}
 
 
+def _test_exists(file: str, name: str) -> bool:
+    path = ROOT / file
+    return path.is_file() and re.search(rf"^def {re.escape(name)}\(", path.read_text(),
+                                        re.M) is not None
+
+
+def test_every_block_names_the_test_that_runs_it_or_its_equivalent():
+    left = [b.where() for b in blocks() if not b.kind]
+    assert left == [], "blocks only parsed, run by no test: mark them (see the module's text)"
+    for block in blocks():
+        if block.kind in ("hardware", "licence", "equivalent"):
+            named = NAMED_TEST.findall(block.why)
+            assert named, f"{block.where()}: name the test that runs its equivalent"
+            for file, name in named:
+                assert _test_exists(file, name), f"{block.where()}: no test {file}::{name}"
+
+
+def test_no_command_hides_in_a_plain_fence():
+    """A fence without a language holding a command line: unchecked by everything above."""
+    found = []
+    for page in PAGES:
+        lines = page.read_text().splitlines()
+        i = 0
+        while i < len(lines):
+            fence = re.match(r"^\s*```(\S*)\s*$", lines[i])
+            if not fence:
+                i += 1
+                continue
+            j = i + 1
+            while j < len(lines) and not re.match(r"^\s*```\s*$", lines[j]):
+                if fence[1] in ("", "text", "console", "bash", "shell") and re.match(
+                        r"^\s*(\$ )?(k8sdds|make|python3|\.venv/|\.ci/|curl|ssh) ", lines[j]):
+                    found.append(f"{page.relative_to(ROOT)}:{j + 1}")
+                j += 1
+            i = j + 1
+    assert found == []
+
+
 def test_a_marked_block_says_why_and_a_run_names_a_test_that_exists():
     for block in blocks():
-        if block.kind in ("hardware", "licence"):
+        if block.kind in ("hardware", "licence", "equivalent"):
             assert len(block.why) > 10, f"{block.where()}: say what it needs"
         if block.kind == "run by":
             file, _, name = block.why.partition("::")

@@ -376,3 +376,26 @@ def test_a_long_log_is_imported_a_piece_at_a_time_with_its_bytes_counted(tmp_pat
     manifest = json.loads((run / "manifest.json").read_text())
     assert f"test-0/sub0.log: throughput_mbps: {lines:,} interval samples, one in 256 kept " \
         "(at most 3,600; the summaries are of all)" in manifest["imported"]["skipped"]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/how-to/import-k8sdds-data.md"])
+def test_the_pages_import_block_runs_as_written(tmp_path, page):
+    """The page's import block, its lines read from the page and run in a folder holding
+    K8sDDS/Data (a small tree of the real K8sDDS logs, `_tree`), the report's `*` expanded
+    as a shell expands it."""
+    import glob
+
+    from .test_docs_commands import ROOT, blocks
+
+    [block] = [b for b in blocks() if b.page == ROOT / page and b.commands and
+               b.commands[0][:3] == ("k8sdds", "import", "k8sdds-data")]
+    _tree(tmp_path / "K8sDDS" / "Data")
+    for words in block.commands:
+        argv = [x for w in words[1:] for x in (sorted(glob.glob(w, root_dir=tmp_path))
+                                              if "*" in w else [w])]
+        done = subprocess.run([sys.executable, "-m", "k8sdds", *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, (words, done.stdout[-2000:], done.stderr[-2000:])
+    assert (tmp_path / "study" / "k8sdds-throughput-test-flannel-udp" / "results.csv").is_file()
+    assert (tmp_path / "study-report" / "report.html").is_file()
