@@ -169,13 +169,15 @@ def test_notebook_executes(run_dir):
     assert "image/png" in text  # the plot was drawn
 
 
-def test_the_readmes_read_the_results_block_runs_as_written(run_dir, tmp_path):
-    """README.md's "Read the results" block, its lines read from the page and run in a folder
-    of their own, logs/RUN_A and logs/RUN_B both copies of this module's run (a run against itself:
-    compare has a verdict, within noise, and the gate passes)."""
+@pytest.mark.parametrize("page", ["README.md", "docs/tutorials/first-run.md"])
+def test_the_pages_read_the_results_blocks_run_as_written(run_dir, tmp_path, page):
+    """The README's "Read the results" block and the first run's, their lines read from the
+    page and run in a folder of their own, logs/RUN_A and logs/RUN_B both copies of this
+    module's run (a run against itself: compare has a verdict, within noise, and the gate
+    passes)."""
     from .test_docs_commands import blocks
 
-    [block] = [b for b in blocks() if b.page == ROOT / "README.md" and b.commands and
+    [block] = [b for b in blocks() if b.page == ROOT / page and b.commands and
                b.commands[0][:2] == ("k8sdds", "report")]
     (tmp_path / "logs").mkdir()
     for name in ("RUN_A", "RUN_B"):
