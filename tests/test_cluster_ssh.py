@@ -572,7 +572,8 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
         said = " ".join(done.stdout.split())
         assert "install: 1/1 hosts" in said and "kubelet, kubeadm v1.34.3 in /usr/local/bin" \
             in said and "containerd 1.6.20~ds1-1+deb12u3" in said, said
-        print(f"cluster install on the armhf machine: {time.monotonic() - started:.0f} s")
+        print(f"cluster install on the armhf machine: {time.monotonic() - started:.0f} s; "
+              + said)
         done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir",
                     str(tmp_path / "logs"))
         rows = ss.check_rows(done.stdout)

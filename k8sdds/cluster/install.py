@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -196,13 +197,15 @@ def installed(out: str) -> set[str]:
 def install(remote: Remote, parts: Bundle) -> list[str]:
     """Everything a kubeadm node needs, on one host; what was done."""
     host = remote.host
+    started = time.monotonic()
+    sent = Sent()
     _preflight(remote, parts.arch)
     kept = remote.run(("cat", RECORD), root=True)
     record = Record.parse(kept.out)
     before = record.text() if kept.code == 0 else ""
-    said = [_packages(remote, parts.debs, record)]
-    said.append(_parts(remote, parts.parts_for(host.role), parts.version, record))
-    changed, what = _files(remote, record)
+    said = [_packages(remote, parts.debs, record, sent)]
+    said.append(_parts(remote, parts.parts_for(host.role), parts.version, record, sent))
+    changed, what = _files(remote, record, sent)
     said.append(what)
     said.append(_links(remote, record))
     said.append(_kernel(remote, record))
@@ -215,7 +218,16 @@ def install(remote: Remote, parts: Bundle) -> list[str]:
     if record.text() != before:
         with remote_file(remote, record.text(), "install-record") as staged:
             checked(remote, ("install", "-D", "-m", "0600", staged, RECORD), root=True)
+    if not remote.dry_run:
+        said.append(f"{sent.bytes / 1e6:.1f} MB copied in {time.monotonic() - started:.0f} s")
     return said
+
+
+@dataclass
+class Sent:
+    """What install copied to a host, counted as it goes."""
+
+    bytes: int = 0
 
 
 def _preflight(remote: Remote, arch: str) -> None:
@@ -231,7 +243,7 @@ def _preflight(remote: Remote, arch: str) -> None:
                         f"{host.arch} ({arch}): give the host its arch in the inventory")
 
 
-def _packages(remote: Remote, debs: tuple[Deb, ...], record: Record) -> str:
+def _packages(remote: Remote, debs: tuple[Deb, ...], record: Record, sent: Sent) -> str:
     query = remote.run(("dpkg-query", "-W", "-f", "${Package} ${Status}\\n",
                         *(d.package for d in debs)))
     have = installed(query.out)
@@ -241,6 +253,7 @@ def _packages(remote: Remote, debs: tuple[Deb, ...], record: Record) -> str:
     with ExitStack() as stack:
         staged = [stack.enter_context(remote_copy(remote, d.path, "deb", sha256(d.path)))
                   for d in wanted]
+        sent.bytes += sum(d.path.stat().st_size for d in wanted)
         done = remote.run((*DPKG, "-i", *staged), root=True, timeout=1800)
         if done.code != 0:
             # what dpkg left unpacked or half-configured is taken away: the host as it was
@@ -266,7 +279,8 @@ def _sums(remote: Remote, paths: list[str]) -> dict[str, str]:
             if len(line.split()) == 2}
 
 
-def _parts(remote: Remote, parts: dict[str, Path], version: str, record: Record) -> str:
+def _parts(remote: Remote, parts: dict[str, Path], version: str, record: Record,
+           sent: Sent) -> str:
     targets = {f"{BIN}/{name}": path for name, path in parts.items()}
     sums = _sums(remote, list(targets))
     copied = []
@@ -278,6 +292,7 @@ def _parts(remote: Remote, parts: dict[str, Path], version: str, record: Record)
             _keep(remote, target)
         with remote_copy(remote, path, Path(target).name, want) as staged:
             checked(remote, ("install", "-D", "-m", "0755", staged, target), root=True)
+        sent.bytes += path.stat().st_size
         if not remote.dry_run and _sums(remote, [target]).get(target) != want:
             raise HostError(f"{remote.host.name}: {target} differs from the copy sent")
         record.parts.setdefault(target, target in sums)
@@ -287,7 +302,7 @@ def _parts(remote: Remote, parts: dict[str, Path], version: str, record: Record)
     return f"{names} v{version} in {BIN}{state}"
 
 
-def _files(remote: Remote, record: Record) -> tuple[set[str], str]:
+def _files(remote: Remote, record: Record, sent: Sent) -> tuple[set[str], str]:
     sums = _sums(remote, [f.path for f in FILES])
     changed = set()
     for f in FILES:
@@ -299,6 +314,7 @@ def _files(remote: Remote, record: Record) -> tuple[set[str], str]:
         with remote_file(remote, f.text, Path(f.path).name) as staged:
             checked(remote, ("install", "-D", "-m", f"{f.mode:04o}", staged, f.path),
                     root=True)
+        sent.bytes += len(f.text.encode())
         if not remote.dry_run and _sums(remote, [f.path]).get(f.path) != want:
             raise HostError(f"{remote.host.name}: {f.path} differs from what was sent")
         record.files.setdefault(f.path, f.path in sums)
