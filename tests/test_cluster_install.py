@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from k8sdds.cluster import install
+from k8sdds.cluster import install, node_files
 from k8sdds.cluster.checks import CHECKS
 from k8sdds.cluster.remote import HostError, Result
 
-FILES = {f.path: f for f in install.FILES}
+FILES = {f.path: f for f in node_files.FILES}
 
 
 def test_the_kubelet_unit_and_drop_in_are_kubeadms_with_the_kubelet_in_usr_local():

@@ -72,7 +72,7 @@ def _systemd_cgroup(r: Result) -> tuple[bool, str]:
 
 def _plugins(r: Result) -> tuple[bool, str]:
     """The CNI plugins the CNIs' configurations call, in /opt/cni/bin. Pure."""
-    from k8sdds.cluster.install import PLUGINS
+    from k8sdds.cluster.node_files import PLUGINS
 
     have = set(r.out.split()) if r.code == 0 else set()
     lacking = [p for p in PLUGINS if p not in have]
