@@ -25,9 +25,9 @@ from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 HOSTS_REASON = ss.missing()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "k8sdds", *args], capture_output=True,
-                          text=True, timeout=120,
+                          text=True, timeout=timeout,
                           env={**os.environ, "COLUMNS": "250",
                                "PYTHONPATH": str(Path(__file__).parent.parent)})
 
@@ -567,7 +567,7 @@ def test_the_32_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
         # the node parts onto the 32-bit Pi only (h1 and h2 share this machine's /usr)
         started = time.monotonic()
         done = _cli("cluster", "install", "--inventory", str(invf), "--host", "h5",
-                    "--log-dir", str(tmp_path / "logs"))
+                    "--log-dir", str(tmp_path / "logs"), timeout=1200)  # an emulated A7
         assert done.returncode == 0, done.stdout + done.stderr
         said = " ".join(done.stdout.split())
         assert "install: 1/1 hosts" in said and "kubelet, kubeadm v1.34.3 in /usr/local/bin" \
