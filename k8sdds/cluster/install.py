@@ -228,7 +228,9 @@ def _parts(remote: Remote, parts: dict[str, Path], version: str, record: Record,
             continue
         if target in sums and target not in record.parts:
             _keep(remote, target)
-        with remote_copy(remote, path, Path(target).name, want) as staged:
+        # checked once, where it lands (a second pass over the staged copy costs an emulated
+        # or slow board as much again)
+        with remote_copy(remote, path, Path(target).name) as staged:
             checked(remote, ("install", "-D", "-m", "0755", staged, target), root=True)
         sent.bytes += path.stat().st_size
         if not remote.dry_run and _sums(remote, [target]).get(target) != want:
