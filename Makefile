@@ -96,17 +96,18 @@ test-deps:
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 	@$(MAKE) --no-print-directory k8s-test-binaries
 
-## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and cross-compiled, in two lanes side by side: for arm64 CoreDNS and flannel (the test of ARM kubeadm images) and the kubelet, kubeadm, kubectl and kube-proxy (the arm64 test host), for arm the kubelet, kubeadm and kubectl (the armhf test host)
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and cross-compiled, in two lanes side by side: for arm64 and for arm each, the kubelet, kubeadm, kubectl and kube-proxy, CoreDNS and flannel (what `cluster install` puts on the ARM test hosts, and the images `cluster images --build` makes for them)
 k8s-test-binaries:
 	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
 	  export PATH="$$PATH:/usr/local/go/bin"; .ci/k8s-test-binaries || exit 1; \
 	  ( .ci/k8s-cross-binaries arm64 coredns flannel \
 	    && K8S_COMPONENTS="kubelet kubeadm kubectl kube-proxy" .ci/k8s-cross-binaries arm64 kubernetes ) & a=$$!; \
-	  K8S_COMPONENTS="kubelet kubeadm kubectl" .ci/k8s-cross-binaries arm kubernetes & b=$$!; \
+	  ( K8S_COMPONENTS="kubelet kubeadm kubectl kube-proxy" .ci/k8s-cross-binaries arm kubernetes \
+	    && .ci/k8s-cross-binaries arm coredns flannel ) & b=$$!; \
 	  wait $$a; ra=$$?; wait $$b; rb=$$?; [ $$ra -eq 0 ] && [ $$rb -eq 0 ]; \
 	else echo "no Go toolchain: the kubernetes backend's tests will be skipped"; fi
 
-## vm-disk: the ARM test hosts' disks (`k8sdds vm build`: Debian arm64 and armhf, each with the node parts above; as root, once, cached in /var/cache/k8sdds/vm), the two built side by side (each runs its packages' scripts on one core, under qemu-user)
+## vm-disk: the ARM test hosts' disks (`k8sdds vm build`: Debian arm64 and armhf with sshd, as a fresh Raspberry Pi OS, no node part: the tests put those on with `k8sdds cluster install`; as root, once, cached in /var/cache/k8sdds/vm), the two built side by side (each runs its packages' scripts on one core, under qemu-user)
 vm-disk: $(BIN)/k8sdds
 	@if [ "$$(id -u)" -eq 0 ]; then \
 	  $(BIN)/k8sdds vm build --arch arm64 & a=$$!; $(BIN)/k8sdds vm build --arch armhf & b=$$!; \

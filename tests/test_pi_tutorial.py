@@ -6,12 +6,14 @@ tests/test_kubeadm_real.py's, so that the two files run side by side."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,32 +57,55 @@ def _page_commands() -> tuple[dict, list[tuple[str, ...]]]:
     return yaml.safe_load(inventory), commands
 
 
-@pytest.fixture
-def arm(nodes):
-    """The ARM machine on the test hosts' bridge, at the address a fourth host would have."""
-    reason = vm_support.missing()
+@dataclass(frozen=True)
+class Board:
+    """The page's Pi the ARM machine stands for, and what it reports."""
+
+    arch: str  # Debian's: the machine's board (k8sdds vm --arch)
+    page_host: int  # its place in the page's inventory: 1 (pi1, arm) or 2 (pi2, arm64)
+    inventory: str  # the inventory's arch
+    machine: str  # uname -m
+    name: str  # its host name, at the test hosts' address of that number
+    index: int
+
+
+ARM64 = Board("arm64", 2, "arm64", "aarch64", "h4", 4)
+ARMHF = Board("armhf", 1, "arm", "armv7l", "h5", 5)
+
+
+@contextlib.contextmanager
+def arm_machine(nodes, board: Board):
+    """The ARM machine on the test hosts' bridge."""
+    reason = vm_support.missing(board.arch)
     if reason:
-        pytest.skip(f"no ARM test host: {reason}")
-    with vm_support.arm_host(nodes, 4, "h4") as machine:
+        pytest.skip(f"no {board.arch} test host: {reason}")
+    with vm_support.arm_host(nodes, board.index, board.name, board.arch) as machine:
         yield machine
 
 
-def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path):
+def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, tmp_path):
+    """The page's 64-bit Pi (pi2) is the arm64 machine; see `tutorial`."""
+    with arm_machine(nodes, ARM64) as machine:
+        tutorial(nodes, machine, ARM64, tmp_path)
+
+
+def tutorial(nodes, arm, board: Board, tmp_path: Path) -> None:
     """Every command of docs/tutorials/pi-cluster.md, read from the page, in its order, in a
     folder of its own (the repository's schedules and Dockerfile reachable as from a clone).
     What differs, and why:
-    - the inventory's names, addresses, key, known_hosts and user are the test hosts' (the
-      mapping is below): the control plane and the page's 32-bit Pi are amd64 test hosts
-      (this machine's), its 64-bit Pi the ARM machine (arm64, emulated); the image is still
-      built for the page's three architectures and each host takes its own;
+    - the inventory's names, addresses, key, known_hosts and user are the test hosts': the
+      control plane is h1, an amd64 test host; one of the page's Pis is the ARM machine
+      (`board`: the 64-bit pi2 here, the 32-bit pi1 in tests/test_pi_tutorial_armhf.py), the
+      other the amd64 test host h2; the image is still built for the page's three
+      architectures and each host takes its own;
     - init and join get the test nodes' kubeadm configuration and ignore kubeadm's
       preflight (cgroup v1, swap: tests/kubeadm_support.py);
     - `cluster tune` is not run: its keys include host-wide sysctls (net.core.rmem_max) that
       the test hosts share with this machine; tests/test_cluster_ssh.py runs it on
       per-namespace keys;
     - every run gets one repeat, not the page's three: each repeat of a pod pair on the
-      emulated ARM machine takes about 25 s, and three would add about 10 minutes (repeats
-      are the runner's, tested elsewhere);
+      emulated ARM machine takes about 25 s (arm64), and three would add about 10 minutes
+      (repeats are the runner's, tested elsewhere);
     - RUN_A and RUN_B are the two kubernetes runs.
     Each host starts bare (no kubelet, kubeadm, kubectl, unit or CNI plugin; the ARM machine
     no containerd, runc or plugin package either) and is as it was after the page's last
@@ -96,9 +121,12 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
     known.write_text(nodes.known_hosts((1, 2)).read_text() + arm.known_host)
     said["known_hosts"] = str(known)
     said["defaults"].update(user="root", key=str(nodes.directory / "id_ed25519"))
-    for i, host in enumerate(hosts[:2], start=1):  # the test hosts' names: their host names
-        host.update(name=f"h{i}", address=nodes.address(i), arch="amd64", user="root")
-    hosts[2].update(name=arm.spec.name, address=arm.spec.ip, arch="arm64", user="root")
+    vm = board.name
+    other = 3 - board.page_host  # the page's other Pi: the amd64 test host h2
+    hosts[0].update(name="h1", address=nodes.address(1), arch="amd64", user="root")
+    hosts[other].update(name="h2", address=nodes.address(2), arch="amd64", user="root")
+    hosts[board.page_host].update(name=vm, address=arm.spec.ip, arch=board.inventory,
+                                  user="root")
     work = tmp_path / "clone"
     work.mkdir()
     (work / "hosts.yaml").write_text(yaml.safe_dump(said))
@@ -108,10 +136,10 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
     extra.write_text(yaml.safe_dump_all(ks.NODE_CONFIG))
     test_only = ("--kubeadm-config", str(extra), "--ignore-preflight-errors", "all")
     before = {i: ks.snapshot(nodes, i) for i in (1, 2)}
-    before[4] = vm_support.ssh(nodes, arm, known, ks.SNAPSHOT).stdout
-    assert "/usr/local/bin/kubelet" not in before[1] + before[4]
-    assert "/opt/cni/bin/bridge" not in before[1] + before[4]
-    assert "containerd install ok installed" not in before[4]  # a fresh Pi: none
+    before[vm] = vm_support.ssh(nodes, arm, known, ks.SNAPSHOT).stdout
+    assert "/usr/local/bin/kubelet" not in before[1] + before[vm]
+    assert "/opt/cni/bin/bridge" not in before[1] + before[vm]
+    assert "containerd install ok installed" not in before[vm]  # a fresh Pi: none
     runs: list[Path] = []
     steps = []
     for words in commands:
@@ -149,9 +177,9 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
             assert {host for host, _ in failing} == {h["name"] for h in hosts}
             rows = check_rows(done.stdout)
             for check in ("kubelet service", "CNI plugins", "containerd cgroups", "kubelet"):
-                assert "pass" in rows[("h4", check)], rows[("h4", check)]
-            assert "pass" in rows[("h4", "architecture")]  # the ARM machine: aarch64
-            assert "aarch64" in rows[("h4", "architecture")], rows[("h4", "architecture")]
+                assert "pass" in rows[(vm, check)], rows[(vm, check)]
+            assert "pass" in rows[(vm, "architecture")]  # the ARM machine's uname -m
+            assert board.machine in rows[(vm, "architecture")], rows[(vm, "architecture")]
             assert "x86_64" in rows[("h1", "architecture")]
         else:
             assert done.returncode == 0, (words, done.stdout[-3000:], done.stderr[-3000:])
@@ -176,21 +204,24 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
                 assert len(manifest["repeats"]) == 3 * len(manifest["datapaths"])
                 placed = {n for e in manifest["repeats"].values() for n in
                           e["placement"].values()}
-                assert placed <= {"h2", "h4"}  # the workers: pods stay off the control plane
-                # the publisher on amd64, the subscriber (or pong) on the ARM machine
+                assert placed <= {"h2", vm}  # the workers: pods stay off the control plane
+                # the publisher on amd64 (the first worker by name), the subscriber (or pong)
+                # on the ARM machine
                 assert {(e["placement"]["pub"], e["placement"]["sub0"])
-                        for e in manifest["repeats"].values()} == {("h2", "h4")}
+                        for e in manifest["repeats"].values()} == {("h2", vm)}
                 arches = {n["name"]: n["arch"] for n in manifest["cluster"]["nodes"]}
-                assert (arches["h2"], arches["h4"]) == ("amd64", "arm64")
+                assert (arches["h2"], arches[vm]) == ("amd64", board.inventory)
                 summary = df[df.kind == "summary"]
-                assert set(summary[summary.role == "sub0"].arch) == {"arm64"}
+                assert set(summary[summary.role == "sub0"].arch) == {board.inventory}
                 assert set(summary[summary.role == "pub"].arch) == {"amd64"}
                 assert (summary[summary.metric == "lost"].value == 0).all()  # reliable
-            else:  # the bare hosts: the baseline, ddsperf from h2 to the ARM machine
+            else:  # the bare hosts, the baseline: from the inventory's first worker (pi1)
                 assert manifest["backend"] == "ssh" and len(manifest["repeats"]) == 3
                 summary = df[df.kind == "summary"]
-                assert set(summary[summary.role == "sub0"].arch) == {"arm64"}
-                assert set(summary[summary.role == "pub"].arch) == {"amd64"}
+                first, second = ((board.inventory, "amd64") if board.page_host == 1
+                                 else ("amd64", board.inventory))
+                assert set(summary[summary.role == "pub"].arch) == {first}
+                assert set(summary[summary.role == "sub0"].arch) == {second}
         if words[1:3] == ["cluster", "init"]:  # a fresh kubeconfig where the run looks
             api = config.new_client_from_config(str(work / "admin.conf"))
             assert client.VersionApi(api).get_code().git_version == "v1.34.3"
@@ -206,8 +237,8 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
             ready = {n.metadata.name for n in client.CoreV1Api(api).list_node().items}
             assert ready == {h["name"] for h in hosts}
             core = client.CoreV1Api(api)
-            assert core.read_node("h4").status.node_info.architecture == "arm64"
-            cni = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=h4").items
+            assert core.read_node(vm).status.node_info.architecture == board.inventory
+            cni = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={vm}").items
             assert any(p.metadata.name.startswith("kube-flannel") and
                        p.status.phase == "Running" for p in cni), [p.metadata.name for p in cni]
             api.close()
@@ -222,6 +253,7 @@ def test_the_pi_tutorial_runs_as_written_on_the_test_hosts(nodes, arm, tmp_path)
         assert after == before[i], f"h{i} differs after reset --purge:\n" + "\n".join(
             difflib.unified_diff(before[i].splitlines(), after.splitlines(), lineterm=""))
     after = vm_support.ssh(nodes, arm, known, ks.SNAPSHOT).stdout
-    assert after == before[4], "the ARM machine differs after reset --purge:\n" + "\n".join(
-        difflib.unified_diff(before[4].splitlines(), after.splitlines(), lineterm=""))
-    print(f"the Pi tutorial: {time.monotonic() - started:.0f} s; " + "; ".join(steps))
+    assert after == before[vm], "the ARM machine differs after reset --purge:\n" + "\n".join(
+        difflib.unified_diff(before[vm].splitlines(), after.splitlines(), lineterm=""))
+    print(f"the Pi tutorial ({board.arch}): {time.monotonic() - started:.0f} s; "
+          + "; ".join(steps))
