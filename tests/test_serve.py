@@ -675,3 +675,44 @@ def test_slow_clients_cannot_starve_the_others(tmp_path):
     errors = proc.stderr.read()
     assert "Traceback" not in errors, errors
     assert "no whole request within 2 s: closed" in errors
+
+
+@pytest.mark.service
+def test_an_oversized_head_gets_414_or_431_and_a_client_gone_mid_body_one_line(tmp_path):
+    """As HTTP servers answer them: a 100 KB request target 414, 32 KB of header fields 431;
+    a client that sends half its body and leaves: one line in the log, no traceback."""
+    _clear(store.default_url(tmp_path))
+    (tmp_path / "logs").mkdir()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "serve", "--listen",
+                             f"127.0.0.1:{port}", "--out", str(tmp_path / "logs")],
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+                            stderr=subprocess.PIPE, text=True)
+
+    def ask(head: bytes, body: bytes = b"", close: bool = False) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(head + body)
+            if close:
+                return b""
+            return s.recv(4096).split(b"\r\n")[0]
+
+    try:
+        _wait_listening(proc, port)
+        long_target = b"GET /api/runs?datapath=" + b"x" * 100_000 + b" HTTP/1.1\r\n"
+        assert b" 414 " in ask(long_target + b"Host: x\r\nConnection: close\r\n\r\n")
+        many = b"".join(b"X-Pad-%d: %s\r\n" % (i, b"y" * 1000) for i in range(32))
+        assert b" 431 " in ask(b"GET /api/runs HTTP/1.1\r\nHost: x\r\n" + many +
+                               b"Connection: close\r\n\r\n")
+        assert b" 200 " in ask(b"GET /api/runs HTTP/1.1\r\nHost: x\r\nConnection: close"
+                               b"\r\n\r\n")  # a head within the bounds
+        ask(b"POST /api/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n"
+            b"Content-Length: 1000\r\n\r\n", b"dataLen,multicast", close=True)
+        time.sleep(1)  # the server noticing the closed connection: nothing to wait on
+        assert b" 200 " in ask(b"GET /api/runs HTTP/1.1\r\nHost: x\r\nConnection: close"
+                               b"\r\n\r\n")  # still serving
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    errors = proc.stderr.read()
+    assert "Traceback" not in errors and "ClientDisconnect" not in errors, errors
+    assert errors.count("gone before its whole request body arrived") == 1, errors

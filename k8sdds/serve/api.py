@@ -8,18 +8,23 @@ module assembles the app: its middlewares, the pages and one router per resource
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
+from starlette.requests import ClientDisconnect
 
+from k8sdds.serve.limits import MAX_HEADERS, MAX_TARGET
 from k8sdds.serve.pages import add_pages
 from k8sdds.serve.routes import ROUTERS
 from k8sdds.serve.routes.common import MAX_BODY, Service
 from k8sdds.serve.routes.tasks import TaskRequest
 from k8sdds.serve.tasks import Worker
+
+log = logging.getLogger("k8sdds.serve")
 
 
 def create_app(engine: Engine, out: Path, token: str | None = None,
@@ -51,6 +56,29 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
                                  f"{str(request.scope.get('http_version'))[:8]} is not "
                                  "supported: use HTTP/1.1"}, 505)
         return await call_next(request)
+
+    @app.middleware("http")
+    async def limit_head(request: Request, call_next):
+        """A request target or header fields past an HTTP server's bounds: 414, 431."""
+        target = len(request.scope.get("raw_path", b"")) + len(
+            request.scope.get("query_string", b""))
+        if target > MAX_TARGET:
+            return JSONResponse({"detail": f"request target over {MAX_TARGET} bytes"}, 414)
+        if sum(len(k) + len(v) for k, v in request.scope["headers"]) > MAX_HEADERS:
+            return JSONResponse({"detail": f"header fields over {MAX_HEADERS} bytes"}, 431)
+        return await call_next(request)
+
+    @app.middleware("http")
+    async def client_gone(request: Request, call_next):
+        """A client that leaves before its whole body arrived: one line in the log, no
+        traceback (no one is left to answer)."""
+        try:
+            return await call_next(request)
+        except ClientDisconnect:
+            client = request.client
+            log.warning("%s: gone before its whole request body arrived",
+                        f"{client.host}:{client.port}" if client else "a client")
+            return Response(status_code=400)
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next):
