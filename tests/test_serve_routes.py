@@ -39,3 +39,22 @@ def test_the_runs_router_adds_lists_and_compares_without_an_app(svc):
     # one repeat a side: the change is shown, no verdict, and no NaN reaches the JSON
     assert row["verdict"] == "no verdict (one repeat)" and row["significant"] is None
     assert row["baseline_pm_pct"] is None and row["n_baseline"] == 1
+
+
+def test_the_documents_csv_body_says_what_the_service_refuses():
+    """POST /api/tasks as text/csv: the OpenAPI document refuses the empty body and a body
+    without the schedule's header line, and takes the shipped schedules as they are."""
+    import re
+    from pathlib import Path
+
+    from sqlalchemy import create_engine
+
+    from k8sdds.serve.api import create_app
+
+    doc = create_app(create_engine("sqlite://"), Path("/nonexistent")).openapi()
+    schema = doc["paths"]["/api/tasks"]["post"]["requestBody"]["content"]["text/csv"]["schema"]
+    assert schema["type"] == "string" and schema["minLength"] == 1
+    pattern = re.compile(schema["pattern"])
+    assert not pattern.search("") and not pattern.search("1024,false,1,false,0\n")
+    for shipped in (Path(__file__).parent.parent / "schedules").glob("*.csv"):
+        assert pattern.search(shipped.read_text()), shipped.name

@@ -34,12 +34,24 @@ class TaskRequest(BaseModel):
     options: TaskOptions = TaskOptions()
 
 
+# what a CSV body must be before its rows are read: not empty, its first line the columns'
+# names (the K8sDDS five among them), then a row or more; the rows' values are checked as
+# `k8sdds run` checks them (a 422 with the reason)
+CSV_SCHEDULE = {
+    "type": "string", "minLength": 1,
+    "pattern": r"^(?=[^\n]*dataLen)(?=[^\n]*multicast)(?=[^\n]*numSubscribers)"
+               r"(?=[^\n]*bestEffort)(?=[^\n]*batchSize)[A-Za-z_,]+\r?\n[^\n]+",
+    "description": "A schedule: a header line naming the columns (dataLen, multicast, "
+                   "numSubscribers, bestEffort, batchSize and any optional ones), then one "
+                   "row a test. Rows are checked as `k8sdds run` checks them."}
+
+
 @router.post("/api/tasks", status_code=201,
              responses=errors(*COMMON, 411, 503), openapi_extra={"requestBody": {
                  "required": True, "content": {
                      "application/json": {"schema": {
                          "$ref": "#/components/schemas/TaskRequest"}},
-                     "text/csv": {"schema": {"type": "string"}}}}})
+                     "text/csv": {"schema": CSV_SCHEDULE}}}})
 async def submit(request: Request):
     """Queue a schedule: a JSON body {"schedule": CSV text, "options": {...}}, or the CSV
     itself (Content-Type text/csv) with the default options. The schedule is checked as
