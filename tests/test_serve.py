@@ -193,7 +193,8 @@ def _get(url: str, token: str | None = None, data: bytes | None = None):
 
 @contextlib.contextmanager
 def _serve(db_url: str, folder: Path) -> Iterator[tuple[str, str, Path]]:
-    """The real `k8sdds serve` on a free loopback port, with a token, over two runs."""
+    """The real `k8sdds serve` on a free loopback port, with a token, over two runs, which
+    it adds only when asked (--watch 0: the tests of --add-runs and POST /api/imports)."""
     _clear(db_url)
     _runs(folder / "logs", 2)
     token_file = folder / "token"
@@ -202,7 +203,7 @@ def _serve(db_url: str, folder: Path) -> Iterator[tuple[str, str, Path]]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "serve", "--db", db_url,
                              "--listen", f"127.0.0.1:{port}", "--out", str(folder / "logs"),
-                             "--token-file", str(token_file)], env=env,
+                             "--token-file", str(token_file), "--watch", "0"], env=env,
                             stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -716,3 +717,54 @@ def test_an_oversized_head_gets_414_or_431_and_a_client_gone_mid_body_one_line(t
     errors = proc.stderr.read()
     assert "Traceback" not in errors and "ClientDisconnect" not in errors, errors
     assert errors.count("gone before its whole request body arrived") == 1, errors
+
+
+@pytest.mark.service
+def test_the_service_adds_the_runs_in_out_by_itself(tmp_path):
+    """`k8sdds serve` then no --add-runs (the user's path after `make demo`): the runs in
+    --out at start are listed, one that appears later too, one still running once it
+    ends; a damaged one is listed on the runs page with its reason, never a 500."""
+    import shutil
+
+    _clear(store.default_url(tmp_path))
+    logs = tmp_path / "logs"
+    first = _runs(logs, 2)
+    damaged = logs / "20260109-000000-dead"
+    damaged.mkdir()
+    (damaged / "manifest.json").write_text("{not json")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "serve", "--listen",
+                             f"127.0.0.1:{port}", "--out", str(logs), "--watch", "0.2"],
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+                            stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def listed(n: int) -> list[str]:
+        deadline = time.monotonic() + 30
+        while True:
+            status, body = _get(f"{base}/api/runs")
+            assert status == 200, body
+            names = sorted(r["run_id"] for r in json.loads(body))
+            if len(names) >= n or time.monotonic() > deadline:
+                return names
+            time.sleep(0.2)  # the watcher's next sweep: nothing to wait on from here
+
+    try:
+        _wait_listening(proc, port)
+        assert listed(2) == sorted(p.name for p in first)
+        later = fake_run(tmp_path / "more", "20260110-000000-beef", repeats=2).path
+        reparse(later)
+        running = json.loads((later / "manifest.json").read_text())
+        (later / "manifest.json").write_text(json.dumps({**running, "status": "running"}))
+        shutil.copytree(later, logs / later.name)
+        time.sleep(1)  # five sweeps
+        assert len(listed(2)) == 2  # still running: not yet
+        (logs / later.name / "manifest.json").write_text(json.dumps(running))
+        assert listed(3) == sorted([*(p.name for p in first), later.name])
+        status, page = _get(f"{base}/")
+        assert status == 200 and "Not added" in page and damaged.name in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    errors = proc.stderr.read()
+    assert "Traceback" not in errors and errors.count(f"{damaged.name}") == 1, errors

@@ -42,10 +42,10 @@ def serve(
                                   "directories)."),
     old_add: bool = typer.Option(False, "--import", hidden=True,
                                  help="The old spelling of --add-runs."),
-    include_failed: bool = typer.Option(False, "--include-failed", help="With --add-runs: "
-                                        "add the rows a failed repeat parsed too (left out "
-                                        "by default; the run's manifest keeps the repeat "
-                                        "and its reason)."),
+    include_failed: bool = typer.Option(False, "--include-failed", help="With --add-runs "
+                                        "and --watch: add the rows a failed repeat parsed "
+                                        "too (left out by default; the run's manifest "
+                                        "keeps the repeat and its reason)."),
     kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="A cluster whose nodes "
                                            "the nodes page shows [none]."),
     context: str | None = typer.Option(None, "--context", help="That kubeconfig's context."),
@@ -63,6 +63,10 @@ def serve(
     read_timeout: float = typer.Option(10.0, "--read-timeout", min=0.1, max=3600,
                                        help="Seconds a client gets to send a whole request "
                                        "(head and body); a slower one is closed."),
+    watch: float = typer.Option(5.0, "--watch", min=0, help="Every this many seconds, add "
+                                "the run directories that appeared in --out (those there at "
+                                "start at once; a run still running when it ends; each "
+                                "once); 0: never, only --add-runs."),
 ) -> None:
     """The runs' database (migrated to the newest schema at start) and its HTTP API
     (OpenAPI at /openapi.json): runs listed with filters, one run's results as JSON or CSV,
@@ -96,20 +100,27 @@ def serve(
 
     from k8sdds.serve.api import create_app
     from k8sdds.serve.tasks import Worker
+    from k8sdds.serve.watch import Watcher
 
     worker = Worker(engine, out, max_seconds=max_task_seconds)
     worker.start()
-    err_console.print(f"k8sdds serve: http://{listen} (runs in {out})")
+    watcher = Watcher(engine, out, watch, include_failed)
+    if watch:
+        watcher.start()
+    err_console.print(f"k8sdds serve: http://{listen} (runs in {out}"
+                      + (f", new ones added every {watch:g} s)" if watch else ")"))
     try:
         from k8sdds.serve.nodes import online
 
         app = create_app(engine, out, token, worker,
-                         lambda: online(kubeconfig, context, inventory))
+                         lambda: online(kubeconfig, context, inventory),
+                         lambda: watcher.refused)
         from k8sdds.serve.protocol import ConcurrencyLimit, guarded
 
         uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
                     log_level="warning", http=guarded(read_timeout, 16 * max_connections))
     finally:
+        watcher.stop()
         worker.stop()
 
 

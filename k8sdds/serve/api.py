@@ -29,9 +29,12 @@ log = logging.getLogger("k8sdds.serve")
 
 def create_app(engine: Engine, out: Path, token: str | None = None,
                worker: Worker | None = None,
-               nodes: Callable[[], list[dict]] = lambda: []) -> FastAPI:
+               nodes: Callable[[], list[dict]] = lambda: [],
+               refused: Callable[[], dict[str, str]] = dict) -> FastAPI:
+    """The API and its pages; `refused`: the run directories of --out not added, with
+    why (the watcher's)."""
     app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
-    add_pages(app, engine, token, nodes, out)
+    add_pages(app, engine, token, nodes, out, refused)
 
     @app.middleware("http")
     async def allow_header(request: Request, call_next):

@@ -42,7 +42,8 @@ def served(path: Path, out: Path) -> bool:
 
 
 def add_pages(app: FastAPI, engine: Engine, token: str | None,
-              nodes: Callable[[], list[dict]], out: Path = Path("logs")) -> None:
+              nodes: Callable[[], list[dict]], out: Path = Path("logs"),
+              refused: Callable[[], dict[str, str]] = dict) -> None:
     def page(request: Request, name: str, title: str, **values) -> HTMLResponse:
         if not allowed(request, token):
             return RedirectResponse("/login", 303)
@@ -70,7 +71,8 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
             len(payload) <= 10 and int(payload) <= MAX_PAYLOAD else None
         f = store.RunFilter(datapath or None, engine_name or None, transport or None, size)
         return page(request, "runs.html", "Runs", runs=store.list_runs(engine, f), f=f,
-                    filtered=any((datapath, engine_name, transport, payload)))
+                    filtered=any((datapath, engine_name, transport, payload)),
+                    refused=sorted(refused().items()))
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
     def run(request: Request, run_id: str):
