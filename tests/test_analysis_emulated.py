@@ -192,3 +192,42 @@ def test_the_pages_read_the_results_blocks_run_as_written(run_dir, tmp_path, pag
 
     assert len(pd.read_parquet(tmp_path / "run.parquet")) == len(
         pd.read_csv(run_dir / "results.csv"))
+
+
+def test_the_service_shows_the_runs_answer_and_plots_on_its_page(run_dir, tmp_path):
+    """`k8sdds serve` over the folder of this module's run (no --add-runs: it adds it by
+    itself): the run's page opens with the answer `k8sdds run` gave and its plot."""
+    import json as json_
+    import time
+
+    from .test_serve import _free_port, _get, _wait_listening
+
+    out = tmp_path / "logs"
+    shutil.copytree(run_dir, out / run_dir.name)
+    drawn = cli("plot", str(out / run_dir.name), env=dict(os.environ))
+    assert drawn.returncode == 0, drawn.stderr
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "serve", "--listen",
+                             f"127.0.0.1:{port}", "--out", str(out), "--watch", "0.2",
+                             "--db", f"sqlite:///{tmp_path / 'k8sdds.db'}"],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_listening(proc, port)
+        deadline = time.monotonic() + 60
+        while not json_.loads(_get(f"{base}/api/runs")[1]) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the watcher's first sweep
+        status, page = _get(f"{base}/runs/{run_dir.name}")
+        assert status == 200, page
+        assert re.search(r'<ul id="answer"><li>flannel-vxlan: throughput ', page), page[:3000]
+        assert f'src="/runs/{run_dir.name}/plots/throughput.png"' in page
+        import urllib.request
+
+        with urllib.request.urlopen(f"{base}/runs/{run_dir.name}/plots/throughput.png",
+                                    timeout=30) as got:
+            assert got.status == 200 and got.read(8) == b"\x89PNG\r\n\x1a\n"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert "Traceback" not in proc.stderr.read()

@@ -41,6 +41,24 @@ def served(path: Path, out: Path) -> bool:
             and path.is_file())
 
 
+PLOTS = ("throughput.png", "latency.png", "overhead.png")  # what `k8sdds run` draws
+
+
+def run_answer(folder: Path, out: Path) -> list[str]:
+    """The run's answer, as `k8sdds run` printed it (what each datapath costs against host),
+    from its results; none for a run outside --out or without results it can read."""
+    from k8sdds.analysis import answer, tables
+    from k8sdds.analysis.load import load
+
+    if not served(folder / "results.csv", out):
+        return []
+    try:
+        runs = load([folder])
+        return answer.of_runs(runs, tables.throughput(runs), tables.latency(runs))[1]
+    except (UserError, OSError, ValueError, KeyError):
+        return []
+
+
 def add_pages(app: FastAPI, engine: Engine, token: str | None,
               nodes: Callable[[], list[dict]], out: Path = Path("logs"),
               refused: Callable[[], dict[str, str]] = dict) -> None:
@@ -79,9 +97,22 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
         found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
         if found is None:
             raise HTTPException(404, f"no run {run_id[:80]!r}")
-        report = served(Path(found["path"]) / "report.html", out)
+        folder = Path(found["path"])
+        report = served(folder / "report.html", out)
+        plots = [p for p in PLOTS if served(folder / p, out)]
         return page(request, "run.html", f"Run {run_id}", run=found, report=report,
-                    summary=store.summary(engine, run_id))
+                    summary=store.summary(engine, run_id), answer=run_answer(folder, out),
+                    plots=plots)
+
+    @app.get("/runs/{run_id}/plots/{name}", include_in_schema=False)
+    def plot(request: Request, run_id: str, name: str):
+        if not allowed(request, token):
+            return RedirectResponse("/login", 303)
+        found = store.run(engine, run_id) if store.RUN_ID.match(run_id) else None
+        path = Path(found["path"]) / name if found and name in PLOTS else None
+        if path is None or not served(path, out):
+            raise HTTPException(404, f"run {run_id[:80]!r} has no plot {name[:40]!r}")
+        return FileResponse(path, media_type="image/png")
 
     @app.get("/runs/{run_id}/report", include_in_schema=False)
     def report(request: Request, run_id: str):
