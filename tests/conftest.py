@@ -14,7 +14,8 @@ pytest_plugins = ["tests.skip_rule",  # in CI a skip is a failure
 # then one more each, then whichever is free takes the next), so the long ones start at once
 # and the short ones fill the gaps; the three with real kubelets mostly fall to one process,
 # one after the other.
-FIRST = ["test_pi_tutorial", "test_kube_testbed", "test_kubeadm_real", "test_baseline_emulated",
+FIRST = ["test_pi_tutorial", "test_pi_tutorial_armhf", "test_kube_testbed", "test_kubeadm_real",
+         "test_baseline_emulated",
          "test_kube_router_testbed", "test_weave_testbed", "test_kubernetes_backend",
          "test_emulated", "test_serve_tasks", "test_arm_image", "test_analysis_emulated",
          "test_storage_emulated", "test_secure_emulated"]
