@@ -37,8 +37,9 @@ def test_one_cgroup_driver_for_the_kubelet_and_containerd():
 
 def test_dpkgs_installed_packages_are_read_from_its_status_words():
     out = ("containerd install ok installed\nrunc deinstall ok config-files\n"
-           "libseccomp2:arm64 install ok installed\niptables unknown ok not-installed\n")
-    assert install.installed(out) == {"containerd", "libseccomp2"}
+           "libseccomp2:arm64 install ok installed\niptables unknown ok not-installed\n"
+           "runc hold ok installed\n")
+    assert install.installed(out) == {"containerd", "libseccomp2", "runc"}
     assert install.installed("") == set()
 
 

@@ -127,7 +127,7 @@ def installed(out: str) -> set[str]:
     found = set()
     for line in out.splitlines():
         words = line.split()
-        if len(words) >= 4 and words[1:4] == ["install", "ok", "installed"]:
+        if len(words) >= 4 and words[2:4] == ["ok", "installed"]:  # wanted: install or hold
             found.add(words[0].split(":")[0])
     return found
 
