@@ -24,11 +24,13 @@ containerd, runc and every image are real.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -395,6 +397,20 @@ def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
                           env={**os.environ, "COLUMNS": "250",
                                "PYTHONPATH": str(Path(__file__).parent.parent)})
 
+
+
+@contextlib.contextmanager
+def node_set(directory: Path, prefix: str, net: int) -> Iterator[Nodes]:
+    """Three nodes up for the block; after it, nothing of theirs left: no shim, container or
+    daemon, and nothing of kubeadm's, the kubelet's or a CNI's on this machine."""
+    before = host_state(prefix)
+    n = make(directory, prefix, net=net)
+    try:
+        yield n.up()
+    finally:
+        left = n.down()
+    assert left == []
+    assert host_state(prefix) == before
 
 
 def snapshot(nodes, i: int) -> str:

@@ -32,14 +32,8 @@ WEAVE_STATUS = ("import urllib.request; print(urllib.request.urlopen("
 PREFIX = f"kka{os.getpid() % 1000}"  # the test hosts' namespaces and links
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
-    before = ks.host_state(PREFIX)
-    n = ks.make(tmp_path_factory.mktemp("kubeadm"), PREFIX, net=241)
-    try:
-        yield n.up()
-    finally:
-        left = n.down()
-    assert left == []  # no shim, container or daemon outlives the nodes
-    assert ks.host_state(PREFIX) == before  # nothing of kubeadm's, the kubelet's or flannel's here
+    with ks.node_set(tmp_path_factory.mktemp("kubeadm"), PREFIX, net=241) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

@@ -31,14 +31,8 @@ PREFIX = f"kkt{os.getpid() % 1000}"  # the test hosts' namespaces and links
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
-    before = ks.host_state(PREFIX)
-    n = ks.make(tmp_path_factory.mktemp("tutorial"), PREFIX, net=242)
-    try:
-        yield n.up()
-    finally:
-        left = n.down()
-    assert left == []  # no shim, container or daemon outlives the nodes
-    assert ks.host_state(PREFIX) == before  # nothing of kubeadm's or the kubelet's here
+    with ks.node_set(tmp_path_factory.mktemp("tutorial"), PREFIX, net=242) as made:
+        yield made
 
 
 TUTORIAL = Path(__file__).parent.parent / "docs" / "tutorials" / "pi-cluster.md"

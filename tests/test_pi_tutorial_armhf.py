@@ -21,14 +21,8 @@ PREFIX = f"kku{os.getpid() % 1000}"  # the test hosts' namespaces and links
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
-    before = ks.host_state(PREFIX)
-    n = ks.make(tmp_path_factory.mktemp("tutorial-armhf"), PREFIX, net=243)
-    try:
-        yield n.up()
-    finally:
-        left = n.down()
-    assert left == []  # no shim, container or daemon outlives the nodes
-    assert ks.host_state(PREFIX) == before  # nothing of kubeadm's or the kubelet's here
+    with ks.node_set(tmp_path_factory.mktemp("tutorial-armhf"), PREFIX, net=243) as made:
+        yield made
 
 
 def test_the_pi_tutorial_runs_as_written_with_the_32_bit_pi(nodes, tmp_path):

@@ -22,7 +22,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,48 +217,58 @@ def _sums(remote: Remote, paths: list[str]) -> dict[str, str]:
             if len(line.split()) == 2}
 
 
+@dataclass(frozen=True)
+class Placed:
+    """One file install puts on a host: where, its SHA-256 and mode, its size, and how it is
+    staged on the host (a copy of a local file, or a text)."""
+
+    target: str
+    sha256: str
+    mode: int
+    size: int
+    stage: Callable[[], AbstractContextManager[str]]
+
+
+def _place(remote: Remote, items: list[Placed], owned: dict[str, bool], sent: Sent
+           ) -> list[str]:
+    """Each item onto the host where the host's file differs from it: the host's own file
+    kept first (for --purge), the staged copy installed, then checked by SHA-256 where it
+    lands (once: a second pass over the staged copy costs a slow board as much again); the
+    targets written. `owned` (the record's): target -> an earlier file was kept."""
+    sums = _sums(remote, [i.target for i in items])
+    written = []
+    for item in items:
+        if sums.get(item.target) == item.sha256:
+            continue
+        if item.target in sums and item.target not in owned:
+            _keep(remote, item.target)
+        with item.stage() as staged:
+            checked(remote, ("install", "-D", "-m", f"{item.mode:04o}", staged, item.target),
+                    root=True)
+        sent.bytes += item.size
+        if not remote.dry_run and _sums(remote, [item.target]).get(item.target) != \
+                item.sha256:
+            raise HostError(f"{remote.host.name}: {item.target} differs from what was sent")
+        owned.setdefault(item.target, item.target in sums)
+        written.append(item.target)
+    return written
+
+
 def _parts(remote: Remote, parts: dict[str, Path], version: str, record: Record,
            sent: Sent) -> str:
-    targets = {f"{BIN}/{name}": path for name, path in parts.items()}
-    sums = _sums(remote, list(targets))
-    copied = []
-    for target, path in targets.items():
-        want = sha256(path)
-        if sums.get(target) == want:
-            continue
-        if target in sums and target not in record.parts:
-            _keep(remote, target)
-        # checked once, where it lands (a second pass over the staged copy costs an emulated
-        # or slow board as much again)
-        with remote_copy(remote, path, Path(target).name) as staged:
-            checked(remote, ("install", "-D", "-m", "0755", staged, target), root=True)
-        sent.bytes += path.stat().st_size
-        if not remote.dry_run and _sums(remote, [target]).get(target) != want:
-            raise HostError(f"{remote.host.name}: {target} differs from the copy sent")
-        record.parts.setdefault(target, target in sums)
-        copied.append(Path(target).name)
-    names = ", ".join(parts)
-    state = "" if copied or remote.dry_run else " (already)"
-    return f"{names} v{version} in {BIN}{state}"
+    written = _place(remote, [
+        Placed(f"{BIN}/{name}", sha256(path), 0o755, path.stat().st_size,
+               lambda path=path, name=name: remote_copy(remote, path, name))
+        for name, path in parts.items()], record.parts, sent)
+    state = "" if written or remote.dry_run else " (already)"
+    return f"{', '.join(parts)} v{version} in {BIN}{state}"
 
 
 def _files(remote: Remote, record: Record, sent: Sent) -> tuple[set[str], str]:
-    sums = _sums(remote, [f.path for f in FILES])
-    changed = set()
-    for f in FILES:
-        want = digest(f.text)
-        if sums.get(f.path) == want:
-            continue
-        if f.path in sums and f.path not in record.files:
-            _keep(remote, f.path)
-        with remote_file(remote, f.text, Path(f.path).name) as staged:
-            checked(remote, ("install", "-D", "-m", f"{f.mode:04o}", staged, f.path),
-                    root=True)
-        sent.bytes += len(f.text.encode())
-        if not remote.dry_run and _sums(remote, [f.path]).get(f.path) != want:
-            raise HostError(f"{remote.host.name}: {f.path} differs from what was sent")
-        record.files.setdefault(f.path, f.path in sums)
-        changed.add(f.path)
+    changed = set(_place(remote, [
+        Placed(f.path, digest(f.text), f.mode, len(f.text.encode()),
+               lambda f=f: remote_file(remote, f.text, Path(f.path).name))
+        for f in FILES], record.files, sent))
     return changed, (f"{len(changed)} of {len(FILES)} configuration files written"
                      + (f" ({', '.join(sorted(changed))})" if changed else ""))
 
