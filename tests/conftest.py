@@ -14,7 +14,7 @@ pytest_plugins = ["tests.skip_rule",  # in CI a skip is a failure
 # then one more each, then whichever is free takes the next), so the long ones start at once
 # and the short ones fill the gaps; the three with real kubelets mostly fall to one process,
 # one after the other.
-FIRST = ["test_pi_tutorial", "test_pi_tutorial_armhf", "test_kube_testbed", "test_kubeadm_real",
+FIRST = ["test_pi_tutorial", "test_kube_testbed", "test_kubeadm_real",
          "test_baseline_emulated",
          "test_kube_router_testbed", "test_weave_testbed", "test_kubernetes_backend",
          "test_emulated", "test_serve_tasks", "test_arm_image", "test_analysis_emulated",
@@ -78,3 +78,21 @@ def fake_run(tmp_path: Path, run_id: str = "20260101-000000-abcd", repeats: int 
     run.write_manifest(RunManifest(run_id=run.run_id, backend="emulated", tests=[thr, lat],
                                 repeats=entries, status="complete"))
     return run
+
+
+def run_with_throughput(tmp_path, name: str, values: list[float]):
+    """A run of real ddsperf logs, one repeat per value, whose subscriber throughput of each
+    repeat is set to that value (the repeat's summary row)."""
+    import pandas as pd
+
+    from k8sdds.reparse import reparse
+
+    run = fake_run(tmp_path / name, f"20260101-000000-{name}", repeats=len(values))
+    reparse(run.path)
+    df = pd.read_csv(run.results_path)
+    for repeat, value in enumerate(values, 1):
+        hit = ((df.metric == "throughput_mbps") & df.role.str.startswith("sub")
+               & (df.kind == "summary") & (df.repeat == repeat))
+        df.loc[hit, "value"] = value
+    df.to_csv(run.results_path, index=False)
+    return run.path

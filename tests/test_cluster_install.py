@@ -1,7 +1,7 @@
 """`k8sdds cluster install`'s pure parts: the files it writes, the record it keeps, what it
 reads of dpkg, and the checks that judge a host after it. The real install runs in
-tests/test_kubeadm_real.py (amd64 nodes), tests/test_pi_tutorial.py (the arm64 machine, and
-reset --purge) and tests/test_cluster_ssh.py (the armhf machine)."""
+tests/test_kubeadm_real.py (amd64 nodes), tests/test_pi_tutorial.py (the armhf machine, and
+reset --purge) and tests/test_cluster_ssh.py (the arm64 machine)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from k8sdds.analysis import compare, load, tables
 from k8sdds.reparse import reparse
 
 from .cli_support import Done, invoke
-from .conftest import fake_run
+from .conftest import fake_run, run_with_throughput
 
 
 def _cli(*args: str) -> Done:
@@ -56,25 +56,11 @@ def test_fail_if_gates_with_exit_status(runs):
     assert same.returncode == 0 and json.loads(same.stdout)["crossed"] == []
 
 
-def _with_throughput(tmp_path, name: str, values: list[float]):
-    """A run of real ddsperf logs, one repeat per value, whose subscriber throughput of each
-    repeat is set to that value (the repeat's summary row)."""
-    run = fake_run(tmp_path / name, f"20260101-000000-{name}", repeats=len(values))
-    reparse(run.path)
-    df = pd.read_csv(run.results_path)
-    for repeat, value in enumerate(values, 1):
-        hit = ((df.metric == "throughput_mbps") & df.role.str.startswith("sub")
-               & (df.kind == "summary") & (df.repeat == repeat))
-        df.loc[hit, "value"] = value
-    df.to_csv(run.results_path, index=False)
-    return run.path
-
-
 def test_one_repeat_a_side_gives_no_verdict_and_fail_if_cannot_judge(tmp_path):
     """-20 % from one repeat a side: the change is shown, with no verdict, and a CI gate on
     it exits 3 (neither 0, a pass, nor 1, a regression)."""
-    a = _with_throughput(tmp_path, "a", [100.0])
-    b = _with_throughput(tmp_path, "b", [80.0])
+    a = run_with_throughput(tmp_path, "a", [100.0])
+    b = run_with_throughput(tmp_path, "b", [80.0])
     [row] = compare.compare(a, b, ["throughput_mbps"])
     assert row["change_pct"] == pytest.approx(-20) and row["significant"] is None
     assert row["verdict"] == "no verdict (one repeat)" and row["p_value"] is None
@@ -92,9 +78,9 @@ def test_fail_if_fails_on_a_significant_change_beyond_the_bound_not_on_noise(tmp
     """Baseline 100, 101, 99 Mb/s. A contender of 80, 120, 85 (mean -5 %, spread wide) is
     beyond a -3 % bound within noise: said, exit 0. One of 90, 91, 89 (-10 %, tight) is a
     significant drop: exit 1, and the table says worse with each side's interval and n."""
-    a = _with_throughput(tmp_path, "a", [100.0, 101.0, 99.0])
-    noisy = _with_throughput(tmp_path, "n", [80.0, 120.0, 85.0])
-    worse = _with_throughput(tmp_path, "w", [90.0, 91.0, 89.0])
+    a = run_with_throughput(tmp_path, "a", [100.0, 101.0, 99.0])
+    noisy = run_with_throughput(tmp_path, "n", [80.0, 120.0, 85.0])
+    worse = run_with_throughput(tmp_path, "w", [90.0, 91.0, 89.0])
     passed = _cli("compare", str(a), str(noisy), "--fail-if", "throughput_mbps:-3%")
     assert passed.returncode == 0, passed.stderr
     assert "beyond the bound but not failed" in passed.stderr and "within noise" in passed.stderr

@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds.analysis import verdict
-from k8sdds.analysis.load import MEASURING, PARAMS, ROUND_TRIPS, Runs, load, repeat_values
+from k8sdds.analysis.cells import roles
+from k8sdds.analysis.load import PARAMS, Runs, load, repeat_values
 from k8sdds.analysis.stats import Significance, Summary, significance, summarize
 from k8sdds.errors import UserError
 
@@ -32,14 +33,6 @@ def parse_bound(text: str) -> Bound:
         raise UserError(f"--fail-if {text!r}: expected METRIC:+N% or METRIC:-N%, e.g. "
                         "throughput_mbps:-5%")
     return Bound(m["metric"], float(m["pct"]))
-
-
-def _roles(metric: str) -> str | tuple[str, ...]:
-    if metric.startswith("latency_us_"):
-        return ROUND_TRIPS
-    if metric in ("throughput_mbps", "samples_per_s", "lost", "received"):
-        return MEASURING
-    return ""
 
 
 def _label(key: dict, params: list[str]) -> str:
@@ -122,8 +115,8 @@ def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str
     shown = [p for p in params if a[p].nunique() > 1 or b[p].nunique() > 1] or ["data_len"]
     rows = []
     for metric in metrics:
-        va = repeat_values(a, metric, _roles(metric))
-        vb = repeat_values(b, metric, _roles(metric))
+        va = repeat_values(a, metric, roles(metric))
+        vb = repeat_values(b, metric, roles(metric))
         if va.empty or vb.empty:
             continue
         for key, ga in va.groupby(params, dropna=False):

@@ -180,29 +180,53 @@ def _pm(mean: float, half_pct: float | None) -> str:
 
 def results_cmd(
     run_dir: Path = typer.Argument(..., help="A run directory."),
-    fmt: str = typer.Option("csv", "--format", help="csv, json or parquet."),
+    fmt: str = typer.Option("csv", "--format", help="csv, json or parquet: the results "
+                            "table; github-bigger or github-smaller: github-action-benchmark's "
+                            "custom JSON of the metrics better when they rise (throughput) or "
+                            "fall (latency, loss); openmetrics: each test's mean, interval "
+                            "and repeats in the OpenMetrics text format."),
     out: Path | None = typer.Option(None, "--out", help="Output file [stdout; parquet needs "
                                     "--out]."),
     include_failed: bool = INCLUDE_FAILED,
 ) -> None:
     """Export the tidy results table of a run (without its failed repeats' rows unless
-    --include-failed)."""
+    --include-failed), or its figures per test and metric for CI and monitoring tools
+    (docs/reference/results.md)."""
     from k8sdds.analysis import load
 
-    fmt = choice(fmt, ["csv", "json", "parquet"], "--format")
-    df = load.load([run_dir], include_failed).results
+    fmt = choice(fmt, ["csv", "json", "parquet", *EXPORTS], "--format")
+    runs = load.load([run_dir], include_failed)
+    df = runs.results
     if fmt == "parquet":
         if out is None:
             raise UserError("--format parquet writes a binary file: give --out FILE")
         df.to_parquet(out, index=False)
-    elif fmt == "json":
-        text = df.to_json(orient="records", indent=1)
-        out.write_text(text) if out else sys.stdout.write(text + "\n")
     else:
-        text = df.to_csv(index=False)
-        out.write_text(text) if out else sys.stdout.write(text)
+        text = (df.to_json(orient="records", indent=1) + "\n" if fmt == "json"
+                else _exported(runs, fmt) if fmt in EXPORTS else df.to_csv(index=False))
+        if out:
+            from k8sdds.results import atomic_write
+
+            atomic_write(out, text)
+        else:
+            sys.stdout.write(text)
     if out:
-        err_console.print(f"{len(df)} rows written to {out}")
+        err_console.print(f"{len(df)} rows written to {out}" if fmt in ("csv", "json",
+                          "parquet") else f"{fmt} written to {out}")
+
+
+EXPORTS = ("github-bigger", "github-smaller", "openmetrics")
+
+
+def _exported(runs, fmt: str) -> str:
+    """A run's cells in one of EXPORTS."""
+    from k8sdds.analysis import cells, export
+
+    table = cells.cells(runs.results)
+    if fmt == "openmetrics":
+        return export.openmetrics(table, [(rid, str(m.get("backend", "")))
+                                          for rid, m in runs.manifests.items()])
+    return export.github_benchmark(table, export.DIRECTIONS[fmt])
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ KNOWN_HOSTS = typer.Option(None, "--known-hosts", help="known_hosts file host ke
 DRY_RUN = typer.Option(False, "--dry-run", help="Print every remote command per host; "
                        "connect to none.")
 HOST_LOGS = typer.Option(Path("logs/cluster"), "--log-dir", help="Per-host logs of every "
-                         "command and its output.")
+                         "command, its output and how long it took.")
 CONTAINERD = typer.Option(DEFAULT_ADDRESS, "--containerd-address",
                           help="containerd's socket on the hosts.")
 

@@ -139,6 +139,7 @@ class Remote:
             return Result(argv, 0, "", "")
         import paramiko
 
+        began = time.monotonic()
         try:
             chan = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
             chan.settimeout(timeout)
@@ -170,7 +171,7 @@ class Remote:
         chan.close()
         result = Result(argv, code, out.decode(errors="replace"), err.decode(errors="replace"))
         self._write(result.out + (result.err and f"[stderr] {result.err}") +
-                    f"[exit {code}]\n")
+                    f"[exit {code}, {time.monotonic() - began:.2f} s]\n")
         return result
 
     def put(self, local: Path, target: str) -> None:
@@ -180,13 +181,15 @@ class Remote:
             return
         import paramiko
 
+        began = time.monotonic()
         try:
             with self._client.open_sftp() as sftp:
-                sftp.put(str(local), target)
+                sent = sftp.put(str(local), target).st_size
         except (paramiko.SSHException, OSError) as exc:
             raise HostError(f"{self.host.name}: copying {local} to {target} failed "
                             f"({getattr(exc, 'strerror', None) or exc}; the host's sshd must "
                             "offer SFTP: Subsystem sftp in sshd_config)") from None
+        self._write(f"[{sent / 1e6:.1f} MB in {time.monotonic() - began:.2f} s]\n")
 
     def _write(self, text: str) -> None:
         if self._log:
