@@ -17,7 +17,8 @@ TEST_APT_PACKAGES := chromium chromium-driver openssl etcd-server openssh-server
                      containerd runc containernetworking-plugins busybox-static \
                      postgresql qemu-user-static gcc libc6-dev libpcap-dev \
                      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm qemu-utils \
-                     cyclonedds-dev cyclonedds-tools g++ g++-aarch64-linux-gnu g++-arm-linux-gnueabihf
+                     cyclonedds-dev cyclonedds-tools g++ g++-aarch64-linux-gnu g++-arm-linux-gnueabihf \
+                     prometheus
 # what `make perftest` compiles with: Cyclone DDS's headers and IDL compiler, g++, and Debian's
 # cross g++ for each of PERFTEST_ARCHES (Debian architectures beside this machine's: arm64 for a
 # Pi 4/5, armhf for a Pi 3)

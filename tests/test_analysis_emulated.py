@@ -194,6 +194,46 @@ def test_the_pages_read_the_results_blocks_run_as_written(run_dir, tmp_path, pag
         pd.read_csv(run_dir / "results.csv"))
 
 
+def test_the_export_block_runs_as_written(run_dir, tmp_path):
+    """docs/how-to/analyse.md's exports, read from the page and run in a folder of their own
+    on this module's real run (logs/RUN_A its copy): the JSON has the fields
+    github-action-benchmark documents, the OpenMetrics text reads back through
+    prometheus-client's parser with the subscribers' mean throughput the run measured."""
+    import json as json_
+
+    import pandas as pd
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from .test_docs_commands import blocks
+
+    [block] = [b for b in blocks() if b.page == ROOT / "docs/how-to/analyse.md" and
+               b.commands and b.commands[0][:2] == ("k8sdds", "results")]
+    (tmp_path / "logs").mkdir()
+    shutil.copytree(run_dir, tmp_path / "logs" / "RUN_A")
+    for words in block.commands:
+        done = subprocess.run([sys.executable, "-m", "k8sdds", *words[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, (words, done.stderr[-2000:])
+    for name, metrics in (("bigger.json", {"throughput_mbps", "samples_per_s"}),
+                          ("smaller.json", {"lost"})):
+        entries = json_.loads((tmp_path / name).read_text())
+        assert entries and all({"name", "unit", "value"} <= set(e) <= {
+            "name", "unit", "value", "range", "extra"} for e in entries)
+        assert {e["name"].rsplit(": ", 1)[1] for e in entries} >= metrics
+    df = pd.read_csv(run_dir / "results.csv")
+    thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")
+             & df.role.str.startswith("sub") & (df.datapath == "host")
+             & (df.num_subscribers == 1)]
+    expected = thr.groupby(["data_len", "repeat"]).value.mean().groupby("data_len").mean()
+    families = {f.name: f for f in text_string_to_metric_families(
+        (tmp_path / "run.om").read_text())}
+    got = {int(s.labels["payload_bytes"]): s.value for s in families["k8sdds_cell_mean"].samples
+           if s.labels["metric"] == "throughput_mbps" and s.labels["datapath"] == "host"
+           and "num_subscribers=" not in s.labels["test"]}  # the one-subscriber tests
+    assert got == pytest.approx(expected.to_dict())
+
+
 def test_the_service_shows_the_runs_answer_and_plots_on_its_page(run_dir, tmp_path):
     """`k8sdds serve` over the folder of this module's run (no --add-runs: it adds it by
     itself): the run's page opens with the answer `k8sdds run` gave and its plot."""

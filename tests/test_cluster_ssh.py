@@ -4,8 +4,8 @@ a real known_hosts; the inventory's validation without any host."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys

@@ -47,16 +47,21 @@ def github_benchmark(cells: pd.DataFrame, bigger: bool) -> str:
 
 def families(cells: pd.DataFrame, runs: Iterable[tuple[str, str]] = ()) -> Iterator:
     """prometheus-client metric families of `cells`: k8sdds_cell_mean, _ci_low, _ci_high and
-    _repeats (the interval's two only where there is one), and k8sdds_run_info for each
-    (run id, backend) of `runs`."""
+    _repeats (the interval's two only where there is one), k8sdds_cell_run_started_seconds
+    where `cells` has a `started_s` column (the start of the run behind each cell), and
+    k8sdds_run_info for each (run id, backend) of `runs`."""
     from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 
     records = cells.to_dict("records")
-    for stat, doc in STATISTICS:
+    stats = STATISTICS + ((("run_started_seconds", "when the run behind the figures "
+                            "started (seconds since the epoch)"),)
+                          if "started_s" in cells else ())
+    for stat, doc in stats:
         family = GaugeMetricFamily(f"k8sdds_cell_{stat}", f"Per test and metric: {doc}.",
                                    labels=LABELS)
+        column = "started_s" if stat == "run_started_seconds" else stat
         for cell in records:
-            value = float(cell[stat])
+            value = float(cell[column]) if cell[column] is not None else math.nan
             if math.isnan(value):
                 continue
             family.add_metric([cell_table.name(cell), str(cell["datapath"]),
@@ -64,7 +69,7 @@ def families(cells: pd.DataFrame, runs: Iterable[tuple[str, str]] = ()) -> Itera
                                str(int(cell["data_len"])), cell["metric"], cell["unit"]],
                               value)
         yield family
-    info = InfoMetricFamily("k8sdds_run", "The run the cells' figures come from.",
+    info = InfoMetricFamily("k8sdds_run", "A run the cells' figures come from.",
                             labels=("run_id", "backend"))
     for run_id, backend in runs:
         info.add_metric([run_id, backend], {})

@@ -106,6 +106,16 @@ def typed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def table_of(rows: Sequence[dict]) -> pd.DataFrame:
+    """A results table from rows as results.csv holds them (text; the service's database
+    keeps each row so), typed as a run's table is."""
+    df = pd.DataFrame(list(rows))
+    for name in NAMES:
+        if name in df and BY_NAME[name].type in (int, float):
+            df[name] = pd.to_numeric(df[name].replace("", np.nan))
+    return typed(df)
+
+
 def _results(text: str, path: Path) -> pd.DataFrame:
     """A run's results table; RunDirError naming the file for a damaged one."""
     import io

@@ -70,12 +70,14 @@ results = Table(
     Column("row", JSON, nullable=False),  # every column of the results table, as written
 )
 
+# a task's states, from submitted to its end
+STATUSES = ("queued", "running", "done", "stopped", "failed", "cancelled")
+
 tasks = Table(
     "tasks", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("kind", String(16), nullable=False),  # schedule (k8sdds run), baseline
-    # queued, running, done, stopped, failed, cancelled
-    Column("status", String(16), nullable=False, index=True),
+    Column("status", String(16), nullable=False, index=True),  # one of STATUSES
     Column("target", String(512), nullable=False),  # one run at a time per target
     # the run it asks for: the very text its `request.json` holds (request.dumps), its out
     # "." (the child runs in the task's folder)

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, and_, create_engine, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from k8sdds.errors import RunDirError, UserError
-from k8sdds.serve.schema import results, run_tests, runs
+from k8sdds.serve.schema import results, run_tests, runs, tasks
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -269,3 +269,31 @@ def summary(engine: Engine, run_id: str) -> list[dict]:
              .order_by(results.c.test, results.c.metric))
     with engine.connect() as conn:
         return [{**r._mapping, "mean": _finite(r.mean)} for r in conn.execute(query)]
+
+
+def summaries_of(engine: Engine, metrics: tuple[str, ...]) -> list[dict]:
+    """Every run's summary rows of `metrics`, each as its results table wrote it, with the
+    run's start (seconds since the epoch; None unknown) and backend: what /metrics makes its
+    cells of."""
+    query = (select(results.c.row, runs.c.started, runs.c.backend)
+             .join(runs, runs.c.run_id == results.c.run_id)
+             .where(results.c.kind == "summary", results.c.metric.in_(metrics))
+             .order_by(results.c.id))
+    with engine.connect() as conn:
+        return [{**r.row, "started_s": _epoch(r.started), "run_backend": r.backend}
+                for r in conn.execute(query)]
+
+
+def _epoch(when: dt.datetime | None) -> float | None:
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+
+
+def counts(engine: Engine) -> tuple[int, dict[str, int]]:
+    """The runs in the database, and the tasks by status."""
+    with engine.connect() as conn:
+        n_runs = conn.execute(select(func.count()).select_from(runs)).scalar_one()
+        by_status = dict(conn.execute(select(tasks.c.status, func.count())
+                                      .group_by(tasks.c.status)).all())
+    return n_runs, by_status
