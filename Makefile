@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Apache Otava's change points (`k8sdds history`), installed as a library without its command
+# line's dependencies, whose pins (numpy 2.2, scipy below 1.17) the rest of k8sdds cannot take
+OTAVA  := 0.8.0
 # Debian packages: the engine (ddsperf), the namespace tooling (iproute2, nftables for the
 # nodes' masquerade), userspace WireGuard for the encrypted datapaths where the kernel has
 # none, and the network baseline engines (ping, iperf3, qperf, ab with nginx)
@@ -130,6 +133,7 @@ $(BIN)/k8sdds: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q --no-deps apache-otava==$(OTAVA)
 	@touch $@
 
 # what only the tests and the docs need (pytest, ruff, Sphinx, schemathesis, ...)

@@ -206,30 +206,3 @@ def test_compare_refuses_runs_not_made_alike_unless_forced(runs):
     assert forced.returncode == 0, forced.stderr
     assert "warning: the runs differ in kernel" in forced.stderr
     assert "comparing the same tests" in forced.stderr
-
-
-def test_several_runs_of_one_schedule_show_history_and_the_last_against_the_rest(tmp_path):
-    from k8sdds.analysis import history
-    from k8sdds.analysis import report as rep
-    from k8sdds.results import RunDir
-
-    dirs = []
-    for i, factor in enumerate((1.0, 1.01, 0.8)):
-        run = fake_run(tmp_path / f"r{i}", f"2026010{i + 1}-000000-abc{i}", repeats=3)
-        manifest = run.read_manifest()
-        manifest.schedule = {"path": "s.csv", "sha256": "same"}
-        manifest.created = f"2026-01-0{i + 1}T00:00:00+00:00"
-        RunDir(run.path).write_manifest(manifest)
-        reparse(run.path)
-        df = pd.read_csv(run.results_path)
-        hit = (df.metric == "throughput_mbps") & df.role.str.startswith("sub")
-        df.loc[hit, "value"] *= factor * (1 + 0.01 * df.loc[hit, "repeat"])  # some spread
-        df.to_csv(run.results_path, index=False)
-        dirs.append(run.path)
-    runs = load.load(dirs)
-    hist = history.series(runs)
-    assert list(dict.fromkeys(hist.run_id)) == [p.name for p in dirs]  # in time order
-    [row] = history.last_against_earlier(hist).to_dict("records")
-    assert row["runs"] == 3 and round(row["change %"]) == -20 and row["significant"] == "yes"
-    page = rep.build(dirs, tmp_path / "report").read_text()
-    assert '<section id="history">' in page and (tmp_path / "report" / "history.png").exists()

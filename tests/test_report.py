@@ -94,7 +94,7 @@ def test_sections_with_nothing_to_show_are_left_out_and_named_once(page):
     assert ids[-1] == "missing"
     missing = html[html.index('<section id="missing">'):]
     for title in ("Subscribers and multicast", "Network baselines and DDS efficiency",
-                  "Across runs of the same schedule"):
+                  "Across runs: change points"):
         assert title in missing
     assert "not measured in these runs" not in html.replace("Not measured in these runs", "")
     assert html.count("Not measured in these runs") == 1

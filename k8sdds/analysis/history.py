@@ -1,60 +1,122 @@
-"""A metric across runs of the same schedule (a regression view, as asv draws it): each
-test's mean per run in the order the runs were made, and whether the last run differs
-significantly from the runs before it (Welch's t-test over their repeat values)."""
+"""A metric across runs (a regression view, as asv and Orion draw it): each test's mean per
+run in the order the runs were made, and the change points in that series found by Apache
+Otava's e-divisive means with its significance test (`otava.analysis.compute_change_points`,
+Hunter's algorithm: what Orion uses), not a last-run-against-the-rest t-test that flags noise
+as often as it misses a slow drift. Each change says when, how much, whether it is a
+regression (by the metric's direction: verdict.rise_is_better), and what else changed
+between the two runs around it (their manifests: compare.differences).
+
+Otava is used as a library: its package pins numpy 2.2 and scipy below 1.17 and pulls its
+command line's clients (BigQuery, Slack, PostgreSQL); `otava.analysis` imports only numpy and
+scipy, so `make install` installs it without those (`pip install --no-deps`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-from k8sdds.analysis.load import MEASURING, PARAMS, Runs, repeat_values
-from k8sdds.analysis.stats import significance
+from k8sdds.analysis import cells as cell_table
+from k8sdds.analysis import verdict
+from k8sdds.analysis.load import Runs
+from k8sdds.errors import UserError
 
-
-def _label(key: tuple) -> str:
-    row = dict(zip(PARAMS, key, strict=True))
-    kind = "latency" if row["latency_test"] else "throughput"
-    return f"{row['datapath']} {row['transport']} {row['data_len']} B {kind}"
+MAX_PVALUE = 0.001  # Otava's default: a change point's t-test between its two segments
+WINDOW = 50  # Otava's default window (runs) for its split step
+OTAVA = "0.8.0"  # the version tested (Makefile's OTAVA)
 
 
 def series(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
-    """Rows of (test, run_id, created, mean, repeats) for tests present in at least two
-    runs that share a schedule (same SHA-256); empty when there is no such history."""
-    by_schedule: dict[str, list[str]] = {}
-    for rid, m in runs.manifests.items():
-        digest = (m.get("schedule") or {}).get("sha256")
-        if digest:
-            by_schedule.setdefault(digest, []).append(rid)
-    group = max(by_schedule.values(), key=len, default=[])
-    if len(group) < 2:
-        return pd.DataFrame()
-    created = {rid: str(runs.manifests[rid].get("created", "")) for rid in group}
-    rv = repeat_values(runs.results, metric, MEASURING)
-    rv = rv[rv["run_id"].isin(group) & ~rv["latency_test"]]
-    rows = []
-    for key, g in rv.groupby(PARAMS, dropna=False):
-        for rid, r in g.groupby("run_id"):
-            rows.append({"test": _label(key), "run_id": rid, "created": created[rid],
-                         "mean": r["value"].mean(), "repeats": len(r),
-                         "values": r["value"].tolist()})
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    counts = df.groupby("test")["run_id"].nunique()
-    return df[df["test"].isin(counts[counts >= 2].index)].sort_values(["test", "created"])
+    """Rows of (test, metric, run_id, created, mean, repeats, unit), oldest run first, for
+    the tests of `metric` present in at least two runs; empty when there is no such history.
+    A test is named as the exports name it (cells.name): the same test in every run."""
+    table = cell_table.cells(runs.results)
+    table = table[table["metric"] == metric]
+    if table.empty:
+        return pd.DataFrame(columns=["test", "metric", "run_id", "created", "mean", "repeats",
+                                     "unit"])
+    created = {rid: str(m.get("created", "")) for rid, m in runs.manifests.items()}
+    out = pd.DataFrame({"test": [cell_table.name(c) for c in table.to_dict("records")],
+                        "metric": table["metric"].values, "run_id": table["run_id"].values,
+                        "created": table["run_id"].map(created).values,
+                        "mean": table["mean"].values, "repeats": table["repeats"].values,
+                        "unit": table["unit"].values})
+    counts = out.groupby("test")["run_id"].nunique()
+    out = out[out["test"].isin(counts[counts >= 2].index)]
+    return out.sort_values(["test", "created", "run_id"]).reset_index(drop=True)
 
 
-def last_against_earlier(hist: pd.DataFrame) -> pd.DataFrame:
-    """Per test: the last run's mean, the earlier runs' mean, the change and its
-    significance (repeat values of the last run against those of all earlier runs)."""
-    rows = []
-    for test, g in hist.groupby("test", sort=True):
-        last, earlier = g.iloc[-1], g.iloc[:-1]
-        before = [v for vs in earlier["values"] for v in vs]
-        sig = significance(before, last["values"])
-        mean_before = sum(before) / len(before)
-        rows.append({"test": test, "runs": len(g), "last run": last["run_id"],
-                     "earlier mean": mean_before, "last mean": last["mean"],
-                     "change %": (last["mean"] / mean_before - 1) * 100 if mean_before else None,
-                     "p": sig.p_value if sig else None,
-                     "significant": ("yes" if sig.significant else "no") if sig else "-"})
-    return pd.DataFrame(rows)
+@dataclass(frozen=True)
+class Change:
+    """A change point in one test's series: from the run `run_id` on, the mean moved."""
+
+    test: str
+    metric: str
+    run_id: str  # the first run after the change
+    created: str
+    before: float  # the mean of the runs of the segment before it
+    after: float  # and of the segment after it
+    change_pct: float
+    p_value: float
+    regression: bool | None  # None: the metric has no better direction
+    changed_with: tuple[str, ...]  # what else differs between the runs on either side
+
+    def said(self) -> str:
+        kind = {True: "regression", False: "improvement", None: "change"}[self.regression]
+        line = (f"{self.test}: {self.metric} {self.before:.4g} -> {self.after:.4g} "
+                f"({self.change_pct:+.1f} %, p = {self.p_value:.2g}) from run {self.run_id}"
+                f" ({self.created[:19] or 'time unknown'}): {kind}")
+        if self.changed_with:
+            line += "; changed with it: " + "; ".join(self.changed_with)
+        return line
+
+
+def changes(hist: pd.DataFrame, manifests: dict[str, dict], max_pvalue: float = MAX_PVALUE
+            ) -> list[Change]:
+    """The change points of each test's series in `hist` (series()), oldest first per
+    test."""
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError:
+        raise UserError("change points need Apache Otava: pip install --no-deps "
+                        f"apache-otava=={OTAVA} (`make install` does)") from None
+
+    from k8sdds.analysis.compare import differences
+
+    found = []
+    for (test, metric), g in hist.groupby(["test", "metric"], sort=True):
+        g = g.reset_index(drop=True)
+        points, _ = compute_change_points(g["mean"].astype(float).tolist(), window_len=WINDOW,
+                                          max_pvalue=max_pvalue)
+        better = verdict.rise_is_better(metric)
+        for point in points:
+            i = int(point.index)
+            stats = point.stats
+            pct = float(stats.forward_change_percent())
+            before, now = g.loc[i - 1, "run_id"], g.loc[i, "run_id"]
+            found.append(Change(
+                test=test, metric=metric, run_id=now, created=g.loc[i, "created"],
+                before=float(stats.mean_1), after=float(stats.mean_2), change_pct=pct,
+                p_value=float(stats.pvalue),
+                regression=None if better is None or pct == 0 else (pct > 0) != better,
+                changed_with=tuple(differences(manifests.get(before, {}),
+                                               manifests.get(now, {})))))
+    return found
+
+
+def failing(found: list[Change], bound_pct: float) -> list[Change]:
+    """The tests whose newest change point is a regression beyond `bound_pct` (%)."""
+    newest: dict[tuple[str, str], Change] = {}
+    for change in found:
+        newest[(change.test, change.metric)] = change  # oldest first: the last one stays
+    return [c for c in newest.values() if c.regression and abs(c.change_pct) > bound_pct]
+
+
+def table(found: list[Change]) -> pd.DataFrame:
+    """The changes as a table (the report's)."""
+    return pd.DataFrame([{"test": c.test, "from run": c.run_id, "before": c.before,
+                          "after": c.after, "change %": c.change_pct, "p": c.p_value,
+                          "kind": {True: "regression", False: "improvement",
+                                   None: "change"}[c.regression],
+                          "changed with it": "; ".join(c.changed_with) or "-"}
+                         for c in found])

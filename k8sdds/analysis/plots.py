@@ -6,6 +6,7 @@ Every function returns the file stem it wrote, or None when the runs hold nothin
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -330,18 +331,27 @@ def by_protection(runs: Runs, out: Path) -> str | None:
     return _save(fig, out, "protection", layout=False)
 
 
-def history(hist: pd.DataFrame, out: Path) -> str | None:
-    """Each test's mean throughput per run, in the order the runs were made."""
+def history(hist: pd.DataFrame, out: Path, found: Sequence = ()) -> str | None:
+    """Each test's mean per run, in the order the runs were made (history.series), with its
+    change points (history.changes) marked where the new level starts."""
     if hist.empty:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    order = list(dict.fromkeys(hist.sort_values("created")["run_id"]))
+    order = list(dict.fromkeys(hist.sort_values(["created", "run_id"])["run_id"]))
     for test, g in hist.groupby("test", sort=True):
-        ax.plot([order.index(r) for r in g["run_id"]], g["mean"], marker="o", label=test)
+        line, = ax.plot([order.index(r) for r in g["run_id"]], g["mean"], marker="o",
+                        label=test)
+        for change in found:
+            if change.test == test:
+                x = order.index(change.run_id)
+                ax.axvline(x - 0.5, color=line.get_color(), linestyle=":", linewidth=1)
+                ax.annotate(f"{change.change_pct:+.0f} %", (x - 0.5, change.after),
+                            fontsize="small", color=line.get_color(), ha="center")
     ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
     ax.set_ylim(bottom=0)
-    ax.set_ylabel("throughput per subscriber (Mb/s)")
-    ax.set_title("throughput across runs of the same schedule")
+    metric, unit = hist["metric"].iloc[0], hist["unit"].iloc[0]
+    ax.set_ylabel(f"{metric} ({unit})")
+    ax.set_title(f"{metric} across runs; dotted: a change point")
     ax.legend(fontsize="small")
     return _save(fig, out, "history")
 

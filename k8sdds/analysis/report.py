@@ -23,7 +23,7 @@ SECTIONS = [("answer", "The answer: each datapath against host, middlewares side
             ("security", "Security: TLS, DDS Security, encrypted datapaths"),
             ("middlewares", "Middlewares side by side: DDS, Zenoh, MQTT"),
             ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
-            ("history", "Across runs of the same schedule"), ("warnings", "Warnings"),
+            ("history", "Across runs: change points"), ("warnings", "Warnings"),
             ("runs", "Runs"), ("failures", "Failed repeats"),
             ("missing", "Not measured in these runs")]
 
@@ -153,6 +153,7 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
 
     mw = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
     hist = history.series(runs)
+    changes = history.changes(hist, runs.manifests) if not hist.empty else []
     found, said = answer.of_runs(runs, thr, lat)
     thr_figs = (_img(out, plots.throughput(runs, out), "throughput (Mb/s) against payload") +
                 _img(out, plots.throughput(runs, out, "samples_per_s"),
@@ -233,11 +234,13 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                       "nodes share one kernel, so softirq is the whole machine's).</p>" +
                       _table(resources) if not resources.empty else ""),
         "cpu": _img(out, plots.cpu(runs, out), "CPU of publisher and subscribers"),
-        "history": _img(out, plots.history(hist, out),
-                        "throughput across runs of the same schedule") +
-                   "<p>The last run against all earlier runs of the same schedule (Welch's "
-                   "t-test over their repeat values).</p>" +
-                   _table(history.last_against_earlier(hist), "{:.3g}")
+        "history": _img(out, plots.history(hist, out, changes),
+                        "throughput across runs") +
+                   "<p>Change points of each test's mean across the runs (Apache Otava's "
+                   f"e-divisive means, p &lt; {history.MAX_PVALUE:g}); a few runs rarely "
+                   "show one.</p>" +
+                   (_table(history.table(changes), "{:.3g}") if changes else
+                    "<p>No change point.</p>")
                    if not hist.empty else "",
         "warnings": "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings),
         "runs": _runs_html(runs),

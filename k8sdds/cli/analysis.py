@@ -215,6 +215,104 @@ def results_cmd(
                           "parquet") else f"{fmt} written to {out}")
 
 
+def history_cmd(
+    runs: list[Path] = typer.Argument(None, help="Run directories, or folders of them, in "
+                                      "any order (each run's time orders them)."),
+    db: str | None = typer.Option(None, "--db", help="Read every run of the service's "
+                                  "database instead (a SQLAlchemy URL, as `k8sdds serve "
+                                  "--db`)."),
+    metric: str = typer.Option("throughput_mbps", "--metric", help="The metric to follow: "
+                               "throughput_mbps, samples_per_s, lost, latency_us_p50, "
+                               "latency_us_p90 or latency_us_p99."),
+    fail_on_regression: float | None = typer.Option(
+        None, "--fail-on-regression", min=0, help="PCT: exit with status 1 when a test's "
+        "newest change point is a regression of more than PCT %."),
+    max_pvalue: float = typer.Option(0.001, "--max-pvalue", min=1e-9, max=0.5,
+                                     help="How sure a change point must be: its segments' "
+                                     "t-test p-value (Otava's default 0.001)."),
+    out: Path | None = typer.Option(None, "--out", help="Draw history.png/.svg there: each "
+                                    "test's series with its change points marked."),
+    as_json: bool = typer.Option(False, "--json", help="Print the series and the changes "
+                                 "as JSON."),
+    include_failed: bool = INCLUDE_FAILED,
+) -> None:
+    """Each test's mean per run in time order, and its change points (Apache Otava's
+    e-divisive means with a significance test): when, how much, and what else changed
+    between the runs around it (machine, kernel, engine versions, backend, profiles). Exit
+    status: 0, 1 a regression beyond --fail-on-regression, 2 a usage error
+    (docs/how-to/analyse.md)."""
+    from k8sdds.analysis import cells, history, load
+
+    metric = choice(metric, [m.name for m in cells.METRICS], "--metric")
+    if bool(runs) == bool(db):
+        raise UserError("give run directories or --db URL (one of the two)")
+    if db:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from k8sdds.serve import store
+
+        engine = store.open_db(db)
+        try:
+            rows = store.summaries_of(engine, (metric,))
+            manifests = store.manifests(engine)
+        except SQLAlchemyError as exc:
+            raise UserError(f"database {store.redact(db)}: not one `k8sdds serve` made "
+                            f"({' '.join(str(exc).split())[:200]})") from None
+        if not rows:
+            raise UserError(f"database {store.redact(db)}: no run with {metric}")
+        found_runs = load.Runs(load.table_of(rows), manifests)
+    else:
+        found_runs = load.load(_run_dirs(runs), include_failed)
+    hist = history.series(found_runs, metric)
+    if hist.empty:
+        raise UserError(f"no test with {metric} in two runs or more: a history needs the "
+                        "same test in several runs")
+    found = history.changes(hist, found_runs.manifests, max_pvalue)
+    failing = ([] if fail_on_regression is None else
+               history.failing(found, fail_on_regression))
+    if out is not None:
+        from k8sdds.analysis import plots
+
+        out.mkdir(parents=True, exist_ok=True)
+        plots.history(hist, out, found)
+    if as_json:
+        out_console.print_json(json.dumps({
+            "series": hist.to_dict("records"),
+            "changes": [c.__dict__ | {"changed_with": list(c.changed_with)} for c in found],
+            "failing": [c.test for c in failing]}, default=str))
+    else:
+        n_runs = hist["run_id"].nunique()
+        out_console.print(f"{metric}: {hist['test'].nunique()} test(s) across {n_runs} runs; "
+                          f"{len(found)} change point(s) (p < {max_pvalue:g})",
+                          markup=False, highlight=False)
+        for change in found:
+            out_console.print("  " + change.said(), markup=False, highlight=False)
+        if out is not None:
+            err_console.print(f"history drawn in {out}/history.png", highlight=False)
+    for change in failing:
+        err_console.print(f"[red]regression beyond {fail_on_regression:g} %:[/red] "
+                          f"{change.test}: {change.change_pct:+.1f} % from run "
+                          f"{change.run_id}", highlight=False)
+    if failing:
+        raise typer.Exit(1)
+
+
+def _run_dirs(paths: list[Path]) -> list[Path]:
+    """The run directories among `paths`: each itself, or the run directories in it."""
+    out = []
+    for path in paths:
+        if (path / "manifest.json").is_file():
+            out.append(path)
+            continue
+        inside = sorted(p for p in path.iterdir() if (p / "manifest.json").is_file()) \
+            if path.is_dir() else []
+        if not inside:
+            raise UserError(f"{path}: not a run directory, nor a folder of them (no "
+                            "manifest.json)")
+        out += inside
+    return out
+
+
 EXPORTS = ("github-bigger", "github-smaller", "openmetrics")
 
 
@@ -236,3 +334,4 @@ def register(app: typer.Typer) -> None:
     app.command()(report)
     app.command()(compare)
     app.command("results")(results_cmd)
+    app.command("history")(history_cmd)

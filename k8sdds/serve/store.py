@@ -44,12 +44,12 @@ def open_db(url: str) -> Engine:
                 conn.execute("PRAGMA foreign_keys=ON")
         migrate(engine)
     except (SQLAlchemyError, ValueError, ImportError) as exc:
-        raise UserError(f"database {_redact(url)}: {' '.join(str(exc).split())[:300]}"
+        raise UserError(f"database {redact(url)}: {' '.join(str(exc).split())[:300]}"
                         ) from None
     return engine
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
@@ -297,3 +297,10 @@ def counts(engine: Engine) -> tuple[int, dict[str, int]]:
         by_status = dict(conn.execute(select(tasks.c.status, func.count())
                                       .group_by(tasks.c.status)).all())
     return n_runs, by_status
+
+
+def manifests(engine: Engine) -> dict[str, dict]:
+    """Every run's manifest, by run id."""
+    with engine.connect() as conn:
+        return {r.run_id: r.manifest for r in conn.execute(select(runs.c.run_id,
+                                                                  runs.c.manifest))}

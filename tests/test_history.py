@@ -1,0 +1,129 @@
+"""`k8sdds history`: each test's mean per run in time order and its change points (Apache
+Otava's e-divisive means), on runs of real ddsperf logs whose throughput is set per repeat;
+from run directories and from the service's database (a real SQLite file `k8sdds serve
+--add-runs` wrote); and the report's history section."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from k8sdds.reparse import reparse
+from k8sdds.results import RunDir
+
+from .cli_support import invoke
+from .conftest import fake_run
+
+TEST = "flannel-hostgw ddsperf udp 1024 B (pod-pod-cross-node)"
+
+
+def _runs(tmp_path, levels: list[float], kernel_from: int | None = None) -> list:
+    """One run a level, a day apart, the level times 0.99, 1.00 and 1.01 over three
+    repeats; from run `kernel_from` on (0-based) the manifests name another kernel."""
+    folder = tmp_path / "logs"
+    dirs = []
+    for i, level in enumerate(levels):
+        run = fake_run(folder, f"202601{i + 1:02d}-000000-h{i:03d}", repeats=3)
+        manifest = run.read_manifest()
+        manifest.created = f"2026-01-{i + 1:02d}T00:00:00+00:00"
+        manifest.environment = {"kernel": "6.1.0" if kernel_from is None or i < kernel_from
+                                else "6.12.0"}
+        RunDir(run.path).write_manifest(manifest)
+        reparse(run.path)
+        df = pd.read_csv(run.results_path)
+        for repeat, factor in ((1, 0.99), (2, 1.0), (3, 1.01)):
+            hit = ((df.metric == "throughput_mbps") & df.role.str.startswith("sub")
+                   & (df.kind == "summary") & (df.repeat == repeat))
+            df.loc[hit, "value"] = level * factor
+        df.to_csv(run.results_path, index=False)
+        dirs.append(run.path)
+    return dirs
+
+
+STEADY_THEN_DROP = [100, 101, 99, 100, 80, 81, 79, 80]
+
+
+def test_a_drop_is_one_change_point_with_what_changed_with_it(tmp_path):
+    dirs = _runs(tmp_path, STEADY_THEN_DROP, kernel_from=4)
+    done = invoke("history", *map(str, reversed(dirs)), "--json")  # any order: by time
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    series = [r for r in said["series"] if r["test"] == TEST]
+    assert [r["run_id"] for r in series] == [d.name for d in dirs]
+    assert [r["mean"] for r in series] == pytest.approx(STEADY_THEN_DROP)
+    [change] = said["changes"]
+    assert change["test"] == TEST and change["run_id"] == dirs[4].name
+    assert change["before"] == pytest.approx(100) and change["after"] == pytest.approx(80)
+    assert change["change_pct"] == pytest.approx(-20) and change["regression"] is True
+    assert change["p_value"] < 0.001
+    assert change["changed_with"] == ["kernel: 6.1.0 against 6.12.0"]
+
+
+def test_fail_on_regression_exits_1_beyond_its_bound_only(tmp_path):
+    dirs = _runs(tmp_path, STEADY_THEN_DROP)
+    failed = invoke("history", str(tmp_path / "logs"), "--fail-on-regression", "5")
+    assert failed.returncode == 1
+    assert f"regression beyond 5 %: {TEST}: -20.0 % from run {dirs[4].name}" in failed.stderr
+    assert "-> 80 (-20.0 %" in failed.stdout
+    passed = invoke("history", str(tmp_path / "logs"), "--fail-on-regression", "25")
+    assert passed.returncode == 0, passed.stderr
+
+
+def test_noise_and_an_improvement_fail_nothing(tmp_path):
+    steady = _runs(tmp_path / "a", [100, 101, 99, 100, 101, 99, 100, 100])
+    done = invoke("history", *map(str, steady), "--fail-on-regression", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["changes"] == []
+    better = _runs(tmp_path / "b", [80, 81, 79, 80, 100, 101, 99, 100])
+    done = invoke("history", *map(str, better), "--fail-on-regression", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    [change] = json.loads(done.stdout)["changes"]
+    assert change["regression"] is False and change["change_pct"] == pytest.approx(25)
+
+
+def test_the_services_database_gives_the_same_changes(tmp_path):
+    dirs = _runs(tmp_path, STEADY_THEN_DROP, kernel_from=4)
+    url = f"sqlite:///{tmp_path / 'k8sdds.db'}"
+    added = invoke("serve", "--out", str(tmp_path / "logs"), "--db", url, "--add-runs")
+    assert added.returncode == 0, added.stderr
+    done = invoke("history", "--db", url, "--json")
+    assert done.returncode == 0, done.stderr
+    [change] = json.loads(done.stdout)["changes"]
+    assert change["run_id"] == dirs[4].name and change["change_pct"] == pytest.approx(-20)
+    assert change["changed_with"] == ["kernel: 6.1.0 against 6.12.0"]
+
+
+def test_the_plot_and_the_report_mark_the_change(tmp_path):
+    from k8sdds.analysis import report
+
+    dirs = _runs(tmp_path, STEADY_THEN_DROP)
+    done = invoke("history", *map(str, dirs), "--out", str(tmp_path / "plot"))
+    assert done.returncode == 0, done.stderr
+    svg = (tmp_path / "plot" / "history.svg").read_text()
+    assert "-20 %" in svg  # the change's annotation
+    page = report.build(dirs, tmp_path / "report").read_text()
+    section = page[page.index('<section id="history">'):]
+    assert dirs[4].name in section[:section.index("</section>")]
+    assert "regression" in section[:section.index("</section>")]
+
+
+@pytest.mark.parametrize("args,said", [
+    ((), "give run directories or --db URL"),
+    (("--metric", "bogus"), "--metric"),
+])
+def test_bad_history_input_is_a_clear_error(tmp_path, args, said):
+    done = invoke("history", *args)
+    assert done.returncode == 2 and said in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_folder_without_runs_and_a_single_run_are_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = invoke("history", str(tmp_path / "empty"))
+    assert done.returncode == 2 and "not a run directory, nor a folder of them" in done.stderr
+    [one] = _runs(tmp_path, [100])
+    done = invoke("history", str(one))
+    assert done.returncode == 2 and "a history needs the same test in several runs" in \
+        done.stderr
