@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from k8sdds import model, records, stopping
@@ -31,10 +31,13 @@ def discovery_of(test: Test) -> str:
 
 
 def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: RepeatKey,
-               arches: Mapping[str, str]) -> RepeatEntry:
+               arches: Mapping[str, str],
+               fingerprinted: Callable[[dict[str, dict]], None] | None = None
+               ) -> RepeatEntry:
     """Run one repeat of `test` with `engine` on `backend`: deploy, start the followers, then
     the driver, wait (bounded), stop, collect, parse, store its rows; always tears down;
-    returns its manifest entry."""
+    returns its manifest entry. With `fingerprinted`, the nodes' fingerprints are taken once
+    deployed and handed to it (a probe that fails is said in them, never fails the repeat)."""
     rep_dir = run.repeat_dir(key)
     rep_dir.mkdir(parents=True, exist_ok=True)
     roles = list(engine.roles(test))
@@ -46,6 +49,8 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
         placement = backend.deploy(test, roles, key.repeat,
                                         engine.service_ports(test))
         entry.placement = {r: p.node for r, p in placement.items()}
+        if fingerprinted is not None:
+            fingerprinted(_fingerprint(backend, placement))
         endpoints = {r: placement[r].address for r in roles}
         discovery = discovery_of(test)
         entry.discovery = discovery
@@ -147,3 +152,11 @@ def _failure(roles, handles, codes, parsed) -> str | None:
         elif why:
             reasons.append(f"{role}: {why}")
     return "; ".join(reasons) or None
+
+
+def _fingerprint(backend: Backend, placement) -> dict[str, dict]:
+    """The backend's fingerprints of the deployed nodes; a probe's failure, said."""
+    try:
+        return backend.fingerprint(placement)
+    except (OSError, DeploymentError, ValueError) as exc:
+        return {"(not taken)": {"error": f"{type(exc).__name__}: {exc}"[:300]}}

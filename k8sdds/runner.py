@@ -8,6 +8,7 @@ The runner never branches on the backend or the engine; both come from their reg
 from __future__ import annotations
 
 import errno
+import functools
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -175,8 +176,10 @@ class Runner:
                 self.progress.step(f"test {test.number}/{len(manifest.tests)} "
                                    f"{test.datapath} {test.data_len} B rep "
                                    f"{rep}/{test.repeats}")
-                entry = one_repeat(self.backend, self.engines[test.engine], run, test, key,
-                                   self._arches)
+                entry = one_repeat(
+                    self.backend, self.engines[test.engine], run, test, key, self._arches,
+                    None if test.datapath in manifest.fingerprints else
+                    functools.partial(manifest.fingerprints.__setitem__, test.datapath))
                 manifest.repeats[key] = entry
                 try:
                     run.write_manifest(manifest)

@@ -38,6 +38,7 @@ class FakeBackend:
     wired: list[str] = field(default_factory=list)  # use_datapath's names, in order
     ran: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat) deployed
     logs: dict[str, Path] = field(default_factory=lambda: dict(LOGS))  # what pub, sub print
+    fingerprinted: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat)
 
     def limits(self) -> Limits:
         return Limits(max_subscribers=8, paths=PATHS)
@@ -95,6 +96,10 @@ class FakeBackend:
     def describe(self) -> dict:
         return {"nodes": [{"name": "node1", "arch": "amd64"}, {"name": "node2", "arch": "arm64"}],
                 "not_applied": []}  # a hybrid cluster
+
+    def fingerprint(self, placement) -> dict:
+        self.fingerprinted.append(self.ran[-1])
+        return {p.node: {"kernel": "fake"} for p in placement.values()}
 
     def usage(self) -> dict[str, float]:
         return {"softirq_s": 0.0}

@@ -53,8 +53,10 @@ def test_report_has_every_image_and_section(run_dir, tmp_path):
         for ext in ("png", "svg"):
             assert (out / f"{stem}.{ext}").stat().st_size > 5_000, f"{stem}.{ext}"
     for section in ("answer", "throughput", "latency", "overhead", "scaling", "cpu", "runs",
-                    "missing"):
+                    "environment", "missing"):
         assert f'<section id="{section}">' in page
+    environment = page[page.index('<section id="environment">'):]
+    assert "flannel.1 (vxlan) 1450" in environment[:environment.index("</section>")]
     for empty in ("qos", "failures"):  # one reliability, one transport; nothing failed
         assert f'<section id="{empty}">' not in page
     assert page.count("data:image/png;base64,") >= len(IMAGES)  # self-contained
@@ -194,6 +196,24 @@ def test_the_pages_read_the_results_blocks_run_as_written(run_dir, tmp_path, pag
         pd.read_csv(run_dir / "results.csv"))
 
 
+def test_the_manifest_holds_each_datapaths_node_fingerprints(run_dir):
+    """Taken by the real run at each datapath's first repeat, in the nodes' and pods'
+    namespaces: flannel-vxlan's flannel.1 (a VXLAN device of MTU 1450, the kernel's own) on
+    the nodes, the pods' eth0 at 1450, none of it on host."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    prints = manifest["fingerprints"]
+    assert set(prints) == {"host", "flannel-vxlan"}
+    for node, fp in prints["flannel-vxlan"].items():
+        assert fp["interfaces"]["flannel.1"]["kind"] == "vxlan", node
+        assert fp["interfaces"]["flannel.1"]["mtu"] == 1450
+        assert "generic-receive-offload" in fp["interfaces"]["flannel.1"]["offloads"]
+        assert fp["kernel"] == os.uname().release and fp["cpus"] == os.cpu_count()
+        assert fp["cni"]["mode"] == "VXLAN"
+        assert {ifs["eth0"]["mtu"] for ifs in fp["pods"].values()} == {1450}
+    for fp in prints["host"].values():
+        assert "flannel.1" not in fp["interfaces"] and fp["pods"] == {}
+
+
 def test_the_export_block_runs_as_written(run_dir, tmp_path):
     """docs/how-to/analyse.md's exports, read from the page and run in a folder of their own
     on this module's real run (logs/RUN_A its copy): the JSON has the fields
@@ -262,6 +282,9 @@ def test_the_service_shows_the_runs_answer_and_plots_on_its_page(run_dir, tmp_pa
         assert status == 200, page
         assert re.search(r'<ul id="answer"><li>flannel-vxlan: throughput ', page), page[:3000]
         assert f'src="/runs/{run_dir.name}/plots/throughput.png"' in page
+        # and where it ran: the fingerprints, flannel-vxlan's VXLAN device among them
+        table = page[page.index('<table id="fingerprint">'):]
+        assert "flannel.1 (vxlan) 1450" in table[:table.index("</table>")]
         import urllib.request
 
         with urllib.request.urlopen(f"{base}/runs/{run_dir.name}/plots/throughput.png",

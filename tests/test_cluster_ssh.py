@@ -528,6 +528,14 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
     assert manifest["backend"] == "ssh" and manifest["datapaths"] == ["host"]
     assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "h2", "sub0": "h3"}
     assert {h["name"] for h in manifest["cluster"]["hosts"]} == {"h2", "h3"}
+    # each host's fingerprint, read over its SSH connection: the host's own namespace
+    prints = manifest["fingerprints"]["host"]
+    assert set(prints) == {"h2", "h3"}
+    for name, fp in prints.items():
+        assert fp["kernel"] == os.uname().release and fp["cni"]["name"] == "host"
+        assert fp["interfaces"] and all(link["mtu"] >= 1280 for link in
+                                        fp["interfaces"].values()), (name, fp)
+        assert "net.ipv4.tcp_rmem" in fp["sysctls"]
     df = pd.read_csv(run / "results.csv")
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps") & (df.role == "sub0")]
     assert len(thr) == 1 and thr.value.iloc[0] > 1  # real samples across the hosts' LAN

@@ -127,3 +127,29 @@ def test_a_folder_without_runs_and_a_single_run_are_refused(tmp_path):
     done = invoke("history", str(one))
     assert done.returncode == 2 and "a history needs the same test in several runs" in \
         done.stderr
+
+
+@pytest.mark.parametrize("page", ["docs/how-to/analyse.md", "docs/how-to/watch-over-time.md"])
+def test_the_history_block_runs_as_written(tmp_path, page):
+    """The pages' history blocks, read from the page and run in a folder of their own whose
+    `logs` holds eight runs of one test: steady, then 3 % lower (a change, within the
+    page's 5 % bound: every command exits 0)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .test_docs_commands import blocks
+
+    root = Path(__file__).parent.parent
+    [block] = [b for b in blocks() if b.page == root / page and b.commands
+               and b.commands[0][:2] == ("k8sdds", "history")]
+    _runs(tmp_path, [100, 101, 99, 100, 97, 98, 96, 97])
+    for words in block.commands:
+        done = subprocess.run([sys.executable, "-m", "k8sdds", *words[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(root)})
+        assert done.returncode == 0, (words, done.stdout[-2000:], done.stderr[-2000:])
+        if words[1] == "history":
+            assert "throughput_mbps: 1 test(s) across 8 runs" in done.stdout, done.stdout
+    assert (tmp_path / "history" / "history.png").is_file()

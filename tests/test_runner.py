@@ -201,6 +201,12 @@ def test_rounds_run_the_first_repeat_of_every_test_then_the_second(setup, tmp_pa
     manifest = RunDir(outcome.run_dir).read_manifest()
     assert manifest.order == "rounds" and manifest.status == "complete"
     assert len(manifest.repeats) == 6
+    # the nodes' fingerprints: once per datapath, at its first repeat, kept by datapath
+    assert backend.fingerprinted == [(1, 1), (3, 1)]
+    assert manifest.fingerprints == {"host": {"node1": {"kernel": "fake"},
+                                              "node2": {"kernel": "fake"}},
+                                     "flannel-hostgw": {"node1": {"kernel": "fake"},
+                                                        "node2": {"kernel": "fake"}}}
 
 
 def test_a_resumed_run_keeps_its_order_unless_given_another(setup, tmp_path):

@@ -81,8 +81,6 @@ def changes(hist: pd.DataFrame, manifests: dict[str, dict], max_pvalue: float = 
         raise UserError("change points need Apache Otava: pip install --no-deps "
                         f"apache-otava=={OTAVA} (`make install` does)") from None
 
-    from k8sdds.analysis.compare import differences
-
     found = []
     for (test, metric), g in hist.groupby(["test", "metric"], sort=True):
         g = g.reset_index(drop=True)
@@ -99,9 +97,19 @@ def changes(hist: pd.DataFrame, manifests: dict[str, dict], max_pvalue: float = 
                 before=float(stats.mean_1), after=float(stats.mean_2), change_pct=pct,
                 p_value=float(stats.pvalue),
                 regression=None if better is None or pct == 0 else (pct > 0) != better,
-                changed_with=tuple(differences(manifests.get(before, {}),
-                                               manifests.get(now, {})))))
+                changed_with=tuple(_changed(manifests.get(before, {}),
+                                            manifests.get(now, {})))))
     return found
+
+
+def _changed(before: dict, now: dict) -> list[str]:
+    """What differs between two runs' manifests besides the tests: the machine, kernel,
+    engines, backend and profiles (compare.differences), then the nodes' fingerprints."""
+    from k8sdds import fingerprint
+    from k8sdds.analysis.compare import differences
+
+    return differences(before, now) + fingerprint.differences(
+        before.get("fingerprints") or {}, now.get("fingerprints") or {})
 
 
 def failing(found: list[Change], bound_pct: float) -> list[Change]:

@@ -24,7 +24,8 @@ SECTIONS = [("answer", "The answer: each datapath against host, middlewares side
             ("middlewares", "Middlewares side by side: DDS, Zenoh, MQTT"),
             ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
             ("history", "Across runs: change points"), ("warnings", "Warnings"),
-            ("runs", "Runs"), ("failures", "Failed repeats"),
+            ("runs", "Runs"), ("environment", "Where it ran: the nodes' fingerprints"),
+            ("failures", "Failed repeats"),
             ("missing", "Not measured in these runs")]
 
 # the middleware table's columns as the report names them
@@ -95,6 +96,23 @@ def _shown(*parts: str) -> bool:
 def _section(key: str, body: str) -> str:
     title = dict(SECTIONS)[key]
     return f'<section id="{key}"><h2>{html.escape(title)}</h2>{body}</section>'
+
+
+def _environment_html(runs: Runs) -> str:
+    """Each run's fingerprints, per datapath and node (k8sdds.fingerprint.rows); "" where no
+    run has any (runs older than fingerprints, imported data)."""
+    from k8sdds import fingerprint
+
+    parts = []
+    for rid, m in runs.manifests.items():
+        found = fingerprint.rows(m.get("fingerprints") or {})
+        if found:
+            parts.append(f"<h3>{html.escape(rid)}</h3>" + _table(pd.DataFrame(found)))
+    return ("<p>What decides a network figure besides the test, as each run found it at "
+            "each datapath's first repeat: interfaces on the path (kind, MTU, offloads), "
+            "kernel, CPU and governor, runtime, CNI, socket buffer ceilings. "
+            "<code>k8sdds compare</code> and <code>k8sdds history</code> show what differs."
+            "</p>" + "".join(parts)) if parts else ""
 
 
 def _runs_html(runs: Runs) -> str:
@@ -244,6 +262,7 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                    if not hist.empty else "",
         "warnings": "".join(f'<p class="warn">{html.escape(w)}</p>' for w in warnings),
         "runs": _runs_html(runs),
+        "environment": _environment_html(runs),
         "failures": ("<p class='note'>" + html.escape(
                         f"Their rows ({runs.excluded}) are left out of every figure and table "
                         "above (--include-failed counts them)." if runs.excluded else

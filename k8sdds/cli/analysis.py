@@ -110,6 +110,10 @@ def compare(
     force: bool = typer.Option(False, "--force", help="Compare runs whose machine, kernel, "
                                "engine versions, backend or profiles differ (the differences "
                                "are printed as a warning)."),
+    same_fingerprint: bool = typer.Option(
+        False, "--same-fingerprint", help="Refuse runs whose nodes' fingerprints differ "
+        "(MTU, offloads, sysctls, governor, runtime, CNI version: `fingerprints` in the "
+        "manifest); without it they are printed beside the comparison."),
     include_failed: bool = INCLUDE_FAILED,
 ) -> None:
     """Per test and metric: each side's mean over its repeats with its 95 % interval and n,
@@ -133,6 +137,16 @@ def compare(
     for line in differ:
         err_console.print(f"[yellow]warning: the runs differ in {line}[/yellow]",
                           highlight=False)
+    from k8sdds import fingerprint
+
+    printed = fingerprint.differences(*(next(iter(r.manifests.values())).get("fingerprints")
+                                        for r in runs))
+    if printed and same_fingerprint:
+        raise UserError(f"{baseline} and {contender} ran on nodes whose fingerprints differ: "
+                        + "; ".join(printed) + " (without --same-fingerprint they are "
+                        "compared, the differences shown)")
+    for line in printed:
+        err_console.print(f"[yellow]fingerprint differs: {line}[/yellow]", highlight=False)
     about = cmp.compared(*runs)
     if not as_json:
         err_console.print("comparing " + ("; ".join(about) if about else
@@ -144,6 +158,7 @@ def compare(
         out_console.print_json(json.dumps({
             "rows": rows, "crossed": gate.crossed, "cannot_judge": gate.unjudged,
             "within_noise": gate.noise, "compared": about, "differences": differ,
+            "fingerprint_differences": printed,
             "test": method}, default=str))
     else:
         table = Table(title=f"{contender} against {baseline} ({_TESTS[method]} over the "

@@ -109,6 +109,11 @@ class Backend(Protocol):
     def describe(self) -> dict:
         """The cluster, for the manifest."""
 
+    def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
+        """Each node of `placement` (a repeat just deployed) -> its environment fingerprint
+        (k8sdds.fingerprint.node): taken once per datapath, for the manifest."""
+        return {}
+
     def usage(self) -> dict[str, float]:
         """Cumulative CPU seconds the datapath itself has used so far, by counter
         (`datapath_cpu_s`: its own processes, such as wireguard-go, or the CNI's pods;

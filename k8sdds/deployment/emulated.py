@@ -203,6 +203,35 @@ class EmulatedBackend:
                          if netns.command(pid) in TUNNEL_PROCESSES)
         return {"datapath_cpu_s": tunnel, "softirq_s": netns.softirq_seconds()}
 
+    def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
+        """Each placed node's namespace and its pods' (k8sdds.fingerprint); the machine is
+        the one all nodes share, the CNI the kernel's own datapath as the emulator wires it,
+        with no container runtime or kubelet (pods are network namespaces)."""
+        import platform
+
+        from k8sdds import fingerprint as fp
+
+        def runner(ns: str) -> fp.Runner:
+            return lambda argv: fp.local(netns.exec_argv(ns, argv))
+
+        dp = model.datapath(self._datapath) if self._datapath else None
+        cni = {"name": dp.name if dp else "host",
+               "version": f"the kernel's datapath ({platform.release()}), emulated",
+               "mode": ", ".join(filter(None, (dp.encapsulation if dp else "none",
+                                               dp.encryption if dp and dp.encryption != "none"
+                                               else "")))}
+        machine = {**fp.machine(fp.local), "runtime": "none (pods are network namespaces)",
+                   "kubelet": "none"}
+        out = {}
+        for name in dict.fromkeys(p.node for p in placement.values()):
+            node = self.testbed.node(name)
+            pods = {p.role: runner(p.where) for p in placement.values()
+                    if p.node == name and p.where != node.ns}
+            out[name] = {**machine, **fp.network(runner(node.ns)),
+                         "pods": {role: fp.interfaces(run) for role, run in pods.items()},
+                         "cni": cni, "engines": {}}
+        return out
+
     def describe(self) -> dict:
         profiles = self.testbed.profiles() or {
             name: asdict(resolve(name))

@@ -207,6 +207,26 @@ class SshBackend:
                 continue
         return {"node_load1": sum(loads) / len(loads)} if loads else {}
 
+    def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
+        """Each placed host's fingerprint, over its SSH connection (k8sdds.fingerprint): a
+        bare host's own network, no CNI."""
+        from k8sdds import fingerprint as fp
+
+        out = {}
+        for name in dict.fromkeys(p.node for p in placement.values()):
+            remote = self._remotes[name]
+
+            def run(argv, remote=remote):
+                try:
+                    done = remote.run(argv)
+                except HostError as exc:
+                    return 255, str(exc)
+                return done.code, done.out
+
+            out[name] = fp.node(run, {"name": "host", "version": "none (a bare host)",
+                                      "mode": "the host's network"}, {})
+        return out
+
     def describe(self) -> dict:
         return {"hosts": list(self._facts.values()), "workdir": self.workdir,
                 "not_applied": []}

@@ -113,6 +113,9 @@ class RunManifest:
     not_applicable: list[dict] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, str] = field(default_factory=dict)
+    # per datapath, per node: what decides a network figure besides the test (k8sdds.
+    # fingerprint), taken at the datapath's first repeat
+    fingerprints: dict[str, Any] = field(default_factory=dict)
     repeats: dict[RepeatKey, RepeatEntry] = field(default_factory=dict)
     resumed: list[dict] = field(default_factory=list)
     finished: str | None = None
@@ -140,7 +143,8 @@ class RunManifest:
                 value = [encode_test(t) for t in value]
             elif f.name == "repeats":
                 value = {str(k): e.to_dict() for k, e in sorted(value.items())}
-            elif f.name in ("resumed", "finished", "imported", "not_applicable") and not value:
+            elif f.name in ("resumed", "finished", "imported", "not_applicable",
+                            "fingerprints") and not value:
                 continue
             out[f.name] = value
         return out
@@ -161,7 +165,8 @@ class RunManifest:
                                 f"{', '.join(STATUSES)}")
         for name, kind in (("command_line", list), ("backend_options", dict),
                            ("cluster", dict), ("datapaths", list), ("environment", dict),
-                           ("tools", dict), ("resumed", list), ("not_applicable", list)):
+                           ("tools", dict), ("resumed", list), ("not_applicable", list),
+                           ("fingerprints", dict)):
             if name in data and not isinstance(data[name], kind):
                 raise ManifestError(f"{name} is not {'a list' if kind is list else 'an object'}")
         for i, left in enumerate(data.get("not_applicable") or []):

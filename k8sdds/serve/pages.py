@@ -100,9 +100,12 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
         folder = Path(found["path"])
         report = served(folder / "report.html", out)
         plots = [p for p in PLOTS if served(folder / p, out)]
+        from k8sdds import fingerprint
+
         return page(request, "run.html", f"Run {run_id}", run=found, report=report,
                     summary=store.summary(engine, run_id), answer=run_answer(folder, out),
-                    plots=plots)
+                    plots=plots, fingerprints=fingerprint.rows(
+                        (found["manifest"] or {}).get("fingerprints") or {}))
 
     @app.get("/runs/{run_id}/plots/{name}", include_in_schema=False)
     def plot(request: Request, run_id: str, name: str):

@@ -291,6 +291,37 @@ class KubernetesBackend:
         return self.usage_reader.read(self._handles, self._nodes_of,
                                       self.cluster.detected().daemonset)
 
+    def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
+        """Each placed node as the API shows it (kernel, OS, runtime and kubelet versions)
+        and the CNI (its DaemonSet's images for the version, the detected datapath for the
+        mode). The interfaces, sysctls and CPU governor are not read: that would take a
+        privileged pod on every node, which a run does not ask for (least privilege)."""
+        found = self.cluster.detected()
+        version = "unknown"
+        if found.daemonset:
+            ns, name = found.daemonset.split("/", 1)
+            try:
+                ds = self.api.call("", self.api.apps().read_namespaced_daemon_set, name, ns)
+                version = ", ".join(sorted({c.image for c in ds.spec.template.spec.containers}))
+            except KubernetesError:
+                pass  # not ours to read: the version stays unknown
+        try:
+            mode = model.datapath(found.datapath).encapsulation
+        except KeyError:
+            mode = found.cni
+        nodes = {n["name"]: n for n in self.cluster.nodes()}
+        out = {}
+        for name in dict.fromkeys(p.node for p in placement.values()):
+            info = nodes.get(name, {})
+            out[name] = {"kernel": info.get("kernel", "unknown"), "os": info.get("os", ""),
+                         "arch": info.get("arch", ""),
+                         "runtime": info.get("runtime", "unknown"),
+                         "kubelet": info.get("kubelet", "unknown"),
+                         "cni": {"name": found.cni, "version": version, "mode": mode},
+                         "engines": {"image": self.options.image},
+                         "not_read": "interfaces, sysctls, CPU (no privileged pod)"}
+        return out
+
     def describe(self) -> dict:
         found = self.cluster.detected()
         self.usage_reader.metrics(found.daemonset)  # says now whether metrics-server is there
