@@ -21,25 +21,32 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     cal = tmp_path / "cal.json"
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
            "K8SDDS_CALIBRATION": str(cal), "COLUMNS": "300"}
-    proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--steps", "2", "--repeats", "1",
-               "--duration", "2", "--testbed", name, "--json", env=env, timeout=600)
+    proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--rounds", "1", "--repeats",
+               "1", "--duration", "2", "--testbed", name, "--json", env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["file"] == str(cal) and out["board"] == "rpi3b"
     # the link-bound rate of a 100 Mbit/s uplink, measured with no CPU limit
     assert 80 <= out["link_mbps"] <= 100
-    fitted = "fitted through the CPU-bound steps" in proc.stderr  # then checked: a step more
-    assert len(out["steps"]) == 2 + fitted and out["steps"][0][0] == pytest.approx(0.1)
-    assert all(v > 0 for _, v in out["steps"])  # every step measured traffic
+    kinds = [k for _, _, k in out["steps"]]
+    # the scout from 0.01 CPU, the ladder's other budget, the check (a correction: two)
+    assert out["steps"][0][:1] == [0.01] and kinds[0] == "scout"
+    assert kinds.count("ladder") == 1 and kinds[-1] == "check"
+    scouts = [v for _, v, k in out["steps"] if k == "scout"]
+    assert scouts == sorted(scouts) or out["notes"]  # rising, or said
+    assert all(v > 0 for _, v, _ in out["steps"])  # every step measured traffic
     assert 0.01 <= out["cpu"] <= 1.0
     assert out["machine"]["cpus"] == os.cpu_count()
-    assert "link-bound: 16384 B" in proc.stderr and "0.1000 CPU: 1024 B" in proc.stderr
+    assert "link-bound: 16384 B" in proc.stderr and "0.0100 CPU: 1024 B" in proc.stderr
     saved = json.loads(cal.read_text())["boards"]["rpi3b"]
     assert saved["cpu"] == out["cpu"]
-    # the ratio stored is what a run at the chosen budget measured, never the target
-    [last] = re.findall(rf"{out['cpu']:.4f} CPU: 1024 B at ([0-9.]+) Mbit/s", proc.stderr)[-1:]
-    assert out["ratio"] == pytest.approx(float(last) / out["link_mbps"], abs=2e-3)
-    assert any(c == out["cpu"] and abs(v - float(last)) < 0.06 for c, v in out["steps"])
+    # the ratio stored is what runs at the chosen budget measured, never the target
+    said = [float(v) for v in re.findall(rf"{out['cpu']:.4f} CPU: 1024 B at ([0-9.]+) "
+                                         "Mbit/s", proc.stderr)]
+    checks = [v for c, v, k in out["steps"] if k == "check" and c == out["cpu"]]
+    assert checks and said[-len(checks):] == pytest.approx(checks, abs=0.06)
+    assert out["ratio"] == pytest.approx(sum(checks) / len(checks) / out["link_mbps"],
+                                         abs=2e-3)
     # nothing of its testbed is left: namespaces, cgroups, state
     assert namespaces(name) == []
     assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
@@ -65,7 +72,7 @@ def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monke
         machine={**calibration.machine(), "cpu": "Other CPU"}, when="2026-01-01T00:00:00"), cal)
     monkeypatch.setenv("K8SDDS_CALIBRATION", str(cal))
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(calibrate, "AUTO", replace(calibrate.AUTO, steps=2, repeats=1,
+    monkeypatch.setattr(calibrate, "AUTO", replace(calibrate.AUTO, rounds=1, repeats=1,
                                                    duration=2, testbed="kdq" + str(
                                                        os.getpid() % 1000)))
     name = "kdr" + str(os.getpid() % 1000)

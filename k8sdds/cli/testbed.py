@@ -172,9 +172,9 @@ def testbed_calibrate(
                                        help="Seconds of each measurement."),
         repeats: int = typer.Option(3, "--repeats", min=1, max=20,
                                     help="Measurements per step (their median counts)."),
-        steps: int = typer.Option(7, "--steps", min=1, max=20,
-                                  help="Bisection steps between 0.01 and 1 CPU (7: within "
-                                  "4 %)."),
+        rounds: int = typer.Option(3, "--rounds", min=1, max=10,
+                                   help="Rounds of the ladder and of the check (each "
+                                   "budget measured once a round)."),
         output: Path | None = typer.Option(
             None, "--output", help="Calibration file to write [K8SDDS_CALIBRATION, else "
             "/var/lib/k8sdds/calibration.json]."),
@@ -198,14 +198,14 @@ def testbed_calibrate(
     name = one_of(name, old_name, "--testbed", "--name") or "kdcalib"
     check_name(name)
     preflight()
-    settings = Settings(profile=profile, duration=duration, repeats=repeats, steps=steps,
+    settings = Settings(profile=profile, duration=duration, repeats=repeats, rounds=rounds,
                         testbed=name)
 
     def say(line: str) -> None:
         err_console.print(line, markup=False, highlight=False)
 
-    say(f"calibrating {profile} against the {board.name} ({board.source}): {steps} steps "
-        f"of {repeats} x {duration:g} s, about {settings.minutes:.0f} min")
+    say(f"calibrating {profile} against the {board.name} ({board.source}): {rounds} rounds "
+        f"of {repeats} x {duration:g} s a step, about {settings.minutes:.0f} min")
     cal = calibrate(settings, board, say)
     path = calibration.save(cal, output)
     if json_out:

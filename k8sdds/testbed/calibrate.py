@@ -31,16 +31,18 @@ class Settings:
     profile: str = "rpi3b"
     duration: float = 5.0
     repeats: int = 3
-    steps: int = 7
-    low: float = 0.01  # CPUs: the bisection's range
+    rounds: int = 3  # the ladder's and the check's (calibration.search)
+    low: float = 0.01  # CPUs: the search's range
     high: float = 1.0
     testbed: str = "kdcalib"
 
     @property
     def minutes(self) -> float:
-        """About how long it takes: the steps, the link-bound rate and a fitted budget's
-        check, each `repeats` runs of `duration` and about 3 s of start."""
-        return (self.steps + 2) * self.repeats * (self.duration + 3) / 60
+        """About how long it takes: the link-bound rate, about three scout steps, the
+        ladder's two budgets in `rounds` (one of them the scout's last step) and the check's
+        `rounds`, each `repeats` runs of `duration` and about 2 s of start (a correction
+        adds `rounds` more). Measured: 263 s with the defaults (2026-11-28)."""
+        return (3 + 3 * self.rounds) * self.repeats * (self.duration + 2) / 60
 
 
 # what a run calibrates with when its profile's budget is not this machine's (`k8sdds
@@ -179,25 +181,19 @@ def calibrate(settings: Settings, board: Board,
                 say(f"{cpus:.4f} CPU: {board.payload} B at {mbps:.1f} Mbit/s")
                 return mbps
 
-            cpu, trace = calibration.solve(measure, target, settings.low, settings.high,
-                                           settings.steps)
-            fitted = calibration.fit(trace, target, link)
-            if fitted is not None:
-                cpu = round(fitted, 4)
-                say(f"fitted through the CPU-bound steps: {cpu:.4f} CPU; measuring it")
-                measured = measure(cpu)  # what the emulation shows there, not the target
-                trace.append((cpu, measured))  # the last step: the check at the budget
-            else:
-                measured = dict(trace)[cpu]
+            found = calibration.search(measure, target, link, settings.low, settings.high,
+                                       settings.rounds)
+            for note in found.notes:
+                say(note)
     finally:
         lock.acquire()
         try:
             tb.down()
         finally:
             lock.release()
-    return Calibration(board=settings.profile, cpu=round(cpu, 4),
+    return Calibration(board=settings.profile, cpu=found.cpu,
                        target_ratio=round(board.target_ratio(), 4),
-                       ratio=round(measured / link, 4), link_mbps=round(link, 2),
+                       ratio=round(found.measured / link, 4), link_mbps=round(link, 2),
                        machine=calibration.machine(),
                        when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       steps=[[round(c, 4), round(v, 2)] for c, v in trace])
+                       steps=found.steps, notes=found.notes)
