@@ -11,7 +11,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("guarded", "flags", "caches", "layers"),
     ("cni",),
     ("model",),
-    ("order", "environment", "parsers", "stopping", "expansion"),
+    ("order", "environment", "fingerprint", "parsers", "stopping", "expansion"),
     ("results",),
     ("certs",),
     ("perftest",),

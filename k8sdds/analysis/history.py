@@ -47,7 +47,7 @@ def series(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Change:
+class ChangePoint:
     """A change point in one test's series: from the run `run_id` on, the mean moved."""
 
     test: str
@@ -72,7 +72,7 @@ class Change:
 
 
 def changes(hist: pd.DataFrame, manifests: dict[str, dict], max_pvalue: float = MAX_PVALUE
-            ) -> list[Change]:
+            ) -> list[ChangePoint]:
     """The change points of each test's series in `hist` (series()), oldest first per
     test."""
     try:
@@ -92,7 +92,7 @@ def changes(hist: pd.DataFrame, manifests: dict[str, dict], max_pvalue: float = 
             stats = point.stats
             pct = float(stats.forward_change_percent())
             before, now = g.loc[i - 1, "run_id"], g.loc[i, "run_id"]
-            found.append(Change(
+            found.append(ChangePoint(
                 test=test, metric=metric, run_id=now, created=g.loc[i, "created"],
                 before=float(stats.mean_1), after=float(stats.mean_2), change_pct=pct,
                 p_value=float(stats.pvalue),
@@ -112,15 +112,15 @@ def _changed(before: dict, now: dict) -> list[str]:
         before.get("fingerprints") or {}, now.get("fingerprints") or {})
 
 
-def failing(found: list[Change], bound_pct: float) -> list[Change]:
+def failing(found: list[ChangePoint], bound_pct: float) -> list[ChangePoint]:
     """The tests whose newest change point is a regression beyond `bound_pct` (%)."""
-    newest: dict[tuple[str, str], Change] = {}
+    newest: dict[tuple[str, str], ChangePoint] = {}
     for change in found:
         newest[(change.test, change.metric)] = change  # oldest first: the last one stays
     return [c for c in newest.values() if c.regression and abs(c.change_pct) > bound_pct]
 
 
-def table(found: list[Change]) -> pd.DataFrame:
+def table(found: list[ChangePoint]) -> pd.DataFrame:
     """The changes as a table (the report's)."""
     return pd.DataFrame([{"test": c.test, "from run": c.run_id, "before": c.before,
                           "after": c.after, "change %": c.change_pct, "p": c.p_value,
