@@ -153,3 +153,41 @@ def test_the_history_block_runs_as_written(tmp_path, page):
         if words[1] == "history":
             assert "throughput_mbps: 1 test(s) across 8 runs" in done.stdout, done.stdout
     assert (tmp_path / "history" / "history.png").is_file()
+
+
+def test_the_services_history_page_shows_the_series_and_the_change(tmp_path):
+    """The real `k8sdds serve` over the runs (added by its watcher): /history lists the test's
+    mean per run and the change point, as `k8sdds history --db` finds it."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from .test_serve import _free_port, _get, _wait_listening
+
+    dirs = _runs(tmp_path, STEADY_THEN_DROP, kernel_from=4)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "k8sdds", "serve", "--out", str(tmp_path / "logs"), "--listen",
+         f"127.0.0.1:{port}", "--watch", "0.2", "--db", f"sqlite:///{tmp_path / 'db'}"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_listening(proc, port)
+        deadline = time.monotonic() + 60
+        while len(json.loads(_get(f"{base}/api/runs")[1])) < len(dirs):
+            assert time.monotonic() < deadline, "the service did not add the runs"
+            time.sleep(0.2)  # the watcher adds them: no event to wait on
+        status, page = _get(f"{base}/history?metric=throughput_mbps")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert status == 200, page
+    changes = page[page.index('<ul id="changes">'):]
+    changes = changes[:changes.index("</ul>")]
+    assert f"from run {dirs[4].name}" in changes and "regression" in changes
+    assert "kernel: 6.1.0 against 6.12.0" in changes
+    assert all(f'href="/runs/{d.name}"' in page for d in dirs)
+    assert "Traceback" not in proc.stderr.read()

@@ -262,20 +262,9 @@ def history_cmd(
     if bool(runs) == bool(db):
         raise UserError("give run directories or --db URL (one of the two)")
     if db:
-        from sqlalchemy.exc import SQLAlchemyError
+        from k8sdds.serve import series, store
 
-        from k8sdds.serve import store
-
-        engine = store.open_db(db)
-        try:
-            rows = store.summaries_of(engine, (metric,))
-            manifests = store.manifests(engine)
-        except SQLAlchemyError as exc:
-            raise UserError(f"database {store.redact(db)}: not one `k8sdds serve` made "
-                            f"({' '.join(str(exc).split())[:200]})") from None
-        if not rows:
-            raise UserError(f"database {store.redact(db)}: no run with {metric}")
-        found_runs = load.Runs(load.table_of(rows), manifests)
+        found_runs = series.runs_of(store.open_db(db), metric, f"database {store.redact(db)}")
     else:
         found_runs = load.load(_run_dirs(runs), include_failed)
     hist = history.series(found_runs, metric)

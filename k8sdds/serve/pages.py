@@ -146,6 +146,25 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
         return page(request, "compare.html", "Compare two runs", runs=ids, a=a, b=b,
                     rows=rows, error=error)
 
+    @app.get("/history", response_class=HTMLResponse, include_in_schema=False)
+    def history_page(request: Request, metric: str = "throughput_mbps"):
+        """Each test's mean per run, oldest first, and its change points (`k8sdds history`)."""
+        from k8sdds.analysis import cells, history
+        from k8sdds.serve import series
+
+        names = [m.name for m in cells.METRICS]
+        metric = metric if metric in names else "throughput_mbps"
+        tests, found, error = [], [], ""
+        try:
+            runs = series.runs_of(engine, metric)
+            hist = history.series(runs, metric)
+            found = history.changes(hist, runs.manifests) if not hist.empty else []
+            tests = [(test, g.to_dict("records")) for test, g in hist.groupby("test")]
+        except UserError as exc:
+            error = str(exc)
+        return page(request, "history.html", "History", metrics=names, metric=metric,
+                    tests=tests, changes=[c.said() for c in found], error=error)
+
     @app.get("/tasks", response_class=HTMLResponse, include_in_schema=False)
     def tasks(request: Request):
         return page(request, "tasks.html", "Tasks")
