@@ -28,8 +28,12 @@ the cells whose ratios differ between the engines by more than ±0.10.
 `--write-known` writes the measured cells of the first engine into the package's known error
 (k8sdds/analysis/known_error.csv), each with the sitting's budget and date.
 
+`--quick` measures the 1 KiB UDP row of the five datapaths only (after calibrating, in
+rounds) and prints each ratio beside the published one with the wall time: the check to run
+before trusting the emulator on a new machine.
+
 Usage: .venv/bin/python benchmarks/fidelity.py [--tree DIR] [--write-tree] [--tree-only]
-       [--rounds 3] [--duration 5] [--udp-only] [--no-calibrate] [--no-cloud]
+       [--rounds 3] [--duration 5] [--udp-only] [--quick] [--no-calibrate] [--no-cloud]
        [--engine ddsperf[,rtiperftest]] [--write-known]
 """
 
@@ -84,9 +88,9 @@ def tree_cells(where: Path) -> pd.DataFrame:
     return ratios(throughput(pd.concat(pd.read_csv(r) for r in runs)))
 
 
-def schedule(udp_only: bool) -> str:
+def schedule(udp_only: bool, payloads: tuple[int, ...] = PAYLOADS) -> str:
     """One throughput test per (transport, payload) the table has."""
-    rows = [f"{n},false,1,false,0,udp,false\n" for n in PAYLOADS]
+    rows = [f"{n},false,1,false,0,udp,false\n" for n in payloads]
     if not udp_only:
         rows += [f"{n},false,1,false,0,{t},{str(s).lower()}\n"
                  for name, t, s in TRANSPORTS[1:] for n in OTHER_PAYLOADS]
@@ -138,7 +142,13 @@ def main() -> None:
                     help="write the first engine's measured cells, with this sitting's "
                     "rpi3b budget and date, into k8sdds/analysis/known_error.csv (the "
                     "answer's known error)")
+    ap.add_argument("--quick", action="store_true",
+                    help="the 1 KiB UDP row only, no cloud check: the quick check before "
+                    "trusting the emulator on a new machine (about 8 minutes with the "
+                    "calibration)")
     args = ap.parse_args()
+    if args.quick:
+        args.udp_only, args.cloud = True, False
     if args.write_tree and not args.tree:
         sys.exit("--write-tree needs --tree DIR")
     tree = tree_cells(args.tree) if args.tree else pd.read_csv(SHIPPED)
@@ -167,7 +177,7 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
     pi = resolve("rpi3b")
     print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
     sch = tmp / "cells.csv"
-    sch.write_text(schedule(args.udp_only))
+    sch.write_text(schedule(args.udp_only, (1024,) if args.quick else PAYLOADS))
     engines = [e.strip() for e in args.engine.split(",") if e.strip()]
     rounds: dict[str, list[pd.DataFrame]] = {e: [] for e in engines}
     for i in range(1, args.rounds + 1):
@@ -180,6 +190,8 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
         table = compare(tree, over_rounds(rounds[engine]))
         if args.udp_only:
             table = table[table.transport == "UDP"]
+        if args.quick:
+            table = table[table.data_len == 1024]
         tables[engine] = table
         print(f"### rpi3b with {engine} against the published tree, {args.rounds} rounds, "
               f"{args.duration:g} s tests: ratio to UDP host at the same payload\n")
