@@ -853,6 +853,10 @@ def test_load_image_gives_each_host_its_platform_of_a_multi_arch_archive(hosts, 
             assert "(amd64, arm)" in text and "load-image: 1/1 hosts" in text
             log = (tmp_path / "logs" / f"h{i}.log").read_text()
             assert f"images import --platform {platform} /tmp/k8sdds-image." in log, log
+            # the archive cut to the host's platform: less than the whole was sent
+            [sent] = re.findall(r"sftp put \S+/(\w+)\.tar \S+\n\[([0-9.]+) MB in", log)[-1:]
+            assert sent[0] == arch and float(sent[1]) * 1e6 < archive.stat().st_size * 0.9, (
+                sent, archive.stat().st_size)
             ctr = ["ctr", "--address", sock, "-n", "k8s.io"]
             assert tag in subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True,
                                          text=True, check=True).stdout.split()

@@ -103,11 +103,28 @@ def test_one_archive_gives_each_platform_its_own_image(tmp_path):
     by_arch = {m["platform"]["architecture"]: m["digest"] for m in index["manifests"]}
     assert set(by_arch) == {"amd64", "arm64"}
 
+    # cut to one platform (what `cluster load-image` sends a host): the same tag, only the
+    # arm64 image's blobs
+    from k8sdds.images.index import describe, one_platform
+
+    cut = one_platform(out, "arm64", tmp_path / "arm64.tar")
+    assert describe(cut) == ([TAG], ("arm64",))
+    with tarfile.open(cut) as tf, tarfile.open(out) as whole:
+        blobs = {n for n in tf.getnames() if n.startswith("blobs/")}
+        amd_manifest = json.load(whole.extractfile("blobs/sha256/" + by_arch["amd64"][7:]))
+    assert "blobs/sha256/" + by_arch["arm64"][7:] in blobs
+    assert not {"blobs/sha256/" + d["digest"][7:] for d in amd_manifest["layers"]} & blobs
+    assert cut.stat().st_size < out.stat().st_size
+    with pytest.raises(UserError, match="no image for arm "):
+        one_platform(out, "arm", tmp_path / "arm.tar")
+
     proc, sock = _containerd(tmp_path / "containerd")
     try:
         for namespace, platform in (("amd", "linux/amd64"), ("pi", "linux/arm64/v8")):
             _ctr(sock, namespace, "images", "import", "--platform", platform, str(out))
             assert TAG in _ctr(sock, namespace, "images", "ls", "-q").split()
+        _ctr(sock, "cut", "images", "import", "--platform", "linux/arm64/v8", str(cut))
+        assert TAG in _ctr(sock, "cut", "images", "ls", "-q").split()
         # each namespace keeps its own platform's manifest, and not the other's once
         # containerd has collected what no image refers to
         for namespace, own, other in (("amd", "amd64", "arm64"), ("pi", "arm64", "amd64")):

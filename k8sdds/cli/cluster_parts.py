@@ -40,8 +40,9 @@ def cluster_load_image(
     """Put an image into every host's containerd over SSH (`ctr -n k8s.io images import`),
     for clusters with no registry: copied by SFTP, checked by SHA-256, imported, removed.
     Pods then find it with imagePullPolicy IfNotPresent. Each host gets the archive of its
-    own architecture (the inventory's `arch`; from a multi-architecture archive, its own
-    platform's image); a host no archive fits is refused by name."""
+    own architecture (the inventory's `arch`; a multi-architecture archive is cut per
+    platform first, so a host is sent its own layers only); a host no archive fits is
+    refused by name."""
     from k8sdds.cluster import images
     from k8sdds.cluster.remote import HostError
 
@@ -53,16 +54,21 @@ def cluster_load_image(
     for archive in archives:
         if not Path(archive).is_file():
             raise typer.BadParameter(f"{archive}: no such file", param_hint="--archive")
-    by_arch = images.by_architecture(archives, lambda line: out_console.print(line))
+    import tempfile
 
-    def one(remote):
-        if remote.host.arch not in by_arch:
-            raise HostError(f"{remote.host.name} is {remote.host.arch}; the image is "
-                            f"{' and '.join(by_arch)} (give its --archive too)")
-        archive, digest, several = by_arch[remote.host.arch]
-        return images.load(remote, archive, digest, address, several=several)
+    with tempfile.TemporaryDirectory(prefix="k8sdds-load-image-") as cut:
+        by_arch = images.by_architecture(archives, lambda line: out_console.print(line),
+                                         {h.arch for h in loaded.hosts},
+                                         None if dry_run else Path(cut))
 
-    results, folder = per_host(loaded, known, dry_run, log_dir, one)
+        def one(remote):
+            if remote.host.arch not in by_arch:
+                raise HostError(f"{remote.host.name} is {remote.host.arch}; the image is "
+                                f"{' and '.join(by_arch)} (give its --archive too)")
+            archive, digest, several = by_arch[remote.host.arch]
+            return images.load(remote, archive, digest, address, several=several)
+
+        results, folder = per_host(loaded, known, dry_run, log_dir, one)
     if dry_run:
         dry_run_listing(folder, loaded.hosts, results)
         return

@@ -50,10 +50,14 @@ def engine_archive(arches: list[str], say: Callable[[str], None]) -> Path:
     return combined
 
 
-def by_architecture(archives: list[Path], say: Callable[[str], None]
+def by_architecture(archives: list[Path], say: Callable[[str], None],
+                    wanted: set[str] | None = None, cut: Path | None = None
                     ) -> dict[str, tuple[Path, str, bool]]:
     """Each architecture -> the archive that carries it, its SHA-256, and whether it carries
-    several (an image index); an architecture two archives carry is an error."""
+    an image index; an architecture two archives carry is an error. With `cut` (a
+    directory), a multi-architecture archive is cut there into one archive per architecture
+    of `wanted` (index.one_platform): each host is sent its own platform's layers only."""
+    from k8sdds.images.index import one_platform
     from k8sdds.results.files import sha256
 
     found: dict[str, tuple[Path, str, bool]] = {}
@@ -64,6 +68,9 @@ def by_architecture(archives: list[Path], say: Callable[[str], None]
             if arch in found:
                 raise UserError(f"--archive: {archive} and {found[arch][0]} are both {arch}")
             found[arch] = (Path(archive), digest, len(arches) > 1)
+            if cut is not None and len(arches) > 1 and arch in (wanted or set()):
+                own = one_platform(Path(archive), arch, cut / f"{arch}.tar")
+                found[arch] = (own, sha256(own), True)
         say(f"{archive}: {', '.join(tags) or 'no tag'} ({', '.join(arches)})")
     return found
 
