@@ -110,8 +110,9 @@ class Backend(Protocol):
         """The cluster, for the manifest."""
 
     def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
-        """Each node of `placement` (a repeat just deployed) -> its environment fingerprint
-        (k8sdds.fingerprint.node): taken once per datapath, for the manifest."""
+        """Each node of `placement` (a repeat whose followers run, its driver not yet) -> its
+        environment fingerprint (k8sdds.fingerprint.node): taken once per datapath, for the
+        manifest."""
         return {}
 
     def usage(self) -> dict[str, float]:
