@@ -354,10 +354,12 @@ NODE_CONFIG = [
 # /etc/kubernetes), links, routes, iptables rules and chains (empty built-in chains are no
 # rules), containers, mounts (but the network namespaces test processes hold on this machine:
 # make test runs two at once; a second cluster of theirs is named with a letter after its
-# number, kk841b-node0)
+# number, kk841b-node0; the ARM image tests' are k8sdds-arm-PID), and of /var/lib/k8sdds only
+# what `cluster install` keeps there (node/: the other process's testbed clusters write
+# beside it)
 SNAPSHOT = r"""
 for p in /etc/kubernetes /etc/cni /var/lib/kubelet /var/lib/etcd /var/lib/cni /run/flannel \
-         /opt/cni/bin /var/lib/kube-router /var/lib/weave /usr/local/bin /var/lib/k8sdds \
+         /opt/cni/bin /var/lib/kube-router /var/lib/weave /usr/local/bin /var/lib/k8sdds/node \
          /etc/containerd /etc/default/kubelet /etc/modules-load.d /etc/sysctl.d \
          /etc/systemd/system/kubelet.service /etc/systemd/system/kubelet.service.d; do
   [ -e $p ] && find $p ! -type d; done | sort
@@ -369,7 +371,7 @@ ip6tables-save | grep -E '^(-A |:[^ ]+ - )' | sed 's/ \[[0-9:]*\]$//'
 ctr -n k8s.io containers ls -q 2>/dev/null
 dpkg-query -W -f '${Package} ${Status}\n' containerd runc containernetworking-plugins 2>&1
 awk '{print $5}' /proc/self/mountinfo | grep -v '^/proc/sys/' \
-  | grep -v -E '^/run/netns/[a-z]{2,6}[0-9]{1,3}[a-z]?-' | sort
+  | grep -v -E '^/run/netns/([a-z]{2,6}[0-9]{1,3}[a-z]?-|k8sdds-)' | sort
 """
 
 SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops",

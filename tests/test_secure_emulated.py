@@ -68,13 +68,15 @@ def _try_captured(tmp_path, testbed, row: str, *flags: str) -> tuple[dict, Path,
     sch = tmp_path / "s.csv"
     sch.write_text(HEADER + row + "\n")
     probe = os.path.join(os.path.dirname(__file__), "wire_capture.py")
+    # the whole run: the capture ends when the run has (SIGTERM), at most after 120 s
     cap = subprocess.Popen(netns.exec_argv(f"{name}-switch", [
-        sys.executable, probe, "n1", "10", RTPS, TLS_RECORD, TOPIC, PERFTEST_TOPIC, ZEROS]),
+        sys.executable, probe, "n1", "120", RTPS, TLS_RECORD, TOPIC, PERFTEST_TOPIC, ZEROS]),
         stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
                "--out", str(tmp_path / "logs"), "--testbed", name, "--json", "--no-plot",
                *flags, env=env)
+    cap.terminate()  # `ip netns exec` execs the probe: the signal reaches it
     out, _ = cap.communicate(timeout=60)
     assert proc.returncode == 0, proc.stderr
     outcome = json.loads(proc.stdout)

@@ -1,8 +1,10 @@
 """Run inside the switch namespace: `wire_capture.py IFACE SECONDS HEXPATTERN [HEXPATTERN...]`
-captures every frame on IFACE for SECONDS and prints JSON: frames seen, frames holding the first
-pattern, frames holding each pattern (by its hex), and UDP frames to the WireGuard port."""
+captures every frame on IFACE for SECONDS, or until SIGTERM (the run it watches has ended),
+and prints JSON: frames seen, frames holding the first pattern, frames holding each pattern
+(by its hex), and UDP frames to the WireGuard port."""
 
 import json
+import signal
 import socket
 import struct
 import sys
@@ -16,7 +18,9 @@ s.bind((iface, 0))
 s.settimeout(0.1)
 frames = wireguard = 0
 deadline = time.monotonic() + seconds
-while time.monotonic() < deadline:
+stopped = []
+signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
+while time.monotonic() < deadline and not stopped:
     try:
         frame = s.recv(65535)
     except TimeoutError:
