@@ -26,7 +26,7 @@ def _ns_runner(ns: str) -> fp.Runner:
 def namespace():
     if os.geteuid() != 0 or not shutil.which("ethtool"):
         pytest.skip("needs root (a network namespace) and ethtool")
-    ns = f"kfp{uuid.uuid4().hex[:8]}"
+    ns = f"k8sdds-fp-{uuid.uuid4().hex[:8]}"  # a name the hosts snapshots leave out
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
         for argv in (["ip", "link", "add", "va", "mtu", "1450", "type", "veth", "peer", "name",
