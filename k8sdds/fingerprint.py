@@ -63,31 +63,6 @@ def sysctls(text: str) -> dict[str, str]:
     return out
 
 
-def mtus(text: str) -> dict[str, dict]:
-    """`grep -H . /sys/class/net/NAME/mtu ...` -> {name: {mtu}}, the loopback left out. Pure."""
-    out = {}
-    for line in text.splitlines():
-        path, sep, value = line.partition(":")
-        parts = path.split("/")
-        if sep and path.startswith("/sys/class/net/") and len(parts) == 6 and \
-                parts[4] != "lo" and value.strip().isdigit():
-            out[parts[4]] = {"mtu": int(value)}
-    return out
-
-
-def plain_interfaces(run: Runner) -> dict[str, dict]:
-    """What a pod can read of its own network namespace with no capability and Debian's base
-    tools only (ls, grep): each interface's MTU."""
-    import re
-
-    code, listed = run(["ls", "/sys/class/net"])
-    names = [n for n in listed.split() if n != "lo" and re.fullmatch(r"[\w.@-]{1,15}", n)]
-    if code != 0 or not names:
-        return {}
-    code, text = run(["grep", "-H", ".", *(f"/sys/class/net/{n}/mtu" for n in names)])
-    return mtus(text)
-
-
 def sysctl_paths() -> list[str]:
     return ["/proc/sys/" + key.replace(".", "/") for key in SYSCTLS]
 
@@ -168,7 +143,7 @@ def rows(prints: Mapping[str, Mapping[str, dict]]) -> list[dict]:
     for datapath, nodes in prints.items():
         for name, fp in nodes.items():
             cni = fp.get("cni") or {}
-            sysctl = fp.get("sysctls") or fp.get("pod_sysctls") or {}
+            sysctl = fp.get("sysctls") or {}
             pods = fp.get("pods") or {}
             out.append({
                 "datapath": datapath, "node": name,
@@ -209,8 +184,6 @@ def flat(prints: Mapping[str, Mapping[str, dict]]) -> dict[str, str]:
                 out[f"{at} engine {engine}"] = str(version)
             for key, value in sorted((fp.get("sysctls") or {}).items()):
                 out[f"{at} {key}"] = value
-            for key, value in sorted((fp.get("pod_sysctls") or {}).items()):
-                out[f"{at} pod {key}"] = value
             places = [("", fp.get("interfaces") or {})] + [
                 (f"pod {role} ", ifs) for role, ifs in sorted((fp.get("pods") or {}).items())]
             for place, ifs in places:

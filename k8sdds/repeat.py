@@ -37,8 +37,9 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
     """Run one repeat of `test` with `engine` on `backend`: deploy, start the followers, then
     the driver, wait (bounded), stop, collect, parse, store its rows; always tears down;
     returns its manifest entry. With `fingerprinted`, the nodes' fingerprints are taken once
-    the followers run (before the driver starts) and handed to it (a probe that fails is
-    said in them, never fails the repeat)."""
+    deployed, before any role starts (a probe between a follower's start and the driver's
+    delayed the driver past ddsperf's wait for its peers on an emulated ARM node), and
+    handed to it (a probe that fails is said in them, never fails the repeat)."""
     rep_dir = run.repeat_dir(key)
     rep_dir.mkdir(parents=True, exist_ok=True)
     roles = list(engine.roles(test))
@@ -50,6 +51,8 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
         placement = backend.deploy(test, roles, key.repeat,
                                         engine.service_ports(test))
         entry.placement = {r: p.node for r, p in placement.items()}
+        if fingerprinted is not None:  # before any role starts: nothing delays a start
+            fingerprinted(_fingerprint(backend, placement))
         endpoints = {r: placement[r].address for r in roles}
         discovery = discovery_of(test)
         entry.discovery = discovery
@@ -74,8 +77,6 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
                 placement[role], commands[role], rep_dir / f"{role}.log",
                 listen=engine.listen_port if i == 0 else None)
         backend.ready(list(handles.values()))
-        if fingerprinted is not None:  # the followers running: their pods can be read
-            fingerprinted(_fingerprint(backend, placement))
         if engine.listen_port and followers and not backend.wait_listening(
                 handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
             # the client would only fail to connect: say why instead

@@ -54,13 +54,6 @@ def test_a_namespaces_interfaces_mtu_kind_and_offloads_are_read(namespace):
     assert got["sysctls"]["net.ipv4.tcp_rmem"].count(" ") == 2
 
 
-def test_what_a_pod_reads_of_itself_is_its_interfaces_mtu(namespace):
-    """The probe a kubernetes pod runs by exec (ls and grep, no capability), here in the
-    test's namespace (`ip netns exec` mounts a sysfs of that namespace, as a pod has one)."""
-    assert fp.plain_interfaces(_ns_runner(namespace)) == {
-        "va": {"mtu": 1450}, "vb": {"mtu": 1450}, "br9": {"mtu": 1500}}
-
-
 def test_the_machine_is_this_one():
     def here(argv):
         try:

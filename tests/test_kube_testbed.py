@@ -67,18 +67,13 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
     assert manifest["cluster"]["datapath"] == "flannel-vxlan"  # detected: flannel's DaemonSet
     assert manifest["cluster"]["cni"] == "flannel (vxlan)"
     # the nodes' fingerprints as the API shows them: the real kubelets' versions, the CNI's
-    # images for its version, the running follower's pod as it reads itself, and what a run
-    # without a privileged pod does not read
+    # images for its version, and what a run without a privileged pod does not read
     prints = manifest["fingerprints"]["flannel-vxlan"]
     assert set(prints) == {"node1", "node2"}
     for fp in prints.values():
         assert fp["kubelet"] == "v1.34.3" and fp["runtime"].startswith("containerd://")
         assert "flannel" in fp["cni"]["version"] and fp["cni"]["mode"] == "VXLAN"
         assert fp["not_read"] and "interfaces" not in fp
-    # the subscriber ran first (node2): flannel's pod MTU, under the node's uplink
-    [pod] = prints["node2"]["pods"].values()
-    assert 1280 <= pod["eth0"]["mtu"] < 1500, pod
-    assert "net.ipv4.tcp_rmem" in prints["node2"]["pod_sysctls"]
     # metrics-server (built here) reads flanneld's pod and the nodes over the repeat
     usage = json.loads((run / "test-1" / "rep-1" / "usage.json").read_text())
     assert usage["datapath_memory_mb"] > 1 and usage["datapath_cpu_s"] > 0  # flanneld ran

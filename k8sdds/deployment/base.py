@@ -110,7 +110,7 @@ class Backend(Protocol):
         """The cluster, for the manifest."""
 
     def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
-        """Each node of `placement` (a repeat whose followers run, its driver not yet) -> its
+        """Each node of `placement` (a repeat just deployed, no role started) -> its
         environment fingerprint (k8sdds.fingerprint.node): taken once per datapath, for the
         manifest."""
         return {}

@@ -292,14 +292,12 @@ class KubernetesBackend:
                                       self.cluster.detected().daemonset)
 
     def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
-        """Each placed node as the API shows it (kernel, OS, runtime and kubelet versions),
-        the CNI (its DaemonSet's images for the version, the detected datapath for the mode)
-        and each running role's pod as it reads itself (its interfaces' MTU and its network
-        sysctls, by exec: what the pod's own namespace shows; a host-network pod's are the
-        node's). The node's own interfaces, offloads and CPU governor are not read: that
-        would take a privileged pod on every node, which a run does not ask for."""
-        from k8sdds import fingerprint as fp
-
+        """Each placed node as the API shows it (kernel, OS, runtime and kubelet versions)
+        and the CNI (its DaemonSet's images for the version, the detected datapath for the
+        mode). The interfaces, offloads, sysctls and CPU governor are not read: the node's
+        would take a privileged pod on every node, which a run does not ask for, and the
+        pods' do not exist before the roles start (a probe between two roles' starts
+        delays the second)."""
         found = self.cluster.detected()
         version = "unknown"
         if found.daemonset:
@@ -314,41 +312,18 @@ class KubernetesBackend:
         except KeyError:
             mode = found.cni
         nodes = {n["name"]: n for n in self.cluster.nodes()}
-        running = {h.role: h.ref for h in self._handles}
         out = {}
         for name in dict.fromkeys(p.node for p in placement.values()):
             info = nodes.get(name, {})
-            pods, sysctls = {}, {}
-            for role, pod in running.items():
-                if placement[role].node == name:
-                    def run(argv, pod=pod, role=role):
-                        return 0, self._read(pod, role, argv)
-
-                    pods[role] = fp.plain_interfaces(run)
-                    sysctls = sysctls or fp.sysctls(run(["grep", "-H", ".",
-                                                         *fp.sysctl_paths()])[1])
             out[name] = {"kernel": info.get("kernel", "unknown"), "os": info.get("os", ""),
                          "arch": info.get("arch", ""),
                          "runtime": info.get("runtime", "unknown"),
                          "kubelet": info.get("kubelet", "unknown"),
                          "cni": {"name": found.cni, "version": version, "mode": mode},
-                         "engines": {"image": self.options.image}, "pods": pods,
-                         "pod_sysctls": sysctls,
-                         "not_read": "the node's interfaces, offloads, CPU and governor (no "
+                         "engines": {"image": self.options.image},
+                         "not_read": "interfaces, offloads, sysctls, CPU governor (no "
                                      "privileged pod)"}
         return out
-
-    def _read(self, pod: str, role: str, argv: Sequence[str]) -> str:
-        """What `argv` prints in the role's container of `pod` ("" if it cannot run)."""
-        from kubernetes.stream import stream
-
-        try:
-            return str(stream(self.api.core().connect_get_namespaced_pod_exec, pod,
-                              self.api.namespace, container=role, command=list(argv),
-                              stderr=False, stdin=False, stdout=True, tty=False,
-                              _request_timeout=10))
-        except Exception:  # noqa: BLE001 - a pod gone, an exec refused: nothing read
-            return ""
 
     def describe(self) -> dict:
         found = self.cluster.detected()
