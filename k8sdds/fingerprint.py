@@ -116,11 +116,11 @@ def machine(run: Runner) -> dict:
 
 
 def node(run: Runner, cni: Mapping[str, str], engines: Mapping[str, str],
-         pods: Mapping[str, Runner] = {}) -> dict:
+         pods: Mapping[str, Runner] | None = None) -> dict:
     """A node's fingerprint: the machine, the node's network namespace, each pod's (by role)
     and the CNI (name, version, mode) and engines (name -> version) the backend knows."""
     return {**machine(run), **network(run),
-            "pods": {role: interfaces(pod) for role, pod in pods.items()},
+            "pods": {role: interfaces(pod) for role, pod in (pods or {}).items()},
             "cni": dict(cni), "engines": dict(engines)}
 
 
