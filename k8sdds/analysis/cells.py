@@ -46,13 +46,14 @@ def roles(metric: str) -> str | tuple[str, ...]:
 COLUMNS = ["run_id", *PARAMS, "metric", "unit", "repeats", "mean", "ci_low", "ci_high"]
 
 
-def cells(results: pd.DataFrame) -> pd.DataFrame:
-    """One row per run, test and metric of METRICS found in `results` (a results table):
-    the mean over repeats with its 95 % interval (NaN with one repeat) and `repeats`."""
+def cells(results: pd.DataFrame, only: str | None = None) -> pd.DataFrame:
+    """One row per run, test and metric of METRICS (or the metric `only`) found in
+    `results` (a results table): the mean over repeats with its 95 % interval (NaN with one
+    repeat) and `repeats`."""
     rows = []
     units = (results[results["kind"] == "summary"].groupby("metric")["unit"].first()
              .to_dict())
-    for metric in METRICS:
+    for metric in (m for m in METRICS if only in (None, m.name)):
         values = repeat_values(results, metric.name, metric.roles)
         if values.empty:
             continue

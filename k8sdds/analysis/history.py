@@ -30,8 +30,7 @@ def series(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
     """Rows of (test, metric, run_id, created, mean, repeats, unit), oldest run first, for
     the tests of `metric` present in at least two runs; empty when there is no such history.
     A test is named as the exports name it (cells.name): the same test in every run."""
-    table = cell_table.cells(runs.results)
-    table = table[table["metric"] == metric]
+    table = cell_table.cells(runs.results, metric)
     if table.empty:
         return pd.DataFrame(columns=["test", "metric", "run_id", "created", "mean", "repeats",
                                      "unit"])
