@@ -43,7 +43,7 @@ def up_cluster(name: str, datapath: str, env: dict, says: str,
     up = cli("testbed", "up", "--testbed", name, "--nodes", "3", "--kubernetes", "--datapath",
              datapath, "--pod-network", cni, env=env, cwd=ROOT, timeout=1800)
     try:
-        assert up.returncode == 0, up.stderr[-3000:]
+        assert up.returncode == 0, up.stderr[-3000:] + logs_of(env, name)
         assert says in up.stderr, up.stderr[-3000:]
         kubeconfig = up.stdout.strip().splitlines()[-1].removeprefix("kubeconfig: ")
         assert sysctls() == before[0]  # the kubelets changed nothing host-wide
@@ -59,6 +59,17 @@ def up_cluster(name: str, datapath: str, env: dict, says: str,
         leftover = subprocess.run(["pgrep", "-f", f"{name}-kube"], capture_output=True,
                                   text=True).stdout.split()
         assert leftover == []
+
+
+def logs_of(env: dict, name: str, lines: int = 15) -> str:
+    """The last lines of the cluster's kubelet and CNI logs (read before `testbed down`
+    removes them): why a bring-up failed, in the failure's message."""
+    out = []
+    for log in sorted((Path(env["K8SDDS_STATE_DIR"]) / f"{name}-kube").glob("*.log")):
+        if "kubelet" in log.name or "containerd" in log.name:
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"\n--- {log.name}\n" + "\n".join(tail))
+    return "".join(out)
 
 
 def run(cluster: dict, tmp_path: Path, schedule: str, *extra: str) -> tuple[dict, Path]:

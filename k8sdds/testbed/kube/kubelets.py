@@ -214,6 +214,7 @@ class Kubelets:
         api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
         cidrs = {n.name: n.pod_cidr for n in self.tb.nodes}
         done: set[str] = set()
+        why: dict[str, str] = {}  # the last reason a node gave for not being Ready
         for n in watched(api.list_node, timeout=timeout):
             name = n.metadata.name
             if not n.spec.pod_cidr and name in cidrs:
@@ -223,14 +224,19 @@ class Kubelets:
                 except ApiException:
                     pass  # the node's next event brings it here again
                 continue
-            is_ready = not ready or any(c.type == "Ready" and c.status == "True"
-                                        for c in n.status.conditions or [])
+            cond = next((c for c in n.status.conditions or [] if c.type == "Ready"), None)
+            is_ready = not ready or bool(cond and cond.status == "True")
             (done.add if is_ready else done.discard)(name)
+            if cond and not is_ready:
+                why[name] = f"{cond.reason}: {cond.message}"
             if set(names) <= done:
                 return
+        left = sorted(set(names) - done)
         raise TestbedError(f"nodes not {'Ready' if ready else 'registered'} within "
-                           f"{timeout:g} s: {', '.join(sorted(set(names) - done))} (see "
-                           f"{self.run_dir}/<node>-kubelet.log)")
+                           f"{timeout:g} s: " + "; ".join(
+                               f"{name} ({why[name]})" if name in why else name
+                               for name in left)
+                           + f" (see {self.run_dir}/<node>-kubelet.log)")
 
     def load(self, archives: list[Path]) -> list[str]:
         """Import image archives into every worker's containerd (the cluster running)."""

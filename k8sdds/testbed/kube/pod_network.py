@@ -143,8 +143,34 @@ class Real(PodNetwork):
             st = ds.status
             if st.desired_number_scheduled and st.number_ready == st.desired_number_scheduled:
                 return
-        raise TestbedError(f"{self.record.name} not ready within {timeout:g} s (kubectl -n {ns} "
-                           f"logs ds/{name})")
+        raise TestbedError(f"{self.record.name} not ready within {timeout:g} s: "
+                           f"{self.pods_state(kubeconfig)} (kubectl -n {ns} logs ds/{name})")
+
+    def pods_state(self, kubeconfig: Path) -> str:
+        """The CNI's pods as a line: each one's node, phase and waiting containers (why a
+        bring-up did not finish)."""
+        from kubernetes import client, config
+
+        ns, name = self.part.daemonset
+        api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+        try:
+            pods = api.list_namespaced_pod(ns, _request_timeout=10).items
+        except Exception as exc:  # noqa: BLE001 - only to say what is known
+            return f"its pods could not be listed ({exc.__class__.__name__})"
+        return "; ".join(pod_line(p) for p in pods if p.metadata.name.startswith(name)) \
+            or "no pod of it was created"
+
+
+def pod_line(pod) -> str:
+    """`pod`'s node, phase and, per container not running, its state's reason and message."""
+    parts = [f"{pod.metadata.name} on {pod.spec.node_name or '-'}: {pod.status.phase}"]
+    for st in [*(pod.status.init_container_statuses or []),
+               *(pod.status.container_statuses or [])]:
+        waiting = st.state and st.state.waiting
+        if waiting:
+            parts.append(f"{st.name} waiting ({waiting.reason}: {waiting.message or '-'}, "
+                         f"{st.restart_count} restarts)")
+    return ", ".join(parts)
 
 
 def apply(kubeconfig: Path, docs: list[dict], what: str) -> None:
