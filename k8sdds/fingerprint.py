@@ -124,6 +124,44 @@ def node(run: Runner, cni: Mapping[str, str], engines: Mapping[str, str],
             "cni": dict(cni), "engines": dict(engines)}
 
 
+# ---- probes run elsewhere: one script, its output recorded, read back as a Runner ---------
+
+MARK, END = "@@k8sdds-probe ", "@@k8sdds-exit "
+
+
+def probe_script(network_only: bool = False) -> str:
+    """A POSIX shell script that runs the probes `node` asks for (`network` only, with
+    `network_only`) and prints each one's argv, output and exit status between markers: for
+    a pod, whose log is all a run reads back. Fixed text: no value of the user's in it."""
+    import shlex
+
+    fixed = [["ip", "-j", "-d", "link", "show"], ["grep", "-H", ".", *sysctl_paths()]]
+    if not network_only:
+        fixed += [["uname", "-r"], ["cat", "/proc/cpuinfo"], ["cat", GOVERNOR]]
+    lines = [f'p() {{ echo "{MARK}$*"; "$@" 2>/dev/null; echo "{END}$?"; }}']
+    lines += ["p " + " ".join(shlex.quote(a) for a in argv) for argv in fixed]
+    lines.append('for d in /sys/class/net/*; do p ethtool -k "${d##*/}"; done')
+    return "\n".join(lines) + "\n"
+
+
+def recorded(text: str) -> Runner:
+    """The Runner that answers from a probe script's output (`probe_script`): each argv it
+    ran gets its recorded exit status and output; any other, 127 (as absent). Pure."""
+    answers: dict[str, tuple[int, str]] = {}
+    key, out = None, []
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            key, out = line[len(MARK):], []
+        elif line.startswith(END) and key is not None:
+            code = line[len(END):].strip()
+            answers[key] = (int(code) if code.lstrip("-").isdigit() else 1,
+                            "\n".join(out) + ("\n" if out else ""))
+            key = None
+        elif key is not None:
+            out.append(line)
+    return lambda argv: answers.get(" ".join(argv), (127, ""))
+
+
 # ---- showing them ------------------------------------------------------------------------
 
 def _interface(name: str, link: Mapping) -> str:

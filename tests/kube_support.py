@@ -82,6 +82,10 @@ def _image(op: str, *images: str) -> dict:
     return {"key": ".spec.containers.[0].image", "operator": op, "values": list(images)}
 
 
+def _container(op: str, *names: str) -> dict:
+    return {"key": ".spec.containers.[0].name", "operator": op, "values": list(names)}
+
+
 RUNNING = """{{ $now := Now }}
 conditions:
 - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
@@ -147,10 +151,16 @@ def kwok_config(logs: dict[str, Path]) -> list[dict]:
                PULL_ERROR),
         _stage("k8sdds-ready", [ALIVE, {"key": ".status.podIP", "operator": "DoesNotExist"},
                                 _image("NotIn", IMAGE_MISSING)], RUNNING),
-        _stage("k8sdds-complete", [ALIVE, running, _image("In", IMAGE_OK)],
+        # a fingerprint probe pod (its container is `probe`) prints and exits, as on a kubelet
+        _stage("k8sdds-probe-done", [ALIVE, running, _container("In", "probe")],
+               TERMINATED.replace("EXIT", "0").replace("REASON", "Completed")
+               .replace("PHASE", "Succeeded"), delay_ms=200),
+        _stage("k8sdds-complete", [ALIVE, running, _image("In", IMAGE_OK),
+                                   _container("NotIn", "probe")],
                TERMINATED.replace("EXIT", "0").replace("REASON", "Completed")
                .replace("PHASE", "Succeeded"), delay_ms=1500),
-        _stage("k8sdds-crash", [ALIVE, running, _image("In", IMAGE_CRASH)],
+        _stage("k8sdds-crash", [ALIVE, running, _image("In", IMAGE_CRASH),
+                                _container("NotIn", "probe")],
                TERMINATED.replace("EXIT", "3").replace("REASON", "Error")
                .replace("PHASE", "Failed"), delay_ms=300),
         _stage("k8sdds-delete", [{"key": ".metadata.deletionTimestamp",
@@ -227,8 +237,15 @@ class ControlPlane:
         self.kubeconfig = d / "kubeconfig"
         self.kubeconfig.write_text(pki.kubeconfig(creds, self.server, "admin"))
         self._wait_api()
+        # what a fingerprint probe pod prints: the probe script run on this machine
+        from k8sdds.fingerprint import probe_script
+
+        probe = d / "probe.log"
+        probe.write_text(subprocess.run(["sh", "-c", probe_script()], capture_output=True,
+                                        text=True, timeout=60).stdout)
+        logs = {**self.logs, "probe": probe}
         (d / "kwok.yaml").write_text(yaml.safe_dump_all(kwok_config(
-            {role: cri_log(path, d / "cri") for role, path in self.logs.items()})))
+            {role: cri_log(path, d / "cri") for role, path in logs.items()})))
         self._spawn("kwok", [str(BIN / "kwok"), f"--kubeconfig={self.kubeconfig}",
                              f"--config={d / 'kwok.yaml'}", "--manage-all-nodes=true",
                              "--node-ip=127.0.0.1", f"--node-port={kubelet_port}",

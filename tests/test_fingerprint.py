@@ -106,3 +106,30 @@ def test_what_differs_between_two_runs_fingerprints_is_said_field_by_field():
     # a datapath or node only one run measured is not a difference
     assert fp.differences(A, {"host": A["flannel-vxlan"]}) == []
     assert fp.differences(A, b, limit=2)[-1] == "and 2 more fingerprint fields"
+
+
+def test_the_probe_script_as_a_pod_runs_it_reads_back_what_the_probes_read_directly(namespace):
+    # the kubernetes backend's probe pods run the script with `sh` and k8sdds reads their
+    # log: a non-root user in the namespace, as the pods run, reads what root does directly
+    script = fp.probe_script()
+    done = subprocess.run(["ip", "netns", "exec", namespace, "setpriv", "--reuid=65532",
+                           "--regid=65532", "--clear-groups", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    read = fp.recorded(done.stdout)
+    assert fp.network(read) == fp.network(_ns_runner(namespace))
+    assert fp.machine(read)["governor"] == fp.machine(fp.local)["governor"]
+    assert fp.machine(read)["kernel"] == os.uname().release
+    assert read(["containerd", "--version"]) == (127, "")  # not probed: as absent
+    only = fp.recorded(subprocess.run(["ip", "netns", "exec", namespace, "sh", "-c",
+                                       fp.probe_script(network_only=True)],
+                                      capture_output=True, text=True).stdout)
+    assert only(["uname", "-r"]) == (127, "")
+    assert set(fp.network(only)["interfaces"]) == {"va", "vb", "br9"}
+
+
+def test_a_probe_log_that_was_cut_short_keeps_what_it_finished():
+    text = (f"{fp.MARK}uname -r\n6.1.0\n{fp.END}0\n{fp.MARK}ip -j -d link show\n[{{\"ifn")
+    read = fp.recorded(text)
+    assert read(["uname", "-r"]) == (0, "6.1.0\n")
+    assert read(["ip", "-j", "-d", "link", "show"]) == (127, "")  # never ended: not taken

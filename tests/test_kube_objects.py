@@ -213,3 +213,23 @@ def test_a_pod_waits_for_the_names_of_the_roles_started_before_it():
     assert "t1-r1-sub0" not in init["command"][2]
     no_peers = m.pod(m.PodParams(**{**params.__dict__, "peers": ()}))["spec"]
     assert "initContainers" not in no_peers
+
+
+def test_the_fingerprint_probes_are_one_host_and_one_pod_network_pod_per_node_unprivileged():
+    from k8sdds.deployment.kubernetes import probes
+
+    made = probes.specs("ns1", "abc123", "img:1", ["node.a", "node2"], arch="arm")
+    assert [p["metadata"]["name"] for p in made] == [
+        "fp0-host-abc123", "fp0-pod-abc123", "fp1-host-abc123", "fp1-pod-abc123"]
+    for pod in made:
+        spec, box = pod["spec"], pod["spec"]["containers"][0]
+        assert spec["nodeName"] in ("node.a", "node2") and spec["restartPolicy"] == "Never"
+        assert spec.get("hostNetwork", False) is ("-host-" in pod["metadata"]["name"])
+        assert box["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert box["securityContext"]["readOnlyRootFilesystem"] is True
+        assert "privileged" not in box["securityContext"]
+        assert box["command"][:2] == ["sh", "-c"] and "ethtool -k" in box["command"][2]
+        assert spec["nodeSelector"]["kubernetes.io/arch"] == "arm"
+        assert spec["automountServiceAccountToken"] is False
+    # the pod-network probe reads the network only (its kernel is the node's anyway)
+    assert "uname" not in made[1]["spec"]["containers"][0]["command"][2]

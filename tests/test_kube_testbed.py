@@ -66,14 +66,21 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
     assert "node_load1" in set(summary.metric)  # read by exec in the repeat's own pods
     assert manifest["cluster"]["datapath"] == "flannel-vxlan"  # detected: flannel's DaemonSet
     assert manifest["cluster"]["cni"] == "flannel (vxlan)"
-    # the nodes' fingerprints as the API shows them: the real kubelets' versions, the CNI's
-    # images for its version, and what a run without a privileged pod does not read
+    # the nodes' fingerprints: from the API the real kubelets' versions and the CNI's images
+    # for its version; from the unprivileged probe pods, the node's flannel VXLAN device at
+    # its MTU (50 under the node's 1500), the pods' interface at flannel's MTU, the sysctls
     prints = manifest["fingerprints"]["flannel-vxlan"]
     assert set(prints) == {"node1", "node2"}
     for fp in prints.values():
         assert fp["kubelet"] == "v1.34.3" and fp["runtime"].startswith("containerd://")
         assert "flannel" in fp["cni"]["version"] and fp["cni"]["mode"] == "VXLAN"
-        assert fp["not_read"] and "interfaces" not in fp
+        assert "not_read" not in fp, fp.get("not_read")
+        assert fp["interfaces"]["flannel.1"]["kind"] == "vxlan"
+        assert fp["interfaces"]["flannel.1"]["mtu"] == fp["interfaces"]["eth0"]["mtu"] - 50
+        assert fp["interfaces"]["flannel.1"]["offloads"]  # ethtool -k, without privilege
+        assert fp["pods"]["pod"]["eth0"]["mtu"] == fp["interfaces"]["flannel.1"]["mtu"]
+        assert fp["pods"]["pod"]["eth0"]["kind"] == "veth"
+        assert "net.core.rmem_max" in fp["sysctls"]
     # metrics-server (built here) reads flanneld's pod and the nodes over the repeat
     usage = json.loads((run / "test-1" / "rep-1" / "usage.json").read_text())
     assert usage["datapath_memory_mb"] > 1 and usage["datapath_cpu_s"] > 0  # flanneld ran

@@ -257,6 +257,18 @@ def test_run_collects_logs_through_the_api_and_parses_them(cp, tmp_path):
     load = df[(df.role == "datapath") & (df.metric == "node_load1")]
     # each node's, this machine's under kwok: near what the kernel says now
     assert len(load) == 4 and ((load.value - os.getloadavg()[0]).abs() < 3).all()
+    # each placed node's fingerprint: its probe pods' logs (kwok serves what the probe
+    # script printed on this machine) with the API's versions (kwok's node's kernel)
+    prints = manifest["fingerprints"]["flannel-hostgw"]
+    assert set(prints) == {"pi3-a", "pi4-a"}  # the first repeat's (one subscriber)
+    route = subprocess.run(["ip", "route", "show", "default"], capture_output=True,
+                           text=True).stdout.split()
+    uplink = route[route.index("dev") + 1]  # this machine's, read by the probe's `ip`
+    assert prints["pi3-a"]["interfaces"][uplink]["mtu"] == int(
+        (Path("/sys/class/net") / uplink / "mtu").read_text())
+    assert prints["pi3-a"]["kernel"] == "6.1.0-rpi7-rpi-v7" and "not_read" not in prints["pi3-a"]
+    assert prints["pi3-a"]["sysctls"]["net.core.rmem_max"] == Path(
+        "/proc/sys/net/core/rmem_max").read_text().strip()
     # the configuration each pod got is kept beside its log
     cfg = (run / "test-1" / "rep-1" / "pub.cyclonedds.xml").read_text()
     assert "t1-r1-sub0-" in cfg  # peers by the pods' DNS names
@@ -342,7 +354,9 @@ def _wait_pods_running(cp, count: int, timeout: float = 60) -> None:
     core = client.CoreV1Api(cp.api())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pods = core.list_pod_for_all_namespaces(label_selector=m.MANAGED_SELECTOR).items
+        # the roles' pods, not the fingerprint probes that run (and go) before them
+        pods = core.list_pod_for_all_namespaces(
+            label_selector=f"{m.MANAGED_SELECTOR},{m.ROLE_LABEL}!=probe").items
         if sum(p.status.phase == "Running" for p in pods) >= count:
             return
         time.sleep(0.2)  # polling the API from the test: what it waits on is another process

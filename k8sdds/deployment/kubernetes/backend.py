@@ -292,12 +292,14 @@ class KubernetesBackend:
                                       self.cluster.detected().daemonset)
 
     def fingerprint(self, placement: Mapping[str, Placement]) -> dict[str, dict]:
-        """Each placed node as the API shows it (kernel, OS, runtime and kubelet versions)
-        and the CNI (its DaemonSet's images for the version, the detected datapath for the
-        mode). The interfaces, offloads, sysctls and CPU governor are not read: the node's
-        would take a privileged pod on every node, which a run does not ask for, and the
-        pods' do not exist before the roles start (a probe between two roles' starts
-        delays the second)."""
+        """Each placed node: what its probes read (`probes`: one pod on the host's network,
+        one on the pod network, before any role starts) and what the API shows (kernel, OS,
+        runtime and kubelet versions), with the CNI (its DaemonSet's images for the version,
+        the detected datapath for the mode). A node whose probes cannot run gets the API's
+        part and, in `not_read`, why the rest is missing."""
+        from k8sdds import fingerprint as fp
+        from k8sdds.deployment.kubernetes import probes
+
         found = self.cluster.detected()
         version = "unknown"
         if found.daemonset:
@@ -311,18 +313,31 @@ class KubernetesBackend:
             mode = model.datapath(found.datapath).encapsulation
         except KeyError:
             mode = found.cni
+        cni = {"name": found.cni, "version": version, "mode": mode}
+        engines = {"image": self.options.image}
         nodes = {n["name"]: n for n in self.cluster.nodes()}
+        placed = list(dict.fromkeys(p.node for p in placement.values()))
+        try:
+            logs = probes.read(self.api, self.run_id, self.options.image, placed,
+                               self.options.pod_timeout, self.options.arch)
+            why = ""
+        except KubernetesError as exc:
+            logs, why = {}, f"interfaces, offloads, sysctls, CPU governor (its probe: {exc})"
+        why = why or ("interfaces, offloads, sysctls, CPU governor (its probe printed "
+                      "nothing of them)")
         out = {}
-        for name in dict.fromkeys(p.node for p in placement.values()):
+        for name in placed:
             info = nodes.get(name, {})
-            out[name] = {"kernel": info.get("kernel", "unknown"), "os": info.get("os", ""),
-                         "arch": info.get("arch", ""),
-                         "runtime": info.get("runtime", "unknown"),
-                         "kubelet": info.get("kubelet", "unknown"),
-                         "cni": {"name": found.cni, "version": version, "mode": mode},
-                         "engines": {"image": self.options.image},
-                         "not_read": "interfaces, offloads, sysctls, CPU governor (no "
-                                     "privileged pod)"}
+            api_part = {"kernel": info.get("kernel", "unknown"), "os": info.get("os", ""),
+                        "arch": info.get("arch", ""),
+                        "runtime": info.get("runtime", "unknown"),
+                        "kubelet": info.get("kubelet", "unknown")}
+            if all(fp.END in logs.get((name, side), "") for side in probes.SIDES):
+                read = fp.node(fp.recorded(logs[name, "host"]), cni, engines,
+                               {"pod": fp.recorded(logs[name, "pod"])})
+                out[name] = {**read, **api_part}
+            else:
+                out[name] = {**api_part, "cni": cni, "engines": engines, "not_read": why}
         return out
 
     def describe(self) -> dict:

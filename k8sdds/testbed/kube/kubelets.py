@@ -90,9 +90,10 @@ class Kubelets:
         return proc
 
     # ---- up --------------------------------------------------------------------------
-    def up(self, images: list[Path], cni: PodNetwork, timeout: float = 180) -> Path:
+    def up(self, images: list[Path], cni: PodNetwork, timeout: float = 300) -> Path:
         """Bring the cluster up with `cni` carrying the pods; return the admin kubeconfig
-        (API on this machine's loopback)."""
+        (API on this machine's loopback). Each wait gets `timeout` s: on a busy 2-core
+        machine the CNI's pods took longer than 180 s once."""
         reason = missing()
         if reason:
             raise TestbedError(f"a testbed cluster cannot run here: {reason}")
