@@ -97,9 +97,17 @@ def interfaces(run: Runner) -> dict[str, dict]:
 
 
 def network(run: Runner) -> dict:
-    """What a network namespace decides: its interfaces and its network sysctls."""
+    """What a network namespace decides: its interfaces and its network sysctls; where the
+    probes' programs are absent (an image without iproute2 or ethtool), `not_read` says
+    what is missing rather than an empty reading standing for one."""
     code, out = run(["grep", "-H", ".", *sysctl_paths()])  # exit 2 where one is absent
-    return {"interfaces": interfaces(run), "sysctls": sysctls(out)}
+    got = {"interfaces": interfaces(run), "sysctls": sysctls(out)}
+    absent = [what for what, argv in (("interfaces (no `ip`)", ["ip", "-V"]),
+                                      ("offloads (no `ethtool`)", ["ethtool", "--version"]))
+              if run(argv)[0] == 127]
+    if absent:
+        got["not_read"] = ", ".join(absent)
+    return got
 
 
 def machine(run: Runner) -> dict:
@@ -135,7 +143,8 @@ def probe_script(network_only: bool = False) -> str:
     a pod, whose log is all a run reads back. Fixed text: no value of the user's in it."""
     import shlex
 
-    fixed = [["ip", "-j", "-d", "link", "show"], ["grep", "-H", ".", *sysctl_paths()]]
+    fixed = [["ip", "-j", "-d", "link", "show"], ["grep", "-H", ".", *sysctl_paths()],
+             ["ip", "-V"], ["ethtool", "--version"]]
     if not network_only:
         fixed += [["uname", "-r"], ["cat", "/proc/cpuinfo"], ["cat", GOVERNOR]]
     lines = [f'p() {{ echo "{MARK}$*"; "$@" 2>/dev/null; echo "{END}$?"; }}']
@@ -192,7 +201,9 @@ def rows(prints: Mapping[str, Mapping[str, dict]]) -> list[dict]:
                 "runtime, kubelet": f"{fp.get('runtime', '?')}; {fp.get('kubelet', '?')}",
                 "CNI": " ".join(str(cni[k]) for k in ("name", "version", "mode") if k in cni),
                 "interfaces": "; ".join(_interface(n, link) for n, link in
-                                        sorted((fp.get("interfaces") or {}).items())),
+                                        sorted((fp.get("interfaces") or {}).items()))
+                              + (f" (not read: {fp['not_read']})" if fp.get("not_read")
+                                 and "cpu_model" in fp else ""),
                 "pods": "; ".join(f"{role}: " + ", ".join(_interface(n, link) for n, link in
                                                         sorted(ifs.items()))
                                   for role, ifs in sorted(pods.items())),

@@ -133,3 +133,14 @@ def test_a_probe_log_that_was_cut_short_keeps_what_it_finished():
     read = fp.recorded(text)
     assert read(["uname", "-r"]) == (0, "6.1.0\n")
     assert read(["ip", "-j", "-d", "link", "show"]) == (127, "")  # never ended: not taken
+
+
+def test_a_probe_without_ip_or_ethtool_says_so_instead_of_an_empty_reading():
+    # what an image without iproute2 and ethtool prints: the shell's "not found", 127
+    text = "".join(f"{fp.MARK}{' '.join(argv)}\n{fp.END}127\n" for argv in (
+        ["ip", "-j", "-d", "link", "show"], ["ip", "-V"], ["ethtool", "--version"]))
+    got = fp.network(fp.recorded(text))
+    assert got["interfaces"] == {}
+    assert got["not_read"] == "interfaces (no `ip`), offloads (no `ethtool`)"
+    row = fp.rows({"host": {"n1": {**got, "cpu_model": "x"}}})[0]
+    assert "not read: interfaces (no `ip`)" in row["interfaces"]
