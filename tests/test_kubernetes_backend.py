@@ -446,6 +446,10 @@ def test_baseline_matrix_with_service_paths(cp, tmp_path):
         seen[(t["datapath"], t["path"], t["transport"])] = entry["argv"]["client"]
     assert {(dp, p) for dp, p, _ in seen} == {
         ("flannel-hostgw", p) for p in model.PATHS} | {("host", "node-node")}
+    # on `host` every pod runs on its node's network: no pod-network probe, no `pods`
+    prints = manifest["fingerprints"]
+    assert all(fp["pods"] == {} and fp["interfaces"] for fp in prints["host"].values())
+    assert all(fp["pods"]["pod"] for fp in prints["flannel-hostgw"].values())
     argv = seen[("flannel-hostgw", "pod-service", "tcp")]
     server = argv[argv.index("-c") + 1]
     assert server.startswith("10.96.") and argv[argv.index("-p") + 1] == "5201"  # ClusterIP

@@ -317,9 +317,10 @@ class KubernetesBackend:
         engines = {"image": self.options.image}
         nodes = {n["name"]: n for n in self.cluster.nodes()}
         placed = list(dict.fromkeys(p.node for p in placement.values()))
+        sides = ("host",) if self._host else probes.SIDES  # `host`: no pod on the pod network
         try:
             logs = probes.read(self.api, self.run_id, self.options.image, placed,
-                               self.options.pod_timeout, self.options.arch)
+                               self.options.pod_timeout, self.options.arch, sides)
             why = ""
         except KubernetesError as exc:
             logs, why = {}, f"interfaces, offloads, sysctls, CPU governor (its probe: {exc})"
@@ -332,9 +333,10 @@ class KubernetesBackend:
                         "arch": info.get("arch", ""),
                         "runtime": info.get("runtime", "unknown"),
                         "kubelet": info.get("kubelet", "unknown")}
-            if all(fp.END in logs.get((name, side), "") for side in probes.SIDES):
+            if all(fp.END in logs.get((name, side), "") for side in sides):
                 read = fp.node(fp.recorded(logs[name, "host"]), cni, engines,
-                               {"pod": fp.recorded(logs[name, "pod"])})
+                               {"pod": fp.recorded(logs[name, "pod"])}
+                               if "pod" in sides else {})
                 out[name] = {**read, **api_part}
             else:
                 out[name] = {**api_part, "cni": cni, "engines": engines, "not_read": why}

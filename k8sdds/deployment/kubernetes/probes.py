@@ -20,18 +20,20 @@ ROLE = "probe"
 SIDES = ("host", "pod")  # where the probe pod's network is
 
 
-def pod_names(run_id: str, nodes: Sequence[str]) -> dict[tuple[str, str], str]:
+def pod_names(run_id: str, nodes: Sequence[str],
+              sides: Sequence[str] = SIDES) -> dict[tuple[str, str], str]:
     """(node, side) -> pod name: by the node's index (a node's name may hold dots, which a
     pod's hostname may not)."""
     return {(node, side): f"fp{i}-{side}-{run_id}"
-            for i, node in enumerate(nodes) for side in SIDES}
+            for i, node in enumerate(nodes) for side in sides}
 
 
 def specs(namespace: str, run_id: str, image: str, nodes: Sequence[str],
-          arch: str | None = None, pull_policy: str = "IfNotPresent") -> list[dict]:
+          arch: str | None = None, pull_policy: str = "IfNotPresent",
+          sides: Sequence[str] = SIDES) -> list[dict]:
     """The probe pods, as the API takes them. Pure."""
     out = []
-    for (node, side), name in pod_names(run_id, nodes).items():
+    for (node, side), name in pod_names(run_id, nodes, sides).items():
         script = fingerprint.probe_script(network_only=side == "pod")
         out.append(m.pod(m.PodParams(
             name=name, namespace=namespace, run_id=run_id, repeat=label(run_id), role=ROLE,
@@ -45,13 +47,14 @@ def label(run_id: str) -> str:
 
 
 def read(api: Api, run_id: str, image: str, nodes: Sequence[str], timeout: float,
-         arch: str | None = None) -> dict[tuple[str, str], str]:
-    """Run the probes; (node, side) -> the log of each probe that finished. Raises
-    KubernetesError (the pods' own reason) when one cannot run; the pods go either way."""
+         arch: str | None = None, sides: Sequence[str] = SIDES) -> dict[tuple[str, str], str]:
+    """Run the probes on `sides` (the pod network's is left out where every role runs on
+    the host's); (node, side) -> the log of each. Raises KubernetesError (the pods' own
+    reason) when one cannot run; the pods go either way."""
     core, selector = api.core(), f"{m.REPEAT_LABEL}={label(run_id)}"
-    names = pod_names(run_id, nodes)
+    names = pod_names(run_id, nodes, sides)
     try:
-        for spec in specs(api.namespace, run_id, image, nodes, arch):
+        for spec in specs(api.namespace, run_id, image, nodes, arch, sides=sides):
             api.call(f"create pod {spec['metadata']['name']}", core.create_namespaced_pod,
                      api.namespace, spec)
         watch.until(api, selector, list(names.values()), pods.finished, timeout,
