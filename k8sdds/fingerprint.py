@@ -86,25 +86,34 @@ def local(argv: Sequence[str]) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
-def interfaces(run: Runner) -> dict[str, dict]:
-    """Every interface of the namespace `run` runs in: MTU, kind and offloads."""
+def _interfaces(run: Runner) -> tuple[dict[str, dict], list[str]]:
+    """The namespace's interfaces (MTU, kind, offloads) and what could not be read of them
+    because its program is absent (exit 127: an image without iproute2 or ethtool)."""
     code, out = run(["ip", "-j", "-d", "link", "show"])
+    if code == 127:
+        return {}, ["interfaces (no `ip`)"]
     found = links(out) if code == 0 else {}
+    absent = []
     for name, link in found.items():
         code, text = run(["ethtool", "-k", name])
         link["offloads"] = offloads(text) if code == 0 else {}
-    return found
+        if code == 127 and not absent:
+            absent.append("offloads (no `ethtool`)")
+    return found, absent
+
+
+def interfaces(run: Runner) -> dict[str, dict]:
+    """Every interface of the namespace `run` runs in: MTU, kind and offloads."""
+    return _interfaces(run)[0]
 
 
 def network(run: Runner) -> dict:
     """What a network namespace decides: its interfaces and its network sysctls; where the
-    probes' programs are absent (an image without iproute2 or ethtool), `not_read` says
-    what is missing rather than an empty reading standing for one."""
+    probes' programs are absent, `not_read` says what is missing rather than an empty
+    reading standing for one."""
     code, out = run(["grep", "-H", ".", *sysctl_paths()])  # exit 2 where one is absent
-    got = {"interfaces": interfaces(run), "sysctls": sysctls(out)}
-    absent = [what for what, argv in (("interfaces (no `ip`)", ["ip", "-V"]),
-                                      ("offloads (no `ethtool`)", ["ethtool", "--version"]))
-              if run(argv)[0] == 127]
+    found, absent = _interfaces(run)
+    got = {"interfaces": found, "sysctls": sysctls(out)}
     if absent:
         got["not_read"] = ", ".join(absent)
     return got
@@ -143,8 +152,7 @@ def probe_script(network_only: bool = False) -> str:
     a pod, whose log is all a run reads back. Fixed text: no value of the user's in it."""
     import shlex
 
-    fixed = [["ip", "-j", "-d", "link", "show"], ["grep", "-H", ".", *sysctl_paths()],
-             ["ip", "-V"], ["ethtool", "--version"]]
+    fixed = [["ip", "-j", "-d", "link", "show"], ["grep", "-H", ".", *sysctl_paths()]]
     if not network_only:
         fixed += [["uname", "-r"], ["cat", "/proc/cpuinfo"], ["cat", GOVERNOR]]
     lines = [f'p() {{ echo "{MARK}$*"; "$@" 2>/dev/null; echo "{END}$?"; }}']

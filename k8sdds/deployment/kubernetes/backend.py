@@ -318,14 +318,13 @@ class KubernetesBackend:
         nodes = {n["name"]: n for n in self.cluster.nodes()}
         placed = list(dict.fromkeys(p.node for p in placement.values()))
         sides = ("host",) if self._host else probes.SIDES  # `host`: no pod on the pod network
+        unread = "interfaces, offloads, sysctls, CPU governor"
         try:
             logs = probes.read(self.api, self.run_id, self.options.image, placed,
                                self.options.pod_timeout, self.options.arch, sides)
-            why = ""
+            why = f"{unread} (its probe printed nothing of them)"  # for a node whose did not
         except KubernetesError as exc:
-            logs, why = {}, f"interfaces, offloads, sysctls, CPU governor (its probe: {exc})"
-        why = why or ("interfaces, offloads, sysctls, CPU governor (its probe printed "
-                      "nothing of them)")
+            logs, why = {}, f"{unread} (its probe: {exc})"
         out = {}
         for name in placed:
             info = nodes.get(name, {})

@@ -225,7 +225,7 @@ class Kubelets:
                 except ApiException:
                     pass  # the node's next event brings it here again
                 continue
-            cond = next((c for c in n.status.conditions or [] if c.type == "Ready"), None)
+            cond = ready_condition(n)
             is_ready = not ready or bool(cond and cond.status == "True")
             (done.add if is_ready else done.discard)(name)
             if cond and not is_ready:
@@ -265,7 +265,7 @@ class Kubelets:
         pods = api.list_pod_for_all_namespaces(_request_timeout=5).items
         out = []
         for n in api.list_node(_request_timeout=5).items:
-            cond = next((c for c in n.status.conditions or [] if c.type == "Ready"), None)
+            cond = ready_condition(n)
             ready = ("yes" if cond and cond.status == "True"
                      else f"no: {cond.reason}" if cond else "no: not reported")
             out.append({"name": n.metadata.name, "ready": ready,
@@ -296,6 +296,11 @@ class Kubelets:
         except OSError:
             pass
         self.state_file.unlink(missing_ok=True)
+
+
+def ready_condition(node):
+    """A V1Node's Ready condition, or None while its kubelet has not reported one."""
+    return next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
 
 
 def _import(holder: int, files: agent.NodeFiles, archive: Path, node: str) -> None:
