@@ -61,6 +61,21 @@ def test_a_drop_is_one_change_point_with_what_changed_with_it(tmp_path):
     assert change["changed_with"] == ["kernel: 6.1.0 against 6.12.0"]
 
 
+# three runs without a profile, then three on the Pi 3B's, measured on a loaded 2-core
+# machine (1 KiB, host network, 1 s each): the noise is a share of the level
+NOISY_THEN_PI = [489.62, 697.48, 815.23, 59.7, 70.12, 58.8]
+
+
+def test_a_drop_from_a_noisy_level_is_found_on_the_logarithms(tmp_path):
+    dirs = _runs(tmp_path, NOISY_THEN_PI)
+    done = invoke("history", str(tmp_path / "logs"), "--json")
+    assert done.returncode == 0, done.stderr
+    [change] = json.loads(done.stdout)["changes"]
+    assert change["run_id"] == dirs[3].name and change["regression"] is True
+    assert change["before"] == pytest.approx(sum(NOISY_THEN_PI[:3]) / 3)
+    assert change["after"] == pytest.approx(sum(NOISY_THEN_PI[3:]) / 3)
+
+
 def test_fail_on_regression_exits_1_beyond_its_bound_only(tmp_path):
     dirs = _runs(tmp_path, STEADY_THEN_DROP)
     failed = invoke("history", str(tmp_path / "logs"), "--fail-on-regression", "5")
