@@ -252,7 +252,8 @@ def history_cmd(
     include_failed: bool = INCLUDE_FAILED,
 ) -> None:
     """Each test's mean per run in time order, and its change points (Apache Otava's
-    e-divisive means with a significance test): when, how much, and what else changed
+    e-divisive means with a significance test, on the means' logarithms where all are
+    positive): when, how much, and what else changed
     between the runs around it (machine, kernel, engine versions, backend, profiles). Exit
     status: 0, 1 a regression beyond --fail-on-regression, 2 a usage error
     (docs/how-to/analyse.md)."""
