@@ -73,6 +73,20 @@ def test_the_uplink_napi_thread_of_each_limited_node_is_in_its_cgroup(limited):
     assert tb.node("node0").profile == "cloud" and tb.cgroup(tb.node("node0")) is None
 
 
+def test_a_move_the_kernel_refuses_names_the_thread_after_fresh_listings(limited):
+    from k8sdds.errors import TestbedError
+
+    node = limited.node("node1")
+    [thread] = napi.threads(node.ns)
+    absent = f"/sys/fs/cgroup/cpu/k8sdds/{limited.spec.name}/absent"  # every move refused
+    with pytest.raises(TestbedError) as refused:
+        napi.charge(node.ns, absent)
+    said = str(refused.value)
+    assert f"NAPI thread {thread.pid} (napi/eth0-" in said and node.ns in said
+    assert said.endswith("No such file or directory"), said
+    assert _cgroup_of(thread.pid).endswith(f"/{limited.spec.name}/{node.name}")  # unmoved
+
+
 def test_receive_work_runs_in_the_receiving_nodes_thread(limited):
     tb = limited
     tb.use_datapath("flannel-vxlan")

@@ -27,8 +27,10 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
@@ -161,10 +163,35 @@ def thread_devices(ns: str, devices: Iterable[str]) -> None:
         netns.run(netns.exec_argv(ns, ["tee", f"/sys/class/net/{dev}/threaded"]), stdin="1")
 
 
+CHARGE_TRIES = 3  # listings of a namespace's threads before a refused move is an error
+
+
 def charge(ns: str, cgroup: str | None) -> list[int]:
-    """Move the NAPI threads of namespace `ns` into `cgroup`; return their pids."""
-    pids = sorted({n.pid for n in threads(ns) if n.pid})
-    if cgroup:
+    """Move the NAPI threads of namespace `ns` into `cgroup`; return their pids. A move the
+    kernel refuses is tried again on a fresh listing: a thread can end between the listing
+    and the move (its device's NAPI re-made by a feature change), and its pid, on a machine
+    with few of them, be another task's by then (CI, 2026-11-28: EINVAL once in 946 tests)."""
+    for attempt in range(CHARGE_TRIES):
+        pids = sorted({n.pid for n in threads(ns) if n.pid})
+        if not cgroup:
+            return pids
+        refused = []
         for pid in pids:
-            cgroups.join(cgroup, pid)
-    return pids
+            try:
+                cgroups.join(cgroup, pid)  # again for one moved before: no change
+            except OSError as exc:
+                refused.append((pid, exc))
+        if not refused:
+            return pids
+        time.sleep(0.1 * (attempt + 1))
+    pid, exc = refused[0]
+    raise TestbedError(f"cannot move the NAPI thread {pid} ({_comm(pid)}) of {ns} into "
+                       f"{cgroup}: {exc.strerror or exc}")
+
+
+def _comm(pid: int) -> str:
+    """The task's name, or why it has none."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "ended"
