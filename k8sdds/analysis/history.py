@@ -10,7 +10,7 @@ The search runs on the logarithm of the means where they are all positive: a net
 figure's noise grows with its level (a share of it, not a fixed amount), and Otava's
 Student's t-test assumes both segments equally noisy. On the raw means, a drop from a noisy
 700 Mb/s to a steady 65 Mb/s over three runs each went unfound on a loaded machine; on
-their logarithms it is a change of one noise at either level. A change's `before` and
+their logarithms both segments are about as noisy and it is found. A change's `before` and
 `after` are still the plain means of the runs of its two segments, in the metric's unit.
 
 Otava is used as a library: its package pins numpy 2.2 and scipy below 1.17 and pulls its

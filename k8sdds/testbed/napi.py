@@ -168,9 +168,10 @@ CHARGE_TRIES = 3  # listings of a namespace's threads before a refused move is a
 
 def charge(ns: str, cgroup: str | None) -> list[int]:
     """Move the NAPI threads of namespace `ns` into `cgroup`; return their pids. A move the
-    kernel refuses is tried again on a fresh listing: a thread can end between the listing
-    and the move (its device's NAPI re-made by a feature change), and its pid, on a machine
-    with few of them, be another task's by then (CI, 2026-11-28: EINVAL once in 946 tests)."""
+    kernel refuses is tried again on a fresh listing, since a thread can end between the
+    listing and the move (a device's NAPI re-made) and its pid be another task's or none.
+    The one refusal seen (EINVAL, once in 946 tests of a cold CI run, 2026-11-28) is not
+    explained; a refusal that outlasts the tries is a TestbedError naming the thread."""
     for attempt in range(CHARGE_TRIES):
         pids = sorted({n.pid for n in threads(ns) if n.pid})
         if not cgroup:
