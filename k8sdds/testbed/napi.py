@@ -27,10 +27,8 @@ import os
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
@@ -172,27 +170,23 @@ def charge(ns: str, cgroup: str | None) -> list[int]:
     listing and the move (a device's NAPI re-made) and its pid be another task's or none.
     The one refusal seen (EINVAL, once in 946 tests of a cold CI run, 2026-11-28) is not
     explained; a refusal that outlasts the tries is a TestbedError naming the thread."""
-    for attempt in range(CHARGE_TRIES):
+    for _ in range(CHARGE_TRIES):
         pids = sorted({n.pid for n in threads(ns) if n.pid})
-        if not cgroup:
-            return pids
-        refused = []
-        for pid in pids:
-            try:
-                cgroups.join(cgroup, pid)  # again for one moved before: no change
-            except OSError as exc:
-                refused.append((pid, exc))
+        refused = _refused(cgroup, pids) if cgroup else []
         if not refused:
             return pids
-        time.sleep(0.1 * (attempt + 1))
     pid, exc = refused[0]
-    raise TestbedError(f"cannot move the NAPI thread {pid} ({_comm(pid)}) of {ns} into "
-                       f"{cgroup}: {exc.strerror or exc}")
+    raise TestbedError(f"cannot move the NAPI thread {pid} ({netns.command(pid) or 'ended'}) "
+                       f"of {ns} into {cgroup}: {exc.strerror or exc}")
 
 
-def _comm(pid: int) -> str:
-    """The task's name, or why it has none."""
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "ended"
+def _refused(cgroup: str, pids: list[int]) -> list[tuple[int, OSError]]:
+    """Move each of `pids` into `cgroup` (again for one there already: no change); the moves
+    the kernel refused, with its reason."""
+    refused = []
+    for pid in pids:
+        try:
+            cgroups.join(cgroup, pid)
+        except OSError as exc:
+            refused.append((pid, exc))
+    return refused
