@@ -15,6 +15,7 @@ from k8sdds.guarded import read_bytes, text_pieces
 from k8sdds.model import Test
 from k8sdds.parsers import Parsed, Value
 from k8sdds.parsers.base import MAX_SAMPLES, thinning_step
+from k8sdds.parsers.latency import definition
 from k8sdds.results.schema import test_values
 
 USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
@@ -140,5 +141,5 @@ def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str,
             node = nodes.get(role, "")
             out.append({**base, "role": role, "node": node, "kind": v.kind,
                         "t": v.t, "metric": v.metric, "value": v.value, "unit": v.unit,
-                        "arch": arches.get(node, "")})
+                        "arch": arches.get(node, ""), "definition": definition(v.metric)})
     return out

@@ -88,7 +88,9 @@ def test_import_makes_run_directories_that_report_works_on(tmp_path):
     assert "Batching cannot be used in a Latency test." in failed["reason"]
     lat = pd.read_csv(lat_run / "results.csv")
     p50 = lat[(lat.metric == "latency_us_p50") & (lat.kind == "summary")]
-    assert p50.value.tolist() == [1092] and set(p50.transport) == {"tls"}
+    # the study's log prints a one-way p50 of 1092 us: stored as the round trip
+    assert p50.value.tolist() == [2 * 1092] and set(p50.transport) == {"tls"}
+    assert set(p50.definition) == {"round trip"}
     assert set(p50.latency_test) == {True}
     # and the report works on old data as on new
     out = tmp_path / "report"

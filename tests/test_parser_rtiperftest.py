@@ -1,6 +1,7 @@
 """The RTI Perftest parser on every format: real K8sDDS logs, samples from Perftest's public
 output-format document, 4.x CSV headers, and hand-written variants of each (see
-tests/fixtures/rtiperftest/README.md for where each file comes from)."""
+tests/fixtures/rtiperftest/README.md for where each file comes from). Perftest prints half the
+round trip ("one-way"); every latency is stored as the round trip, twice the printed figure."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def test_real_latency_publishers(name, ave, p50, p99, p999999, cpu):
     assert result.failure is None
     s = _summary(result)
     assert (s["latency_us_mean"], s["latency_us_p50"], s["latency_us_p99"],
-            s["latency_us_p999999"], s["cpu_pct"]) == (ave, p50, p99, p999999, cpu)
+            s["latency_us_p999999"], s["cpu_pct"]) == (2 * ave, 2 * p50, 2 * p99, 2 * p999999,
+                                                       cpu)  # printed one-way: round trips
     assert s["latency_us_min"] <= s["latency_us_p50"] <= s["latency_us_p90"] \
         <= s["latency_us_p99"] <= s["latency_us_max"]
 
@@ -59,7 +61,7 @@ def test_real_latency_publishers(name, ave, p50, p99, p999999, cpu):
 def test_loaded_latency_of_a_throughput_publisher():
     result = parse((R / "legacy-throughput-pub-loaded-latency.log").read_text(), "pub", False)
     assert result.failure is None
-    assert _summary(result)["latency_us_mean"] == 3519
+    assert _summary(result)["latency_us_mean"] == 2 * 3519
 
 
 def test_echoing_subscriber_of_a_latency_test_is_not_a_failure():
@@ -80,16 +82,17 @@ def test_doc_legacy_interval_lines():
     assert _samples(sub, "samples_per_s") == [2209783, 2082150]
     assert _summary(sub)["throughput_mbps"] == 1644.0
     pub = parse((R / "doc-legacy-intervals-pub.log").read_text(), "pub", True)
-    assert _samples(pub, "latency_us") == [69, 92, 47]
-    assert _summary(pub)["latency_us_mean"] == 126
+    assert _samples(pub, "latency_us") == [2 * 69, 2 * 92, 2 * 47]
+    assert _summary(pub)["latency_us_mean"] == 2 * 126
 
 
 def test_doc_csv_with_intervals_cpu_and_serialization():
     pub = parse((R / "doc-csv-intervals-cpu-serialization-pub.log").read_text(), "pub", True)
     s = _summary(pub)
-    assert s["latency_us_mean"] == 70 and s["latency_us_p50"] == 51 and s["cpu_pct"] == 26.43
+    assert s["latency_us_mean"] == 2 * 70 and s["latency_us_p50"] == 2 * 51
+    assert s["cpu_pct"] == 26.43
     assert s["serialize_us"] == 0.343 and s["deserialize_us"] == 0.324
-    assert _samples(pub, "latency_us") == [74, 51, 62]
+    assert _samples(pub, "latency_us") == [2 * 74, 2 * 51, 2 * 62]
     sub = parse((R / "doc-csv-intervals-cpu-sub.log").read_text(), "sub0", False)
     s = _summary(sub)
     assert s["throughput_mbps"] == 1563.3 and s["samples_per_s"] == 1954063
@@ -108,9 +111,9 @@ def test_doc_json_mixed_key_styles():
     assert _samples(sub, "samples_per_s") == [2020500, 2141823]
     pub = parse((R / "doc-json-pub.log").read_text(), "pub", True)
     s = _summary(pub)
-    assert s["latency_us_mean"] == 194.5 and s["latency_us_p9999"] == 672
+    assert s["latency_us_mean"] == 2 * 194.5 and s["latency_us_p9999"] == 2 * 672
     assert s["serialization_total_us"] == 1.062
-    assert _samples(pub, "latency_us") == [72, 526]
+    assert _samples(pub, "latency_us") == [2 * 72, 2 * 526]
 
 
 THR4 = ", ".join(["Sample Size (Bytes)", "Total Samples", "Samples/s", "Avg Samples/s", "Mbps",
@@ -145,8 +148,9 @@ def test_perftest_4_csv_headers():
         401.4, 49000, 3, 21.0)
     pub = parse(PERFTEST_43_LATENCY, "pub", True)
     s = _summary(pub)
-    assert s["latency_us_mean"] == 81 and s["latency_us_p99"] == 97 and s["cpu_pct"] == 11.5
-    assert _samples(pub, "latency_us") == [80]
+    assert s["latency_us_mean"] == 2 * 81 and s["latency_us_p99"] == 2 * 97
+    assert s["cpu_pct"] == 11.5
+    assert _samples(pub, "latency_us") == [2 * 80]
 
 
 def test_windows_line_ends_and_blank_lines_change_nothing():
@@ -293,4 +297,5 @@ def test_summaries_without_a_title_under_no_print_intervals():
     assert sub.summary("throughput_mbps") == 393.5 and sub.summary("received") == 192158
     assert sub.summary("lost") == 0
     pub = parse((R / "cyclone-noprint-throughput-pub-arm64.log").read_text(), "pub", False)
-    assert pub.summary("latency_us_mean") == 2852 and pub.summary("latency_us_p50") == 3651
+    assert pub.summary("latency_us_mean") == 2 * 2852
+    assert pub.summary("latency_us_p50") == 2 * 3651

@@ -43,7 +43,8 @@ def test_the_csv_columns_keep_their_published_order():
     assert COLUMNS[:4] == ["run_id", "test", "repeat", "backend"] and COLUMNS[-1] == "unit"
     assert EXTRA_COLUMNS[0] == "row"
     # a column added later goes after the last one: those of a published table keep their place
-    assert EXTRA_COLUMNS[EXTRA_COLUMNS.index("arch"):] == ["arch", "topology", "mqtt_qos"]
+    assert EXTRA_COLUMNS[EXTRA_COLUMNS.index("arch"):] == ["arch", "topology", "mqtt_qos",
+                                                          "definition"]
     assert HEADER.split(",") == schema.NAMES
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from k8sdds.analysis.stats import QUANTILES, latency_cdf
 from k8sdds.errors import UserError
+from k8sdds.parsers.latency import upgrade_frame, upgrade_row
 from k8sdds.results import RESULTS, ManifestError, RepeatKey, RunDir
 from k8sdds.results.schema import BOOLEANS, BY_NAME, NAMES, PARAMS
 
@@ -109,7 +110,7 @@ def typed(df: pd.DataFrame) -> pd.DataFrame:
 def table_of(rows: Sequence[dict]) -> pd.DataFrame:
     """A results table from rows as results.csv holds them (text; the service's database
     keeps each row so), typed as a run's table is."""
-    df = pd.DataFrame(list(rows))
+    df = pd.DataFrame([upgrade_row(dict(r)) for r in rows])
     for name in NAMES:
         if name in df and BY_NAME[name].type in (int, float):
             df[name] = pd.to_numeric(df[name].replace("", np.nan))
@@ -138,7 +139,7 @@ def _results(text: str, path: Path) -> pd.DataFrame:
         raise RunDirError(f"{path}, line {bad[0] + 2}: value {df['value'][bad[0]]!r} is not a "
                           "finite number (`k8sdds parse` rebuilds the table from the logs)")
     df["value"] = value
-    return df
+    return upgrade_frame(df)  # a latency an older k8sdds stored as printed: a round trip
 
 
 def _number(cell) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from k8sdds.parsers import latency
 from k8sdds.parsers.base import SAMPLE, Parsed, Value
 
 _PREFIX = r"^\[(?P<pid>\d+)\]\s+(?P<t>\d+(?:\.\d+)?)\s+"
@@ -34,7 +35,15 @@ _RSS_MB = {"kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
 
 def parse(text: str, role: str, latency_test: bool) -> Parsed:
-    """Parse one ddsperf process's output (pure: no I/O)."""
+    """Parse one ddsperf process's output (pure: no I/O); its latencies, half a round trip
+    as ddsperf prints them, as round trips (`latency.PRINTED`)."""
+    return latency.round_trips(read(text, role, latency_test),
+                               latency.PRINTED["ddsperf"].factor)
+
+
+def read(text: str, role: str, latency_test: bool) -> Parsed:
+    """The values of one process's lines in ddsperf's format, latencies as printed (also
+    k8sdds-zenoh's and k8sdds-mqtt's, which print whole round trips in it)."""
     values: list[Value] = []
     sub_rows: list[dict[str, float]] = []
     ping_rows: list[dict[str, float]] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from k8sdds.parsers import ddsperf
+from k8sdds.parsers import ddsperf, latency
 from k8sdds.parsers.base import Parsed
 
 BROKER = "broker"
@@ -23,4 +23,5 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
                   if (m := _BROKER_ERROR.match(line.strip()))]
         return Parsed(failure="mosquitto: " + "; ".join(dict.fromkeys(errors)) if errors
                       else None)
-    return ddsperf.parse(text, role, latency_test)
+    return latency.round_trips(ddsperf.read(text, role, latency_test),
+                               latency.PRINTED["mqtt"].factor)

@@ -1,13 +1,15 @@
 """qperf client output -> throughput or latency (and CPU with -v).
 
-qperf prints `TEST:` then `name = value unit` lines. Its latency is one way (half the round
-trip); it is recorded as a round trip (x2) so it compares with ddsperf and ping.
+qperf prints `TEST:` then `name = value unit` lines. Its latency is half the round trip (the
+time over the messages both ends received, `latency.PRINTED`); it is recorded as a round trip,
+as every engine's is.
 """
 
 from __future__ import annotations
 
 import re
 
+from k8sdds.parsers import latency
 from k8sdds.parsers.base import Parsed, Value
 
 LINE = re.compile(r"^\s+(\w+)\s+=\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S+)", re.M)
@@ -31,7 +33,8 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         values.append(Value("throughput_sent_mbps", num * BYTES[unit] * 8 / 1e6, "Mb/s"))
     if "latency" in fields and fields["latency"][1] in SECONDS:
         num, unit = fields["latency"]
-        values.append(Value("latency_us_mean", 2 * num * SECONDS[unit], "us"))
+        values.append(Value("latency_us_mean",
+                            latency.PRINTED["qperf"].factor * num * SECONDS[unit], "us"))
     if "msg_rate" in fields:
         num, unit = fields["msg_rate"]
         scale = {"K/sec": 1e3, "M/sec": 1e6, "/sec": 1}.get(unit, 1)

@@ -6,7 +6,9 @@ and `One way Latency: ...`, 4.0 `One-Way Latency:`), the CSV summaries of 3.x
 (`Throughput Summary:` / `One-way Latency Summary:` + header + rows, with or without CPU and
 serialization columns), the CSV of 4.x (`Sample Size (Bytes)`, `Avg Samples/s`, `Avg Mbps`,
 `CPU (%)`, `Intervals One-Way Latency`, `μs`) and JSON (`{"perftest":[{"length":...,
-"intervals":[...],"summary":{...}}]}`). RTI latency is one-way, in microseconds.
+"intervals":[...],"summary":{...}}]}`). Perftest prints half the round trip ("one-way"), in
+microseconds; its latencies are stored as round trips (`latency.PRINTED`), and a latency
+publisher's interval lines, one a pong, are counted as its `roundtrips`.
 
 pandas is imported where a table is read, not with the module: every `k8sdds` command imports
 the parsers, and most never read an RTI log.
@@ -27,6 +29,7 @@ import re
 
 import numpy as np
 
+from k8sdds.parsers import latency
 from k8sdds.parsers.base import SUMMARY, Parsed, Samples, Trace, Value
 from k8sdds.parsers.perftest_csv import Sections, numeric
 from k8sdds.parsers.perftest_json import Document
@@ -185,10 +188,15 @@ class Stream:
             self._sections.finish(self._values, self._sample)
         values = self._values
         columns = [c for c in (s.column() for s in self._samples.values()) if c]
+        pongs = self._samples.get(("latency_us", "us"))
+        if pongs is not None and self.latency_test and self.role == "pub" and pongs.seen:
+            values = [*values, Value("roundtrips", float(pongs.seen), "roundtrips")]
         ends = (self._start if self._size <= 2 * _ENDS
                 else self._start[:_ENDS] + "\n" + self._tail)
         failure = _failure(ends, self._exit, self.role, self.latency_test, values)
-        return Parsed(values=tuple(values), failure=failure, columns=tuple(columns))
+        return latency.round_trips(
+            Parsed(values=tuple(values), failure=failure, columns=tuple(columns)),
+            latency.PRINTED["rtiperftest"].factor)
 
 
 def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from k8sdds.parsers import ddsperf
+from k8sdds.parsers import ddsperf, latency
 from k8sdds.parsers.base import Parsed
 
 ROUTER = "router"
@@ -27,4 +27,5 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
                       or _OWN_ERROR.match(line.strip()))]
         return Parsed(failure="router: " + "; ".join(dict.fromkeys(errors)) if errors
                       else None)
-    return ddsperf.parse(text, role, latency_test)
+    return latency.round_trips(ddsperf.read(text, role, latency_test),
+                               latency.PRINTED["zenoh"].factor)

@@ -8,6 +8,7 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from k8sdds.parsers.latency import upgrade_row
 from k8sdds.results.schema import NAMES
 
 # one measured value per row; the test parameters added since the first release follow these
@@ -29,7 +30,9 @@ def rows_to_csv(rows: Iterable[Mapping[str, Any]], header: bool) -> str:
 
 
 def csv_to_rows(text: str) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(text, newline="")))
+    """The rows of results.csv text as k8sdds writes them now: a latency an older k8sdds
+    wrote as its engine printed it is a round trip (`latency.upgrade_row`)."""
+    return [upgrade_row(row) for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 
 def _cell(value: Any) -> Any:
