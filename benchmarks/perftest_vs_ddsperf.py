@@ -8,8 +8,8 @@ DDS, so a difference is the program's.
 
 Per cell: each engine's mean with its 95 % interval over the repeats (Student's t), and the
 ratio Perftest / ddsperf with its interval (delta method) and Welch's p. Latency is the round
-trip's median: ddsperf reports round trips; Perftest reports one-way latency (half the round
-trip, as RTI defines it), doubled here.
+trip's median, as k8sdds stores every engine's (both programs print half of it; the parsers
+double it: k8sdds/parsers/latency.py).
 
 Usage: .venv/bin/python benchmarks/perftest_vs_ddsperf.py [--repeats 3] [--duration 5]
 """
@@ -49,8 +49,7 @@ def values(s: pd.DataFrame, engine: str, dp: str, size: int, latency: bool) -> l
         got = mine[(mine.metric == "throughput_mbps") & (mine.role == "sub0")]
         return list(got.sort_values("repeat").value)
     got = mine[(mine.metric == "latency_us_p50") & (mine.role == "pub")]
-    factor = 2.0 if engine == "rtiperftest" else 1.0  # Perftest: one-way, half the round trip
-    return [v * factor for v in got.sort_values("repeat").value]
+    return list(got.sort_values("repeat").value)
 
 
 def cell(v: list[float]) -> str:

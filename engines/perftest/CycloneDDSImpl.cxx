@@ -45,7 +45,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "MessagingIF.h"
@@ -65,6 +64,9 @@ const uint32_t MAX_TAKE = 256;  // samples taken at once
 // messages; the largest stays under UDP's 65,507 B
 const unsigned long long SAMPLE_OVERHEAD = 64;
 const unsigned long long LARGEST_DATAGRAM = 65000;
+// Cyclone's defaults of a writer's high watermark: where it starts, the most it grows to
+const unsigned long long WHC_HIGH_INIT = 30 * 1024;
+const unsigned long long WHC_HIGH = 500 * 1024;
 
 /* Perftest's sample, as idlc lays out all four of its types in C (the same members). */
 typedef TestData_t Sample;
@@ -272,9 +274,23 @@ std::string configuration(ParameterManager &pm, const std::string &keystore)
     xml << "</Discovery>";
     // the publisher's throughput writes only, as RTI batches only its Throughput writer:
     // Cyclone's batching is the whole domain's, and a subscriber's pongs go out at once
+    xml << "<Internal>";
     if (batched) {
-        xml << "<Internal><WriteBatch>true</WriteBatch></Internal>";
+        xml << "<WriteBatch>true</WriteBatch>";
     }
+    // a subscriber echoes pings from Cyclone's receive thread (Reader), with a writer that
+    // keeps one sample (qos_for): a reliable writer waits for acknowledgements, which only
+    // that thread delivers, while its unacknowledged bytes pass the high watermark, so the
+    // watermark holds one sample at least (Cyclone starts it at 30 kB)
+    if (!pm.get<bool>("pub")) {
+        const unsigned long long one = pm.get<unsigned long long>("dataLen")
+                + SAMPLE_OVERHEAD + 1024;
+        if (one > WHC_HIGH_INIT) {
+            xml << "<Watermarks><WhcHighInit>" << one << "B</WhcHighInit><WhcHigh>"
+                << std::max(one, WHC_HIGH) << "B</WhcHigh></Watermarks>";
+        }
+    }
+    xml << "</Internal>";
     if (pm.group_is_used(SECURE)) {
         xml << security(pm);
     }
@@ -437,34 +453,48 @@ class Writer : public IMessagingWriter {
     long _instances, _target, _batch, _queued;
 };
 
-/* A reader. With a callback (Perftest's listener mode), a thread of its own takes the
- * samples and hands them to it: never Cyclone's receive path, where a subscriber answering a
- * ping would write and wait for acknowledgements that same path must deliver (seen here
- * with a DDS listener: a write timed out after 10 s and 35 samples went through). */
+/* A reader. With a callback (Perftest's listener mode, its default, as RTI's implementations
+ * take it), Cyclone's receive thread hands each sample to it in a data-available listener: no
+ * thread of k8sdds' own between the wire and Perftest, as in ddsperf and RTI's Perftest. A
+ * subscriber answers a ping from there, so its echo's writer must never wait for
+ * acknowledgements that this same thread delivers: qos_for() keeps one sample in the Latency
+ * writer's history and configuration() raises Cyclone's watermark where one sample passes it
+ * (written with neither, the echo blocked this thread: a write timed out after 10 s, 35
+ * samples through). Without a callback (Perftest's -useReadThread), Perftest's own thread
+ * takes the samples with receive_message(), woken by a waitset. */
 class Reader : public IMessagingReader {
   public:
-    Reader(dds_entity_t participant, dds_entity_t reader, IMessagingCB *callback)
-            : _reader(reader), _taken(0), _next(0)
+    Reader(dds_entity_t participant, IMessagingCB *callback)
+            : _reader(0), _callback(callback), _taken(0), _next(0)
     {
         _samples[0] = NULL;
         _waitset = dds_create_waitset(participant);
         _wake = dds_create_guardcondition(participant);
-        _data = dds_create_readcondition(reader, DDS_ANY_STATE);
-        dds_waitset_attach(_waitset, _data, 0);
         dds_waitset_attach(_waitset, _wake, 1);
-        if (callback != NULL) {
-            _thread = std::thread([this, callback]() {
-                TestMessage *message;
-                while ((message = receive_message()) != NULL) {
-                    callback->process_message(*message);
-                }
-            });
-        }
     }
 
     ~Reader()
     {
         shutdown();
+    }
+
+    /* The listener's arguments: this reader, its one callback (data available). */
+    dds_listener_t *listener()
+    {
+        if (_callback == NULL) {
+            return NULL;
+        }
+        dds_listener_t *made = dds_create_listener(this);
+        dds_lset_data_available(made, on_data_available);
+        return made;
+    }
+
+    /* The reader entity, once made (with listener() when there is a callback). */
+    void attach(dds_entity_t reader)
+    {
+        _reader = reader;
+        _data = dds_create_readcondition(reader, DDS_ANY_STATE);
+        dds_waitset_attach(_waitset, _data, 0);
     }
 
     void wait_for_writers(int count)
@@ -509,17 +539,38 @@ class Reader : public IMessagingReader {
         return dds_set_guardcondition(_wake, true) == DDS_RETCODE_OK;
     }
 
-    /* Stops the callback's thread (it returns from its wait) and gives back the loan. */
+    /* No callback after this returns (Cyclone waits for one under way when the listener is
+     * taken away), Perftest's reading thread unblocked, the loan given back. */
     void shutdown()
     {
-        unblock();
-        if (_thread.joinable()) {
-            _thread.join();
+        if (_callback != NULL && _reader > 0) {
+            dds_set_listener(_reader, NULL);
+            _callback = NULL;
         }
+        unblock();
         release();
     }
 
   private:
+    /* On Cyclone's receive thread: every sample there is, each to Perftest's callback. */
+    static void on_data_available(dds_entity_t reader, void *arg)
+    {
+        Reader *self = (Reader *) arg;
+        void *samples[MAX_TAKE] = {NULL};
+        dds_sample_info_t infos[MAX_TAKE];
+        TestMessage message;
+        int n;
+        while ((n = dds_take(reader, samples, infos, MAX_TAKE, MAX_TAKE)) > 0) {
+            for (int i = 0; i < n; i++) {
+                if (infos[i].valid_data && self->_callback != NULL) {
+                    fill(message, *(const Sample *) samples[i]);
+                    self->_callback->process_message(message);
+                }
+            }
+            dds_return_loan(reader, samples, n);
+        }
+    }
+
     void release()
     {
         if (_taken > 0) {
@@ -529,12 +580,12 @@ class Reader : public IMessagingReader {
         _taken = _next = 0;
     }
 
-    dds_entity_t _reader, _waitset, _wake, _data;
+    dds_entity_t _reader, _waitset, _wake, _data = 0;
+    IMessagingCB *_callback;
     void *_samples[MAX_TAKE];
     dds_sample_info_t _infos[MAX_TAKE];
     int _taken, _next;
     TestMessage _message;
-    std::thread _thread;
 };
 
 class CycloneDDSImpl : public IMessaging {
@@ -605,7 +656,10 @@ class CycloneDDSImpl : public IMessaging {
             return false;
         }
         if (pm.get<bool>("latencyTest")) {
-            _pong = PerftestSemaphore_new();
+            // empty, as RTI's own implementations make it (a binary semaphore): the
+            // publisher's first wait blocks until the first pong, so one ping is in flight
+            // (Perftest's C++11 default count is one: two pings were)
+            _pong = PerftestSemaphore_new(0);
         }
         return true;
     }
@@ -656,13 +710,22 @@ class CycloneDDSImpl : public IMessaging {
 
     IMessagingReader *create_reader(const char *topic_name, IMessagingCB *callback)
     {
-        dds_entity_t reader = endpoint(topic_name, dds_create_reader, "dds_create_reader");
-        return reader < 0 ? NULL : new Reader(_participant, reader, callback);
+        Reader *made = new Reader(_participant, callback);
+        dds_listener_t *listener = made->listener();
+        dds_entity_t reader = endpoint(topic_name, dds_create_reader, "dds_create_reader",
+                                       listener);
+        if (listener != NULL) {
+            dds_delete_listener(listener);
+        }
+        if (reader < 0) {
+            delete made;
+            return NULL;
+        }
+        made->attach(reader);
+        return made;
     }
 
-    /* Yes, through a thread per reader (see Reader): Perftest's own path without
-     * listeners fails in 4.3 (the publisher tests the wrong thread after making its
-     * announcement thread: "Problem creating Thread for announcementReadThread"). */
+    /* Yes: Cyclone's data-available listeners (see Reader). */
     bool supports_listeners()
     {
         return true;
@@ -683,14 +746,14 @@ class CycloneDDSImpl : public IMessaging {
     dds_entity_t endpoint(const char *topic_name,
                           dds_entity_t (*create)(dds_entity_t, dds_entity_t, const dds_qos_t *,
                                                  const dds_listener_t *),
-                          const char *what)
+                          const char *what, const dds_listener_t *listener = NULL)
     {
         dds_entity_t topic = make_topic(topic_name);
         if (topic < 0) {
             return topic;
         }
-        dds_qos_t *qos = qos_for(topic_name);
-        dds_entity_t made = create(_participant, topic, qos, NULL);
+        dds_qos_t *qos = qos_for(topic_name, create == dds_create_writer);
+        dds_entity_t made = create(_participant, topic, qos, listener);
         dds_delete_qos(qos);
         if (made < 0) {
             fprintf(stderr, "[Error] %s %s: %s\n", what, topic_name, dds_strretcode(made));
@@ -699,8 +762,12 @@ class CycloneDDSImpl : public IMessaging {
     }
 
     /* As Perftest's own QoS profiles: the announcements reliable and kept for late
-     * joiners; throughput and latency reliable unless -bestEffort; every history kept. */
-    dds_qos_t *qos_for(const char *topic_name)
+     * joiners; throughput and latency reliable unless -bestEffort; every history kept but
+     * the Latency writer's, which keeps its last sample (as ddsperf's pong writer): it
+     * answers pings from Cyclone's receive thread (see Reader), and a reliable writer
+     * keeping all waits there for acknowledgements once its unacknowledged samples pass the
+     * watermark (Perftest's 50 start-up samples do). */
+    dds_qos_t *qos_for(const char *topic_name, bool writer)
     {
         dds_qos_t *qos = dds_create_qos();
         const bool announcement = strcmp(topic_name, ANNOUNCEMENT_TOPIC_NAME) == 0;
@@ -709,7 +776,11 @@ class CycloneDDSImpl : public IMessaging {
         } else {
             dds_qset_reliability(qos, DDS_RELIABILITY_RELIABLE, DDS_SECS(10));
         }
-        dds_qset_history(qos, DDS_HISTORY_KEEP_ALL, 0);
+        if (writer && strcmp(topic_name, LATENCY_TOPIC_NAME) == 0) {
+            dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, 1);
+        } else {
+            dds_qset_history(qos, DDS_HISTORY_KEEP_ALL, 0);
+        }
         if (announcement) {
             dds_qset_durability(qos, DDS_DURABILITY_TRANSIENT_LOCAL);
         }
