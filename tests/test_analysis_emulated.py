@@ -7,13 +7,15 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from .emulated_support import cli, requires_namespaces
+from .emulated_support import cli, interval_fill, requires_namespaces
 
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
 
@@ -42,6 +44,16 @@ def run_dir(tmp_path_factory):
     assert [line.split(":")[0] for line in outcome["answer"]] == ["flannel-vxlan"]
     assert outcome["answer"][0].startswith("flannel-vxlan: throughput ")
     return Path(outcome["run_dir"])
+
+
+def test_ddsperfs_stored_round_trips_fill_their_intervals(run_dir):
+    """One latency definition on a real ddsperf run: one ping in flight, so each interval's
+    round trips times their stored mean round trip come to the interval (ddsperf prints half
+    of it: stored as printed, they came to half)."""
+    df = pd.read_csv(run_dir / "results.csv")
+    fill = interval_fill(df, 4)  # the 64 B latency test, every datapath and repeat
+    assert fill and statistics.median(fill) == pytest.approx(1.0, abs=0.10), fill
+    assert set(df[df.metric.str.startswith("latency_us")].definition) == {"round trip"}
 
 
 def test_report_has_every_image_and_section(run_dir, tmp_path):

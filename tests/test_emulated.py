@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -27,7 +28,14 @@ from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import WIRING, wg_interface
 
 from .conftest import user_python
-from .emulated_support import alive, cli, namespaces, requires_namespaces, root_links
+from .emulated_support import (
+    alive,
+    cli,
+    interval_fill,
+    namespaces,
+    requires_namespaces,
+    root_links,
+)
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
@@ -589,7 +597,8 @@ def test_middlewares_side_by_side_zenoh_peer_and_routed_mqtt_by_qos_and_dds(tmp_
                    "zenoh,tcp,routed,,1024,false,2,false,0,false\n"
                    "zenoh,tcp,routed,,64,false,1,false,0,true\n"
                    "mqtt,tcp,,2,1024,false,2,false,0,false\n"
-                   "ddsperf,udp,,,1024,false,2,false,0,false\n")
+                   "ddsperf,udp,,,1024,false,2,false,0,false\n"
+                   "zenoh,tcp,peer,,64,false,1,false,0,true\n")
     name = "kdm" + str(os.getpid() % 1000)
     proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
                "--nodes", "4", "--out", str(tmp_path / "logs"), "--testbed", name, "--json",
@@ -618,12 +627,16 @@ def test_middlewares_side_by_side_zenoh_peer_and_routed_mqtt_by_qos_and_dds(tmp_
             assert s[(test, sub, "throughput_mbps")] > 1.0 and s[(test, sub, "lost")] == 0
         assert s[(test, "sub0", "received")] == s[(test, "sub1", "received")]
     assert s[(6, "sub0", "throughput_mbps")] > 0.1 and s[(6, "sub0", "lost")] == 0
-    for test in (2, 5):
+    for test in (2, 5, 8):
         assert s[(test, "pub", "roundtrips")] > 100
         assert 0 < s[(test, "pub", "latency_us_min")] <= s[(test, "pub", "latency_us_p50")] \
             <= s[(test, "pub", "latency_us_p99")]
+        # one latency definition: the round trips counted fill each interval (mqtt, zenoh
+        # routed, zenoh peer), so the stored figure is the whole round trip
+        fill = interval_fill(df, test)
+        assert fill and statistics.median(fill) == pytest.approx(1.0, abs=0.10), (test, fill)
     assert list(df.groupby("test").topology.first().fillna("")) == \
-        ["", "", "peer", "routed", "routed", "", ""]
+        ["", "", "peer", "routed", "routed", "", "", "peer"]
     assert df[df.test == 6].mqtt_qos.iloc[0] == 2
     # the answer and the report put the middlewares side by side on the datapath
     from k8sdds.analysis import middlewares, report, tables

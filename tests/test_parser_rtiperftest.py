@@ -224,6 +224,28 @@ def test_a_long_logs_interval_lines_are_read_a_piece_at_a_time_and_all_kept(monk
     assert parsed.summary("throughput_mbps") == 2.1  # the result line, untouched
 
 
+def test_a_csv_interval_section_goes_on_across_pieces(monkeypatch):
+    """Perftest 4's CSV interval rows, one a pong, in a log read in pieces of a few hundred
+    characters: every row counted, whichever piece it fell in (the end of a piece is no
+    blank line: the section went on past it; a real 4 s latency run kept 26,872 of its
+    54,557 pongs when it was taken for one)."""
+    from k8sdds.parsers import rtiperftest as rti
+
+    rows = "".join(f"{256:19d},{i % 90 + 10:13d},{50:9d},{9.5:9.1f},{10:9d},{99:9d},"
+                   f"{0.2:8.2f}\n" for i in range(1000))
+    text = ("Intervals One-Way Latency for 256 Bytes:\n"
+            "Length (Bytes), Latency (μs), Ave (μs), Std (μs), Min (μs), Max (μs), CPU (%)\n"
+            + rows + "\nOne-way Latency Summary:\nSample Size (Bytes), Ave (μs), Std (μs), "
+            "Min (μs), Max (μs), 50% (μs), 90% (μs), 99% (μs), 99.99% (μs), 99.9999% (μs), "
+            "CPU (%)\n                256,       50,     9.5,       10,     99,       45,"
+            "       88,       98,        99,          99,    0.20\n")
+    monkeypatch.setattr(rti, "CHUNK", 300)
+    parsed = rti.parse(text, "pub", True)
+    assert parsed.summary("roundtrips") == 1000
+    [pongs] = [c for c in parsed.columns if c.metric == "latency_us"]
+    assert pongs.values.tolist() == [2 * (i % 90 + 10) for i in range(1000)]
+
+
 def test_a_roles_samples_are_thinned_evenly_past_an_hour_and_said():
     import numpy as np
 

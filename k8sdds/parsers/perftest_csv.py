@@ -78,7 +78,10 @@ class Sections:
         if self.state == "seek" and "Summary" not in piece and "Interval" not in piece \
                 and _UNTITLED not in piece:
             return  # no title in it
-        for line in piece.split("\n"):
+        lines = piece.split("\n")
+        if piece.endswith("\n"):
+            lines.pop()  # the piece's own end, not a blank line: a section goes on past it
+        for line in lines:
             self._line(line, values, samples)
         if len(self.rows) >= self.BATCH:
             self._flush(values, samples)
