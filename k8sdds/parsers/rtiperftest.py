@@ -74,8 +74,10 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
 CHUNK = 2 << 20  # characters of a log read at a time
 
 
-def _chunks(text: str, size: int = CHUNK):
-    """`text` in pieces of about `size` characters, each ending at a line's end."""
+def _chunks(text: str, size: int | None = None):
+    """`text` in pieces of about `size` characters (CHUNK, as it is when called), each
+    ending at a line's end."""
+    size = size or CHUNK
     start, n = 0, len(text)
     while start < n:
         end = text.find("\n", min(start + size, n))
