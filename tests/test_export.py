@@ -64,7 +64,7 @@ def test_github_smaller_has_latency_and_loss_and_no_throughput(run):
     assert any(n.endswith(": lost") for n in names)
     assert not any(n.endswith((": throughput_mbps", ": samples_per_s")) for n in names)
     [p50] = [e for e in entries if e["name"].endswith("latency_us_p50")]
-    assert p50["unit"] == "us" and p50["value"] > 0
+    assert p50["unit"] == "us round trip" and p50["value"] > 0  # one latency definition
 
 
 def test_openmetrics_reads_back_through_prometheus_clients_parser(run):

@@ -128,6 +128,43 @@ def test_a_task_queued_before_revision_3_keeps_what_it_asked(db_url):
     assert rows[1].status == "failed" and "no_such_option" in rows[1].message
 
 
+def test_a_latency_stored_before_revision_4_becomes_the_round_trip(db_url, tmp_path):
+    """Revision 0004: a run added when ddsperf's latencies were stored as printed (half a
+    round trip) is migrated to the round trip, in the typed value and in the row; throughput
+    and the network engines' figures (whole round trips already) are left as they were."""
+    from sqlalchemy import create_engine, text
+
+    _clear(db_url)
+    engine = create_engine(db_url)
+    store.migrate(engine, "0003")
+    old = [("ddsperf", "latency_us_p50", 40.5), ("ddsperf", "throughput_mbps", 90.0),
+           ("ping", "latency_us_p50", 31.0), ("rtiperftest", "latency_us_mean", 1137.0)]
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO runs (run_id, backend, engine, datapaths, transports, path, imported, "
+            "n_values, manifest) VALUES ('20260101-000000-abcd', 'emulated', 'ddsperf', "
+            "'host', 'udp', '/x', CURRENT_TIMESTAMP, 4, '{}')"))
+        for i, (eng, metric, value) in enumerate(old):
+            row = {"engine": eng, "metric": metric, "value": f"{value:g}", "kind": "summary"}
+            conn.execute(text(
+                "INSERT INTO results (run_id, test, repeat, datapath, engine, transport, "
+                "data_len, role, kind, metric, value, unit, row) VALUES "
+                "('20260101-000000-abcd', :i, 1, 'host', :e, 'udp', 64, 'pub', 'summary', "
+                ":m, :v, 'us', :r)"), {"i": i, "e": eng, "m": metric, "v": value,
+                                       "r": json.dumps(row)})
+    store.migrate(engine)
+    with engine.connect() as conn:
+        got = conn.execute(text("SELECT value, row FROM results ORDER BY test")).all()
+    engine.dispose()
+    values = [g.value for g in got]
+    rows = [g.row if isinstance(g.row, dict) else json.loads(g.row) for g in got]
+    assert values == [81.0, 90.0, 31.0, 2274.0]
+    assert [r["value"] for r in rows] == ["81", "90", "31", "2274"]
+    # the throughput row is not touched (reading it fills its empty definition)
+    assert [r.get("definition") for r in rows] == ["round trip", None, "round trip",
+                                                   "round trip"]
+
+
 def test_runs_are_imported_once_and_read_back_as_written(db_url, tmp_path):
     _clear(db_url)
     paths = _runs(tmp_path / "logs")

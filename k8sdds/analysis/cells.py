@@ -11,6 +11,7 @@ import pandas as pd
 from k8sdds.analysis import verdict
 from k8sdds.analysis.load import MEASURING, PARAMS, ROUND_TRIPS, repeat_values
 from k8sdds.analysis.stats import summarize
+from k8sdds.parsers.latency import ROUND_TRIP, is_latency
 from k8sdds.results import schema
 
 
@@ -46,6 +47,13 @@ def roles(metric: str) -> str | tuple[str, ...]:
 COLUMNS = ["run_id", *PARAMS, "metric", "unit", "repeats", "mean", "ci_low", "ci_high"]
 
 
+def unit(metric: str, units: dict[str, str]) -> str:
+    """A cell's unit as it travels out: a latency's says it is a round trip ("us round
+    trip"), so that a figure read elsewhere means one thing."""
+    got = units.get(metric, "")
+    return f"{got} {ROUND_TRIP}" if is_latency(metric) and got else got
+
+
 def cells(results: pd.DataFrame, only: str | None = None) -> pd.DataFrame:
     """One row per run, test and metric of METRICS (or the metric `only`) found in
     `results` (a results table): the mean over repeats with its 95 % interval (NaN with one
@@ -60,7 +68,7 @@ def cells(results: pd.DataFrame, only: str | None = None) -> pd.DataFrame:
         for key, group in values.groupby(["run_id", *PARAMS], dropna=False):
             s = summarize(group["value"].tolist())
             rows.append({**dict(zip(["run_id", *PARAMS], key, strict=True)),
-                         "metric": metric.name, "unit": units.get(metric.name, ""),
+                         "metric": metric.name, "unit": unit(metric.name, units),
                          "repeats": s.n, "mean": s.mean, "ci_low": s.ci_low,
                          "ci_high": s.ci_high})
     return pd.DataFrame(rows, columns=COLUMNS)
