@@ -38,7 +38,7 @@ export PERFTEST_SRC
 # the tests that need no root, no namespaces, no sshd, no kube-apiserver, no database server
 # and no fuzzer's minutes
 FAST := not emulated and not kube and not ssh and not image and not kubelet and not service \
-        and not build
+        and not build and not sources
 
 ## demo: install everything, run schedules/quick.csv on three datapaths, three repeats each in
 ## rounds (so that every change the answer states has an interval), write the report, print where

@@ -133,6 +133,7 @@ def _cyclone_source(path: str) -> str:
 
 
 
+@pytest.mark.sources
 def test_ddsperf_halves_the_round_trip_in_its_own_source():
     """Cyclone DDS 0.10.2, the release Debian's ddsperf is built from: process_pong stores
     (tnow - source_timestamp) / 2 as the `roundtrip` it prints as mean and percentiles."""
