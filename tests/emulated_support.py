@@ -90,16 +90,16 @@ def alive(pid: int) -> bool:
 
 def interval_fill(df, test: int) -> list[float]:
     """The one-latency-definition identity on a real run (results.csv as a DataFrame): a
-    latency test has one ping in flight, so the round trips an interval counted times their
-    mean round trip fill the interval. Per interval line of `test`'s publisher after its
-    first (whose start is unknown): roundtrips x latency_us_mean / the time since the line
-    before. About 1.0 when the stored figure is the round trip; 0.5 if it were half of it."""
+    latency test has one ping in flight, so the round trips a line counted times their mean
+    round trip fill the line's interval. ddsperf, k8sdds-zenoh and k8sdds-mqtt print a line a
+    second (the interval), so per line of `test`'s publisher from its second second on (the
+    first holds discovery): roundtrips x latency_us_mean / 1 s. About 1.0 when the stored
+    figure is the round trip; 0.5 if it were half of it."""
     out = []
-    pub = df[(df.test == test) & (df.role == "pub") & (df.kind == "sample")]
+    pub = df[(df.test == test) & (df.role == "pub") & (df.kind == "sample") & (df.t >= 1.9)]
     for _, rep in pub.groupby("repeat"):
         trips = rep[rep.metric == "roundtrips"].set_index("t").value
         means = rep[rep.metric == "latency_us_mean"].set_index("t").value
-        times = sorted(set(trips.index) & set(means.index))
-        out += [trips[t1] * means[t1] / 1e6 / (t1 - t0)
-                for t0, t1 in zip(times, times[1:], strict=False) if trips[t1] > 0]
+        out += [trips[t] * means[t] / 1e6 for t in sorted(set(trips.index) & set(means.index))
+                if trips[t] > 0]
     return out
