@@ -133,13 +133,14 @@ def _results(text: str, path: Path) -> pd.DataFrame:
     if missing:
         raise RunDirError(f"{path}: no column {', '.join(missing)}; not a results table "
                           "k8sdds wrote (`k8sdds parse` rebuilds it from the logs)")
-    value = df["value"].map(_number).astype(float)
-    bad = df.index[value.isna() | ~np.isfinite(value.fillna(0))]
+    text = df["value"]
+    df["value"] = df["value"].map(_number).astype(float)
+    df = upgrade_frame(df)  # a latency an older k8sdds stored as printed: a round trip
+    bad = df.index[df["value"].isna() | ~np.isfinite(df["value"].fillna(0))]
     if len(bad):
-        raise RunDirError(f"{path}, line {bad[0] + 2}: value {df['value'][bad[0]]!r} is not a "
+        raise RunDirError(f"{path}, line {bad[0] + 2}: value {text[bad[0]]!r} is not a "
                           "finite number (`k8sdds parse` rebuilds the table from the logs)")
-    df["value"] = value
-    return upgrade_frame(df)  # a latency an older k8sdds stored as printed: a round trip
+    return df
 
 
 def _number(cell) -> float:

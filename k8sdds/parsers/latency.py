@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from k8sdds.parsers.base import Parsed, Trace, Value
+from k8sdds.parsers.base import Parsed
 
 ROUND_TRIP = "round trip"  # the `definition` column of a latency row
 PREFIX = "latency_us"  # latency_us (Perftest's interval samples), latency_us_mean, _p50, ...
@@ -125,5 +125,5 @@ def upgrade_frame(df: Any) -> Any:
     return df
 
 
-__all__ = ["BEFORE", "PRINTED", "ROUND_TRIP", "Printed", "Trace", "Value", "definition",
-           "is_latency", "round_trips", "upgrade_frame", "upgrade_row"]
+__all__ = ["BEFORE", "PRINTED", "ROUND_TRIP", "Printed", "definition", "is_latency",
+           "round_trips", "upgrade_frame", "upgrade_row"]
