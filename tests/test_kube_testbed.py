@@ -122,7 +122,7 @@ def test_perftest_pods_run_the_build_the_image_carries(cluster, tmp_path):
     df = pd.read_csv(run / "results.csv")
     s = df[df.kind == "summary"].set_index(["test", "role", "metric"]).value
     assert s[(1, "sub0", "throughput_mbps")] > 1 and s[(1, "sub0", "lost")] == 0
-    assert 1 < s[(2, "pub", "latency_us_mean")] < 100_000  # one-way, µs
+    assert 1 < s[(2, "pub", "latency_us_mean")] < 100_000  # a round trip, µs
     log = (run / "test-1" / "rep-1" / "pub.log").read_text()
     assert log.startswith("RTI Perftest ") and "(Eclipse Cyclone DDS " in log.splitlines()[0]
 
