@@ -10,12 +10,16 @@
    its own, as k8sdds starts them. The kernel's autogroup scheduling gives every session its
    own group; started from one session the three processes share one group, and the benchmark
    prints that figure too (here it reads higher on 2 cores).
-2. the table: on `cloud` and `rpi3b`, host and flannel-vxlan, 64 B, 1 KiB and 16 KiB,
-   throughput (Mb/s, per subscriber) and p50 round trip (us) for ddsperf, zenoh (peer and
-   routed) and mqtt at QoS 0 and QoS 1, from one run per profile.
+2. the table: on `cloud` and `rpi3b` (`--profiles`), host and flannel-vxlan, 64 B, 1 KiB
+   and 16 KiB, throughput (Mb/s, per subscriber) and p50 round trip (us, every engine's
+   whole round trip) for ddsperf, zenoh (peer and routed) and mqtt at QoS 0 and QoS 1, one
+   run per profile whose `--repeats` go in rounds: each cell the mean over the repeats and
+   its 95 % interval's half width (Student's t) when there are two or more. `--metrics
+   latency` runs the latency rows only.
 
 Usage: .venv/bin/python benchmarks/middleware.py [--pairs 5] [--duration 5] [--skip-table]
-       [--engines zenoh-peer,zenoh-routed,mqtt]
+       [--skip-pairs] [--engines zenoh-peer,zenoh-routed,mqtt] [--repeats 1]
+       [--profiles cloud,rpi3b] [--metrics throughput,latency]
 """
 
 from __future__ import annotations
@@ -113,20 +117,39 @@ def transparency(pairs: int, duration: float, names: list[str]) -> None:
     print()
 
 
-def table(duration: float) -> None:
-    rows = [f"{engine},{transport},{topology},{size},false,1,{effort},0,{latency}\n"
+METRICS = {"throughput": "false", "latency": "true"}  # --metrics: the latencyTest column
+
+
+def figure(values: list[float], digits: int) -> str:
+    """'120' from one repeat, '120 ± 8' (the 95 % interval's half width) from more."""
+    if not values:
+        return "-"
+    mean = statistics.mean(values)
+    if len(values) < 2:
+        return f"{mean:.{digits}f}"
+    from scipy import stats as sps
+
+    half = float(sps.t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / \
+        len(values) ** 0.5
+    return f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def table(duration: float, repeats: int, profiles: list[str], metrics: list[str]) -> None:
+    rows = [f"{engine},{transport},{topology},{size},false,1,{effort},0,{METRICS[m]}\n"
             for _, engine, transport, topology, effort in ENGINES for size in PAYLOADS
-            for latency in ("false", "true")]
-    for profile in ("cloud", "rpi3b"):
+            for m in metrics]
+    for profile in profiles:
         with tempfile.TemporaryDirectory() as tmp:
             sch = Path(tmp) / "table.csv"
             sch.write_text(HEADER + "".join(rows))
             out = k8sdds("run", "--sch", str(sch), "--datapath", "host,flannel-vxlan",
-                         "--profile", profile, "--duration", f"{duration:g}", "--out", tmp,
-                         "--quiet", "--no-plot", "--testbed", TESTBED)
+                         "--profile", profile, "--duration", f"{duration:g}", "--repeats",
+                         str(repeats), "--order", "rounds", "--out", tmp, "--quiet",
+                         "--no-plot", "--testbed", TESTBED)
             df = pd.read_csv(Path(out["run_dir"]) / "results.csv")
         s = df[df.kind == "summary"]
-        print(f"## {profile}: Mb/s (sub0) / p50 round trip us (one run, {duration:g} s tests)\n")
+        print(f"## {profile}: Mb/s (sub0) / p50 round trip us ({repeats} repeat"
+              f"{'s in rounds' if repeats > 1 else ''}, {duration:g} s tests)\n")
         print("| engine | datapath | " + " | ".join(f"{p} B" for p in PAYLOADS) + " |")
         print("|---|---|" + "---|" * len(PAYLOADS))
         for label, engine, _, topology, effort in ENGINES:
@@ -138,8 +161,10 @@ def table(duration: float) -> None:
                              & (s.datapath == dp) & (s.data_len == size)]
                     thr = mine[(mine.metric == "throughput_mbps") & (mine.role == "sub0")]
                     p50 = mine[(mine.metric == "latency_us_p50") & (mine.role == "pub")]
-                    cells.append(f"{thr.value.iloc[0]:.1f}" if len(thr) else "-")
-                    cells[-1] += f" / {p50.value.iloc[0]:.0f}" if len(p50) else " / -"
+                    cells.append(" / ".join(
+                        figure(list(v.sort_values("repeat").value), d)
+                        for v, d, m in ((thr, 1, "throughput"), (p50, 0, "latency"))
+                        if m in metrics))
                 print(f"| {label} | {dp} | " + " | ".join(cells) + " |")
         print()
 
@@ -151,7 +176,15 @@ def main() -> None:
                     help="the engines of the by-hand check: " + ", ".join(TRANSPARENCY))
     ap.add_argument("--duration", type=float, default=5, help="seconds per test")
     ap.add_argument("--skip-table", action="store_true")
+    ap.add_argument("--skip-pairs", action="store_true", help="the table only")
+    ap.add_argument("--repeats", type=int, default=1, help="the table's repeats (rounds)")
+    ap.add_argument("--profiles", default="cloud,rpi3b", help="the table's edge profiles")
+    ap.add_argument("--metrics", default="throughput,latency",
+                    help="the table's: throughput, latency or both")
     args = ap.parse_args()
+    metrics = [m for m in args.metrics.split(",") if m]
+    if not metrics or set(metrics) - set(METRICS):
+        sys.exit(f"--metrics: {args.metrics!r}; allowed: {', '.join(METRICS)}")
     if os.geteuid() != 0:
         sys.exit("run as root: the emulated backend needs network namespaces")
     started = time.monotonic()
@@ -159,9 +192,11 @@ def main() -> None:
     unknown = [n for n in names if n not in TRANSPARENCY]
     if unknown:
         sys.exit(f"--engines: {', '.join(unknown)} unknown; allowed: {', '.join(TRANSPARENCY)}")
-    transparency(args.pairs, args.duration, names)
+    if not args.skip_pairs:
+        transparency(args.pairs, args.duration, names)
     if not args.skip_table:
-        table(args.duration)
+        table(args.duration, args.repeats, [p for p in args.profiles.split(",") if p],
+              metrics)
     print(f"wall time: {time.monotonic() - started:.0f} s")
 
 
