@@ -64,9 +64,6 @@ const uint32_t MAX_TAKE = 256;  // samples taken at once
 // messages; the largest stays under UDP's 65,507 B
 const unsigned long long SAMPLE_OVERHEAD = 64;
 const unsigned long long LARGEST_DATAGRAM = 65000;
-// Cyclone's defaults of a writer's high watermark: where it starts, the most it grows to
-const unsigned long long WHC_HIGH_INIT = 30 * 1024;
-const unsigned long long WHC_HIGH = 500 * 1024;
 
 /* Perftest's sample, as idlc lays out all four of its types in C (the same members). */
 typedef TestData_t Sample;
@@ -274,23 +271,9 @@ std::string configuration(ParameterManager &pm, const std::string &keystore)
     xml << "</Discovery>";
     // the publisher's throughput writes only, as RTI batches only its Throughput writer:
     // Cyclone's batching is the whole domain's, and a subscriber's pongs go out at once
-    xml << "<Internal>";
     if (batched) {
-        xml << "<WriteBatch>true</WriteBatch>";
+        xml << "<Internal><WriteBatch>true</WriteBatch></Internal>";
     }
-    // a subscriber echoes pings from Cyclone's receive thread (Reader), with a writer that
-    // keeps one sample (qos_for): a reliable writer waits for acknowledgements, which only
-    // that thread delivers, while its unacknowledged bytes pass the high watermark, so the
-    // watermark holds one sample at least (Cyclone starts it at 30 kB)
-    if (!pm.get<bool>("pub")) {
-        const unsigned long long one = pm.get<unsigned long long>("dataLen")
-                + SAMPLE_OVERHEAD + 1024;
-        if (one > WHC_HIGH_INIT) {
-            xml << "<Watermarks><WhcHighInit>" << one << "B</WhcHighInit><WhcHigh>"
-                << std::max(one, WHC_HIGH) << "B</WhcHigh></Watermarks>";
-        }
-    }
-    xml << "</Internal>";
     if (pm.group_is_used(SECURE)) {
         xml << security(pm);
     }
@@ -458,10 +441,10 @@ class Writer : public IMessagingWriter {
  * thread of k8sdds' own between the wire and Perftest, as in ddsperf and RTI's Perftest. A
  * subscriber answers a ping from there, so its echo's writer must never wait for
  * acknowledgements that this same thread delivers: qos_for() keeps one sample in the Latency
- * writer's history and configuration() raises Cyclone's watermark where one sample passes it
- * (written with neither, the echo blocked this thread: a write timed out after 10 s, 35
- * samples through). Without a callback (Perftest's -useReadThread), Perftest's own thread
- * takes the samples with receive_message(), woken by a waitset. */
+ * writer's history (keeping all, the echo blocked this thread: "dds_write: Timeout" after
+ * 10 s, at 256 B and at 60,000 B; keeping one, latency tests of 256 B to 1 MB ran). Without a
+ * callback (Perftest's -useReadThread), Perftest's own thread takes the samples with
+ * receive_message(), woken by a waitset. */
 class Reader : public IMessagingReader {
   public:
     Reader(dds_entity_t participant, IMessagingCB *callback)
