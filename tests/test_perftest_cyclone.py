@@ -311,3 +311,31 @@ def test_the_pis_builds_measure_each_other_under_qemu(built, tmp_path):
     assert pub.returncode == 0, pub.stdout + pub.stderr
     got = PARSERS["rtiperftest"](out, "sub0", False)
     assert (got.summary("throughput_mbps") or 0) > 1, out[-2000:]
+
+
+@pytest.mark.parametrize("size", [256, 1_000_000])
+def test_a_latency_test_answers_on_the_receive_thread_one_ping_in_flight(built, size):
+    """Perftest's callbacks run in Cyclone's listeners, where a subscriber writes its echo:
+    that write never waits on the thread it runs on (with an echo writer keeping all it did:
+    `dds_write: Timeout` after 10 s at any size), from 256 B to a 1 MB sample (large data),
+    and the publisher has one ping in flight: its pongs times their mean round trip stay
+    within what the seconds it pinged hold (FILL_PERFTEST; two in flight came to 1.55)."""
+    from k8sdds.parsers import PARSERS
+
+    common = ["-nic", "lo", "-dataLen", str(size), "-domain", "9", "-peer", "127.0.0.1"]
+    sub = subprocess.Popen([str(built), "-sub", *common], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        pub = subprocess.run([str(built), "-pub", "-numSubscribers", "1", "-latencyTest",
+                              "-batchSize", "0", "-executionTime", "3", *common],
+                             capture_output=True, text=True, timeout=60)
+        out, _ = sub.communicate(timeout=30)
+    finally:
+        sub.kill()
+    assert pub.returncode == 0, pub.stdout[-2000:] + pub.stderr
+    for text in (pub.stdout + pub.stderr, out):
+        assert "Timeout" not in text and "[Error]" not in text, text[-2000:]
+    got = PARSERS["rtiperftest"](pub.stdout, "pub", True)
+    trips, mean = got.summary("roundtrips"), got.summary("latency_us_mean")
+    assert trips and trips > 100 and mean, pub.stdout[-2000:]
+    assert trips * mean / 1e6 / 3 <= FILL_PERFTEST[1], (trips, mean)
