@@ -89,3 +89,16 @@ def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float, float]
     half = float(sps.t.ppf(0.975, len(a) + len(b) - 2)) * rel
     p = float(sps.ttest_ind(a, b, equal_var=False).pvalue)
     return ma / mb, half, p
+
+
+def mean_interval(values: list[float], digits: int = 1) -> str:
+    """'120.0' from one repeat, '120.0 ± 8.1' (the half width of the mean's 95 % interval,
+    k8sdds.analysis.stats.summarize) from more; '-' from none."""
+    from k8sdds.analysis.stats import summarize
+
+    s = summarize(values)
+    if s.n == 0:
+        return "-"
+    if s.n == 1:
+        return f"{s.mean:.{digits}f}"
+    return f"{s.mean:.{digits}f} ± {(s.ci_high - s.ci_low) / 2:.{digits}f}"

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from common import Hand, k8sdds, ratio_interval  # benchmarks/common.py
+from common import Hand, k8sdds, mean_interval, ratio_interval  # benchmarks/common.py
 
 from k8sdds.parsers import PARSERS
 from k8sdds.perftest import registry
@@ -120,20 +120,6 @@ def transparency(pairs: int, duration: float, names: list[str]) -> None:
 METRICS = {"throughput": "false", "latency": "true"}  # --metrics: the latencyTest column
 
 
-def figure(values: list[float], digits: int) -> str:
-    """'120' from one repeat, '120 ± 8' (the 95 % interval's half width) from more."""
-    if not values:
-        return "-"
-    mean = statistics.mean(values)
-    if len(values) < 2:
-        return f"{mean:.{digits}f}"
-    from scipy import stats as sps
-
-    half = float(sps.t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / \
-        len(values) ** 0.5
-    return f"{mean:.{digits}f} ± {half:.{digits}f}"
-
-
 def table(duration: float, repeats: int, profiles: list[str], metrics: list[str]) -> None:
     rows = [f"{engine},{transport},{topology},{size},false,1,{effort},0,{METRICS[m]}\n"
             for _, engine, transport, topology, effort in ENGINES for size in PAYLOADS
@@ -162,7 +148,7 @@ def table(duration: float, repeats: int, profiles: list[str], metrics: list[str]
                     thr = mine[(mine.metric == "throughput_mbps") & (mine.role == "sub0")]
                     p50 = mine[(mine.metric == "latency_us_p50") & (mine.role == "pub")]
                     cells.append(" / ".join(
-                        figure(list(v.sort_values("repeat").value), d)
+                        mean_interval(list(v.sort_values("repeat").value), d)
                         for v, d, m in ((thr, 1, "throughput"), (p50, 0, "latency"))
                         if m in metrics))
                 print(f"| {label} | {dp} | " + " | ".join(cells) + " |")

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds, ratio_interval  # benchmarks/common.py
+from common import k8sdds, mean_interval, ratio_interval  # benchmarks/common.py
 
 TESTBED = "kdpv"
 HEADER = "engine,dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
@@ -50,15 +49,6 @@ def values(s: pd.DataFrame, engine: str, dp: str, size: int, latency: bool) -> l
         return list(got.sort_values("repeat").value)
     got = mine[(mine.metric == "latency_us_p50") & (mine.role == "pub")]
     return list(got.sort_values("repeat").value)
-
-
-def cell(v: list[float]) -> str:
-    from scipy import stats as sps
-
-    if len(v) < 2:
-        return f"{v[0]:.1f}" if v else "-"
-    half = float(sps.t.ppf(0.975, len(v) - 1)) * statistics.stdev(v) / len(v) ** 0.5
-    return f"{statistics.mean(v):.1f} ± {half:.1f}"
 
 
 def main() -> None:
@@ -97,8 +87,8 @@ def main() -> None:
                 else:
                     compared = "-"
                 figure = "p50 round trip (µs)" if latency else "throughput (Mb/s)"
-                print(f"| {dp} | {figure} | {size} B | {cell(a)} | {cell(b)} | {compared} |",
-                      flush=True)
+                print(f"| {dp} | {figure} | {size} B | {mean_interval(a)} | "
+                      f"{mean_interval(b)} | {compared} |", flush=True)
     print(f"\nwall time: {time.monotonic() - started:.0f} s")
 
 
