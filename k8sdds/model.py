@@ -112,6 +112,14 @@ class Limits:
     # node -> Debian architecture, of the nodes a role may land on where the engine runs
     # there (pods, bare hosts); empty where engines run on this machine (emulated)
     arches: Mapping[str, str] = field(default_factory=dict)
+    # why multicast cannot be used on this backend's nodes ("": it can): discovery then goes
+    # by peers, and multicast=true is refused with this reason
+    no_multicast: str = ""
+    # the CPU budget of each node roles go to, in the order they fill them (the publisher's
+    # first; None: no limit), and the CPUs they share (emulated: this machine's); empty: the
+    # nodes are machines of their own
+    node_cpus: Sequence[float | None] = ()
+    machine_cpus: int = 0
 
 
 # ---- datapaths: how pod traffic crosses the network, whatever backend provides it ----

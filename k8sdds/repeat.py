@@ -17,10 +17,13 @@ from k8sdds.perftest import Engine, RoleContext
 from k8sdds.results import RepeatEntry, RepeatKey, RunDir, atomic_write, now
 
 
-def discovery_of(test: Test) -> str:
-    """The test's own choice, else multicast where the datapath carries it across nodes."""
+def discovery_of(test: Test, no_multicast: str = "") -> str:
+    """The test's own choice, else multicast where the datapath carries it across nodes and
+    the nodes can use it (`no_multicast`: why they cannot, Limits.no_multicast)."""
     if test.discovery:
         return test.discovery
+    if no_multicast:
+        return "peers"
     if test.transport in ("tcp", "tls") or test.effective_path in ("node-pod", "pod-node"):
         return "peers"
     dp = model.datapath(test.datapath)
@@ -54,7 +57,7 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
         if fingerprinted is not None:  # before any role starts: nothing delays a start
             fingerprinted(_fingerprint(backend, placement))
         endpoints = {r: placement[r].address for r in roles}
-        discovery = discovery_of(test)
+        discovery = discovery_of(test, backend.limits().no_multicast)
         entry.discovery = discovery
         commands = {}
         secrets_dir = run.secrets_path.resolve()

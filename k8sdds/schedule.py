@@ -280,6 +280,27 @@ def check_values(test: Test) -> tuple[str, Any, str] | None:
     return None
 
 
+def beyond_machine(test: Test, engine: Engine, limits: Limits) -> tuple[str, Any, str] | None:
+    """Where the nodes `test` keeps busy at once have CPU budgets that add up to more than
+    the machine they share: (field, value, reason); None where they fit. A node short of its
+    budget shows figures lower than its board's, silently, so such a test is refused."""
+    if not limits.node_cpus or not limits.machine_cpus:
+        return None
+    roles = [r for r in engine.roles(test) if r not in engine.hubs]
+    busy = 1 if test.placement == "same-node" else min(len(roles), len(limits.node_cpus))
+    budgets = [cpu for cpu in limits.node_cpus[:busy] if cpu]
+    if sum(budgets) <= limits.machine_cpus + 1e-9:
+        return None
+    holds = max(1, int(limits.machine_cpus / max(budgets) + 1e-9))
+    return ("num_subscribers", test.num_subscribers,
+            f"its roles keep {busy} nodes busy at once, whose CPU budgets add up to "
+            f"{sum(budgets):.2f} CPUs, more than the {limits.machine_cpus} this machine has: "
+            f"a node short of its budget would show figures lower than its board's. At "
+            f"{max(budgets):g} CPU a node, this machine holds {holds} at once: fewer "
+            "subscribers, placement=same-node, or a profile that needs less CPU (rpi3b runs "
+            "this machine's programs at a fraction of one)")
+
+
 def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
           ) -> tuple[str, Any, str] | None:
     """The first reason this test cannot run: (field, value, reason), or None."""
@@ -299,7 +320,14 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         return ("num_subscribers", test.num_subscribers,
                 f"more subscribers than this cluster can place (at most "
                 f"{limits.max_subscribers})")
+    if limits.no_multicast and (test.multicast or test.discovery == "multicast"):
+        field_, value = ("multicast", test.multicast) if test.multicast else (
+            "discovery", test.discovery)
+        return (field_, value, f"this cluster cannot use multicast: {limits.no_multicast}")
     engine = engines[test.engine]
+    beyond = beyond_machine(test, engine, limits)
+    if beyond:
+        return beyond
     # what no engine does: the shared rules here, the engine's own below
     if test.latency_test and test.batch_size > 0:
         return ("batch_size", test.batch_size,

@@ -16,8 +16,8 @@ from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
 from k8sdds.model import Limits, Test
-from k8sdds.perftest.base import Command, engine_path
-from k8sdds.testbed import capabilities, cgroups, fidelity, netns
+from k8sdds.perftest.base import Command, engine_bin, engine_path
+from k8sdds.testbed import capabilities, cgroups, fidelity, netns, userspace
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
@@ -51,10 +51,26 @@ class EmulatedBackend:
         self._datapath: str | None = None
         self._handles: list[Handle] = []
         self._on_nodes = False  # a role of the current repeat runs in a node's namespace
+        self._roots: dict[str, Path] = {}  # Debian architecture -> the board's own user space
+
+    def _program_arch(self, node: str) -> str:
+        """The architecture of the programs node `node` runs ("": this machine's)."""
+        return PROFILES[self.testbed.node(node).profile].program_arch
+
+    def _arch_label(self, node) -> str:
+        """The architecture a node's programs run as (its label's spelling: arm for armhf)."""
+        arch = self._program_arch(node.name)
+        return {d: name for name, d in model.DEBIAN_ARCH.items()}.get(arch, arch) or node.arch
 
     def limits(self) -> Limits:
         others = max(1, len(self.testbed.workers()) - 1)  # workers beside the publisher's
-        return Limits(max_subscribers=others * MAX_PODS_PER_NODE)
+        # a node that runs its board's own programs takes engines built for that board only
+        arches = {n.name: arch for n in self.testbed.nodes
+                  if (arch := self._program_arch(n.name))}
+        return Limits(max_subscribers=others * MAX_PODS_PER_NODE, arches=arches,
+                      no_multicast=userspace.NO_MULTICAST if arches else "",
+                      node_cpus=[resolve(n.profile).cpu for n in self.testbed.workers()],
+                      machine_cpus=os.cpu_count() or 1)
 
     def datapaths(self) -> Sequence[str]:
         return list(WIRING)
@@ -72,9 +88,10 @@ class EmulatedBackend:
             raise UserError(f"testbed {self.testbed.spec.name} runs a Kubernetes cluster: run "
                             f"on it with --backend kubernetes --kubeconfig {kube.kubeconfig}, "
                             "or use another --testbed")
+        say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        self._board_roots(say)
         if self.calibrate and not self.testbed.is_up():  # a running one keeps its budgets
-            calibrate_here([n.profile for n in self.testbed.nodes],
-                           lambda line: print(line, file=sys.stderr, flush=True))
+            calibrate_here([n.profile for n in self.testbed.nodes], say)
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
         try:
@@ -90,6 +107,17 @@ class EmulatedBackend:
         except BaseException:
             self._lock.release()
             raise
+
+    def _board_roots(self, say) -> None:
+        """The user space of each board whose own programs the nodes run, made once."""
+        from k8sdds.images import board_root
+
+        for arch in dict.fromkeys(filter(None, map(self._program_arch,
+                                                   (n.name for n in self.testbed.nodes)))):
+            why = userspace.unavailable(arch)
+            if why:
+                raise UserError(f"testbed {self.testbed.spec.name}: {why}")
+            self._roots[arch] = board_root.root(arch, say=say)
 
     def use_datapath(self, name: str) -> None:
         self.testbed.use_datapath(name)
@@ -121,8 +149,12 @@ class EmulatedBackend:
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
         group = self._cgroups.get(placement.node)
+        argv = list(command.argv)
+        arch = self._program_arch(placement.node)
+        if arch:  # the board's own build, under qemu-user
+            argv = userspace.wrap(argv, arch, self._roots[arch], engine_bin())
         with open(log, "wb") as out:
-            proc = subprocess.Popen(netns.exec_argv(placement.where, command.argv,
+            proc = subprocess.Popen(netns.exec_argv(placement.where, argv,
                                                     placement.hostname),
                                     stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL,
@@ -237,7 +269,7 @@ class EmulatedBackend:
             name: asdict(resolve(name))
             for name in dict.fromkeys(n.profile for n in self.testbed.nodes)}
         return {"testbed": self.testbed.spec.name,
-                "nodes": [{"name": n.name, "role": n.role, "arch": n.arch,
+                "nodes": [{"name": n.name, "role": n.role, "arch": self._arch_label(n),
                            "profile": n.profile, "address": n.address,
                            "pod_cidr": n.pod_cidr} for n in self.testbed.nodes],
                 "profiles": profiles,

@@ -10,6 +10,14 @@ Where each number comes from (`k8sdds testbed profiles` shows it):
 * `rpi4`: Raspberry Pi 4 Model B: Gigabit Ethernet (1000 Mbit/s). Its CPU is an estimate:
   twice the Pi 3B's calibrated budget (Cortex-A72 at 1.5 GHz against Cortex-A53 at 1.2 GHz);
   k8sdds has no published host figures of this board to calibrate on.
+* `rpi3b-armhf`: a Pi 3B that runs its own programs: the armhf builds of Debian's engines
+  (and of Perftest, where `make perftest` built it for armhf) under qemu-user, inside the
+  node's namespace and cgroup (k8sdds.testbed.userspace), as the K8sDDS study's Pis ran
+  32-bit Raspberry Pi OS. User space then costs what ARM code costs and the kernel what it
+  costs here, so its CPU budget is its own calibration (`board` rpi3b-armhf, about 0.8 of a
+  CPU where rpi3b's is about 0.09): such a node holds most of a core, and a machine holds
+  few of them (a run refuses a test whose nodes need more). Discovery goes by peers
+  (qemu-user refuses multicast's socket option).
 * `rpi3b-wifi`: a Pi 3B on its 2.4 GHz 802.11n radio: about 40 Mbit/s in practice, 2 ms of
   delay and 0.1 % loss (needs netem; where the kernel lacks it, the profile says so); the
   Pi 3B's CPU budget.
@@ -54,6 +62,8 @@ class Profile:
     cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... ELSEWHERE below (resolve())
     cpu_away: str = ""  # why that calibration does not hold on this machine, if it does not
     aes: bool = True  # the board's CPU has AES instructions (else engine_env masks them)
+    program_arch: str = ""  # the Debian architecture of the board's own programs, which its
+    # nodes run under qemu-user (k8sdds.testbed.userspace); "": this machine's programs
 
 
 # What a profile's CPU budget rests on (Profile.cpu_origin), for what the emulator says it
@@ -70,6 +80,11 @@ PROFILES: dict[str, Profile] = {
                 aes=False, about="Raspberry Pi 3B: 100 Mbit/s Ethernet, calibrated CPU"),
         Profile("rpi4", rate_mbit=1000, burst_kb=1280, cpu=1.0, board="rpi3b", cpu_scale=2.0,
                 aes=False, about="Raspberry Pi 4B: 1 Gbit/s Ethernet, twice the Pi 3B's CPU"),
+        Profile("rpi3b-armhf", rate_mbit=100, burst_kb=128, cpu=0.8, board="rpi3b-armhf",
+                aes=False, program_arch="armhf",
+                about="Raspberry Pi 3B running its own armhf programs (32-bit Raspberry Pi "
+                      "OS, as the K8sDDS study's Pis) under qemu-user: 100 Mbit/s "
+                      "Ethernet, calibrated CPU"),
         Profile("rpi3b-wifi", rate_mbit=40, burst_kb=64, cpu=0.5, delay_ms=2, loss_pct=0.1,
                 board="rpi3b", aes=False,
                 about="Raspberry Pi 3B on 2.4 GHz Wi-Fi: 40 Mbit/s, 2 ms, 0.1 % loss"),
@@ -122,10 +137,12 @@ def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> 
 
 # OpenSSL's capability masks that hide the AES instructions, by this machine's architecture:
 # x86: AES-NI (CPUID.1:ECX bit 25) and PCLMULQDQ (bit 1), which AES-GCM's fast path needs,
-# in the ECX half of OPENSSL_ia32cap; arm64: NEON only, without the ARMv8 AES, SHA and PMULL.
+# in the ECX half of OPENSSL_ia32cap; 64- and 32-bit ARM (a board's own programs under qemu-user
+# included): NEON only, without the ARMv8 AES, SHA and PMULL (OPENSSL_armcap's bits are one).
 NO_AES_ENV: dict[str, dict[str, str]] = {
     "x86_64": {"OPENSSL_ia32cap": "~0x200000200000000"},
     "aarch64": {"OPENSSL_armcap": "0x1"},
+    "armv7l": {"OPENSSL_armcap": "0x1"},
 }
 
 
@@ -134,12 +151,19 @@ def engine_env(profile: Profile, machine: str | None = None) -> dict[str, str]:
     instructions, OpenSSL kept off this machine's (where k8sdds knows the mask for it)."""
     if profile.aes:
         return {}
-    return dict(NO_AES_ENV.get(machine or platform.machine(), {}))
+    return dict(NO_AES_ENV.get(machine or program_machine(profile), {}))
+
+
+def program_machine(profile: Profile) -> str:
+    """What `uname -m` says where the node's programs run: the board's, under qemu-user."""
+    from k8sdds.testbed.userspace import MACHINE
+
+    return MACHINE.get(profile.program_arch, platform.machine())
 
 
 def not_emulated(profile: Profile, machine: str | None = None) -> str | None:
     """What of `profile` this machine cannot emulate in the engines (None: all of it)."""
-    machine = machine or platform.machine()
+    machine = machine or program_machine(profile)
     if not profile.aes and machine not in NO_AES_ENV:
         return (f"software AES: k8sdds has no OpenSSL mask for {machine}, so encrypted "
                 "transports use this machine's AES instructions")

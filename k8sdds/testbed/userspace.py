@@ -1,0 +1,68 @@
+"""What a node's programs run as: this machine's own builds, or the board's own builds of
+another architecture under qemu-user (a profile's `program_arch`).
+
+Why: a node under a CPU budget alone slows the whole node, user space and kernel alike, so
+the kernel's share of a message stays an x86's (docs/explanation/fidelity.md). Under
+qemu-user the board's own program runs as ARM code, many times slower than native, while
+every system call and every packet it sends goes through this machine's kernel natively,
+inside the node's namespaces and cgroup: the board's split of a message's cost between its
+program and its kernel, not this machine's.
+
+What qemu-user cannot give, said where it binds: it answers `setsockopt(IP_MULTICAST_IF)`
+with "Unsupported", and Cyclone DDS then cannot create a participant that uses multicast, so
+discovery on such a node goes by peers and multicast=true cannot run (NO_MULTICAST)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from k8sdds.errors import UserError
+
+# Debian architecture -> the qemu-user program (Debian's qemu-user-static) that runs it
+QEMU = {"armhf": "qemu-arm-static", "arm64": "qemu-aarch64-static"}
+# Debian architecture -> what `uname -m` says on such a board (what OpenSSL's masks go by)
+MACHINE = {"armhf": "armv7l", "arm64": "aarch64"}
+# where a root's programs are, in the order a shell's PATH finds them
+PROGRAM_DIRS = ("usr/local/bin", "usr/bin", "usr/sbin", "bin", "sbin")
+NO_MULTICAST = ("its nodes run their own programs under qemu-user, which refuses the "
+                "multicast socket option (IP_MULTICAST_IF): discovery goes by peers, and "
+                "multicast=true cannot run there")
+
+
+def unavailable(arch: str) -> str | None:
+    """Why this machine cannot run programs of Debian architecture `arch` (None: it can)."""
+    if arch not in QEMU:
+        return f"k8sdds runs another board's programs for {', '.join(QEMU)} only, not {arch}"
+    if shutil.which(QEMU[arch]) is None:
+        return (f"{QEMU[arch]} is not installed: apt-get install qemu-user-static (it runs "
+                f"the board's own {arch} programs)")
+    return None
+
+
+def program(name: str, arch: str, root: Path, built: Path) -> Path | None:
+    """The board's own build of program `name` (a name or a path: its last part counts):
+    k8sdds' build for `arch` (NAME-ARCH in `built`, the engines' folder), else the root's,
+    found as a shell's PATH would; None where neither has it."""
+    base = Path(name).name
+    own = built / f"{base}-{arch}"
+    if own.is_file():
+        return own
+    for folder in PROGRAM_DIRS:
+        found = root / folder / base
+        if found.is_file():
+            return found
+    return None
+
+
+def wrap(argv: Sequence[str], arch: str, root: Path, built: Path) -> list[str]:
+    """`argv` as the board's own program under qemu-user, its libraries found in `root`; a
+    UserError naming the program where the board has no build of it."""
+    found = program(argv[0], arch, root, built)
+    if found is None:
+        raise UserError(f"{Path(argv[0]).name} has no {arch} build here (neither "
+                        f"{built}/{Path(argv[0]).name}-{arch} nor in the board's Debian "
+                        f"packages): build it for {arch}, or use a profile that runs this "
+                        "machine's programs")
+    return [QEMU[arch], "-L", str(root), str(found), *argv[1:]]
