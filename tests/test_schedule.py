@@ -315,3 +315,42 @@ def test_lone_carriage_returns_split_rows(write_schedule):
     # found by hypothesis: b"\r\x01" made the csv module raise instead of a clear error
     path = write_schedule(HEADER + "\r256,false,1,false,0\r")
     assert [t.data_len for t in load(path)] == [256]
+
+
+# ---- nodes whose CPU budgets share one machine (the emulated cluster) ---------------------
+PI_OWN = Limits(node_cpus=[0.8, 0.8, 0.8], machine_cpus=2)  # three workers of 0.8 CPU
+
+
+def test_a_test_whose_busy_nodes_fit_the_machine_loads(write_schedule):
+    tests = load(write_schedule(HEADER + "\n1024,false,1,false,0\n"), limits=PI_OWN)
+    assert [t.num_subscribers for t in tests] == [1]  # two nodes busy: 1.6 of 2 CPUs
+
+
+def test_a_test_whose_busy_nodes_need_more_cpus_than_the_machine_is_refused(write_schedule):
+    msg = _error(write_schedule, HEADER + "\n1024,false,2,false,0\n", limits=PI_OWN)
+    assert "column 'numSubscribers'" in msg and "3 nodes busy" in msg
+    assert "2.40 CPUs" in msg and "holds 2 at once" in msg
+
+
+def test_same_node_keeps_one_node_busy_whatever_the_subscribers(write_schedule):
+    tests = load(write_schedule(HEADER + ",placement\n1024,false,4,false,0,same-node\n"),
+                 limits=PI_OWN)
+    assert tests[0].num_subscribers == 4
+
+
+def test_multicast_is_refused_where_the_nodes_cannot_use_it(write_schedule):
+    limits = Limits(no_multicast="qemu-user refuses IP_MULTICAST_IF")
+    msg = _error(write_schedule, HEADER + "\n1024,true,1,false,0\n", limits=limits)
+    assert "column 'multicast'" in msg and "qemu-user refuses IP_MULTICAST_IF" in msg
+    msg = _error(write_schedule, HEADER + ",discovery\n1024,false,1,false,0,multicast\n",
+                 limits=limits)
+    assert "column 'discovery'" in msg and "cannot use multicast" in msg
+
+
+def test_discovery_goes_by_peers_where_the_nodes_cannot_use_multicast():
+    from k8sdds.repeat import discovery_of
+
+    test = model.Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=1,
+                      best_effort=False, batch_size=0, datapath="host")
+    assert discovery_of(test) == "multicast"  # the host network carries it across nodes
+    assert discovery_of(test, "qemu-user refuses it") == "peers"

@@ -1,0 +1,52 @@
+"""Which program a node that runs its board's own builds starts, and how (qemu-user)."""
+
+from __future__ import annotations
+
+import pytest
+
+from k8sdds.errors import UserError
+from k8sdds.testbed import userspace
+
+
+def _file(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF")
+    return path
+
+
+def test_the_root_s_program_is_found_as_a_shell_s_path_would(tmp_path):
+    root, built = tmp_path / "root", tmp_path / "bin"
+    built.mkdir()
+    _file(root / "usr/sbin/mosquitto")
+    first = _file(root / "usr/bin/ddsperf")
+    _file(root / "sbin/ddsperf")
+    assert userspace.program("ddsperf", "armhf", root, built) == first
+    assert userspace.program("/usr/sbin/mosquitto", "armhf", root, built) == \
+        root / "usr/sbin/mosquitto"
+
+
+def test_k8sdds_own_build_for_the_board_comes_before_the_root_s(tmp_path):
+    root, built = tmp_path / "root", tmp_path / "bin"
+    _file(root / "usr/bin/perftest_cpp")
+    own = _file(built / "perftest_cpp-armhf")
+    _file(built / "perftest_cpp")  # this machine's: never run on the board
+    assert userspace.program(str(built / "perftest_cpp"), "armhf", root, built) == own
+
+
+def test_wrap_runs_the_board_s_program_under_qemu_user_with_its_libraries(tmp_path):
+    root, built = tmp_path / "root", tmp_path / "bin"
+    _file(root / "usr/bin/ddsperf")
+    argv = userspace.wrap(["ddsperf", "-D", "5", "pub", "inf"], "armhf", root, built)
+    assert argv == ["qemu-arm-static", "-L", str(root), str(root / "usr/bin/ddsperf"),
+                    "-D", "5", "pub", "inf"]
+    assert userspace.wrap(["ddsperf"], "arm64", root, built)[0] == "qemu-aarch64-static"
+
+
+def test_a_program_the_board_has_no_build_of_is_refused_by_name(tmp_path):
+    with pytest.raises(UserError) as info:
+        userspace.wrap(["k8sdds-zenoh", "pub"], "armhf", tmp_path / "root", tmp_path / "bin")
+    assert "k8sdds-zenoh has no armhf build here" in str(info.value)
+
+
+def test_an_architecture_without_qemu_user_is_named():
+    assert "not mips" in userspace.unavailable("mips")
