@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.images import board_root
 from k8sdds.model import Test
 from k8sdds.perftest.base import Command
+from k8sdds.testbed import hopcost
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
@@ -70,6 +72,8 @@ def test_the_node_runs_the_board_s_armhf_build_under_qemu_in_its_namespace_and_c
         node_ns = os.stat(f"/run/netns/{pub.where}").st_ino
         proc_ns = os.stat(f"/proc/{pid}/ns/net").st_ino
         backend.stop([handle])
+        backend.teardown()
+        crossings = _hops_on_a_pod_s_path(backend)
     finally:
         backend.down()
     assert Path(exe).name == "qemu-arm-static"
@@ -79,6 +83,37 @@ def test_the_node_runs_the_board_s_armhf_build_under_qemu_in_its_namespace_and_c
     assert proc_ns == node_ns  # in the node's network namespace
     assert name in group  # under the node's CPU budget
     assert namespaces(name) == []
+    # the kernel's cost per hop: 5 pings, each echo and reply crossing the sending pod's
+    # output and postrouting hooks and the other pod's prerouting and input
+    assert crossings["pods"] >= 4 * 5 * 2, crossings
+    assert crossings["nodes"] > 0, crossings  # the nodes' hops of those packets
+    assert crossings["host"] == 0, crossings  # a node's own traffic crosses none
+
+
+def _hops_on_a_pod_s_path(backend) -> dict[str, int]:
+    """Hook crossings charged with a cost per hop in place, over flannel-vxlan: by pods'
+    packets in their namespaces and in the nodes', then by the nodes' own (host) packets."""
+    tb = backend.testbed
+    workers = tb.workers()
+    for node in workers:
+        tb.set_hop(node, 8)
+    backend.use_datapath("flannel-vxlan")
+    test = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=1,
+                best_effort=False, batch_size=0, datapath="flannel-vxlan")
+    pods = backend.deploy(test, ["pub", "sub0"])
+    a, b = pods["pub"], pods["sub0"]
+
+    def ping(ns: str, address: str) -> None:
+        subprocess.run(["ip", "netns", "exec", ns, "ping", "-c", "5", "-i", "0.2", "-W", "1",
+                        address], check=True, capture_output=True)
+
+    ping(a.where, b.address)
+    out = {"pods": hopcost.crossings(a.where) + hopcost.crossings(b.where),
+           "nodes": sum(hopcost.crossings(n.ns) for n in workers)}
+    before = out["nodes"]
+    ping(workers[0].ns, workers[1].address)
+    out["host"] = sum(hopcost.crossings(n.ns) for n in workers) - before
+    return out
 
 
 def test_a_run_on_the_pi_s_own_program_measures_with_peers_and_refuses_multicast(

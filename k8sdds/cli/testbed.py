@@ -185,8 +185,10 @@ def testbed_calibrate(
 ) -> None:
     """Derive a profile's CPU budget from a measurement: the share of this machine's CPU at
     which an emulated node's host network shows the board's published host figures (the
-    ratio of 1 KiB to link-bound throughput). Takes a few minutes; every run after it uses
-    the result."""
+    ratio of 1 KiB to link-bound throughput). For a profile that runs the board's own
+    programs (rpi3b-armhf), then its kernel's cost per hop at that budget: where one named
+    pod datapath (flannel-vxlan at 1 KiB) shows its published ratio to the host. Takes a few
+    minutes; every run after it uses the result."""
     import json
     from dataclasses import asdict
 
@@ -214,6 +216,10 @@ def testbed_calibrate(
     out_console.print(f"{profile}: {cal.cpu:g} CPU, written to {path}", markup=False,
                       highlight=False)
     out_console.print(cal.describe(reference=False), markup=False, highlight=False)
+    if cal.hop_cell:
+        out_console.print(f"cost per hop: {cal.hop_rules} idle rules a hook: "
+                          f"{cal.hop_cell} at {cal.hop_ratio:.2f} of host (published "
+                          f"{cal.hop_target:.2f})", markup=False, highlight=False)
 
 
 def testbed_steadiness(

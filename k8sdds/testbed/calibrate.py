@@ -41,8 +41,12 @@ class Settings:
         """About how long it takes: the link-bound rate, about three scout steps, the
         ladder's two budgets in `rounds` (one of them the scout's last step) and the check's
         `rounds`, each `repeats` runs of `duration` and about 2 s of start (a correction
-        adds `rounds` more). Measured: 263 s with the defaults (2026-11-28)."""
-        return (3 + 3 * self.rounds) * self.repeats * (self.duration + 2) / 60
+        adds `rounds` more). Measured: 263 s with the defaults (2026-11-28). A board with
+        a cost per hop to fit adds about seven steps (calibration.fit_hop) and a host
+        measurement."""
+        hop = 8 if calibration.BOARDS.get(self.profile, None) and \
+            calibration.BOARDS[self.profile].hop_cell else 0
+        return (3 + 3 * self.rounds + hop) * self.repeats * (self.duration + 2) / 60
 
 
 # what a run calibrates with when its profile's budget is not this machine's (`k8sdds
@@ -123,13 +127,15 @@ def read_figures(path: Path) -> dict[int, float]:
     return out
 
 
-def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path) -> float:
-    """Median over repeats of host-network throughput between two nodes (Mbit/s)."""
-    sch = work / f"host-{payload}.csv"
+def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path,
+               datapath: str = "host") -> float:
+    """Median over repeats of throughput between two nodes (Mbit/s), on the host network
+    (or `datapath`'s pods)."""
+    sch = work / f"{datapath}-{payload}.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
                    f"{payload},false,1,false,0\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", "host",
+        [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", datapath,
          "--duration", f"{settings.duration:g}", "--repeats", str(settings.repeats),
          "--testbed", tb.spec.name, "--out", str(work), "--no-plot", "--json"],
         capture_output=True, text=True)
@@ -185,6 +191,7 @@ def calibrate(settings: Settings, board: Board,
                                        settings.rounds)
             for note in found.notes:
                 say(note)
+            hop = _fit_hop(tb, settings, board, found.cpu, set_budget, work, say)
     finally:
         lock.acquire()
         try:
@@ -196,4 +203,34 @@ def calibrate(settings: Settings, board: Board,
                        ratio=round(found.measured / link, 4), link_mbps=round(link, 2),
                        machine=calibration.machine(),
                        when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       steps=found.steps, notes=found.notes)
+                       steps=found.steps, notes=found.notes,
+                       **({"hop_rules": hop.rules, "hop_cell": board.hop_cell,
+                           "hop_target": round(board.hop_target(), 4),
+                           "hop_ratio": round(hop.ratio, 4), "hop_steps": hop.steps}
+                          if hop else {}))
+
+
+def _fit_hop(tb: Testbed, settings: Settings, board: Board, cpu: float,
+             set_budget: Callable[[float | None], None], work: Path,
+             say: Callable[[str], None]) -> calibration.HopFit | None:
+    """At the budget found, the kernel's cost per hop at which the board's `hop_cell` shows
+    its published ratio to the host (None: the board has no such knob)."""
+    if not board.hop_cell:
+        return None
+    set_budget(cpu)
+    target = board.hop_target()
+    host = _host_mbps(tb, settings, board.payload, work)
+    say(f"the cost per hop, fitted on {board.hop_cell} at {board.payload} B: host "
+        f"{host:.1f} Mbit/s, target ratio {target:.2f} (published)")
+
+    def measure(rules: int) -> float:
+        for node in tb.workers():
+            tb.set_hop(node, rules)
+        ratio = _host_mbps(tb, settings, board.payload, work, board.hop_cell) / host
+        say(f"{rules} idle rules a hook: {board.hop_cell} at {ratio:.3f} of host")
+        return ratio
+
+    fit = calibration.fit_hop(measure, target)
+    say(f"cost per hop: {fit.rules} idle rules a hook ({board.hop_cell} at {fit.ratio:.3f} "
+        f"of host, published {target:.2f})")
+    return fit

@@ -43,19 +43,28 @@ class Board:
     source: str
     payload: int = 1024  # the CPU-bound payload calibrated on
     link_payload: int = 16384  # the payload at which the link binds
+    hop_cell: str = ""  # the pod datapath whose published UDP ratio to host at `payload`
+    # the kernel's cost per hop is fitted on (k8sdds.testbed.hopcost); "": no such knob
 
     def target_ratio(self) -> float:
         """Throughput at `payload` as a share of the link-bound throughput."""
         return self.host_mbps[self.payload] / self.host_mbps[self.link_payload]
 
+    def hop_target(self) -> float:
+        """The published ratio of `hop_cell` to the host at `payload`, UDP."""
+        return published.cells()[("UDP", self.hop_cell, self.payload)].ratio
+
 
 # the budgets k8sdds calibrates, by the name a profile's `board` gives: the Pi 3B running
-# this machine's programs, and the same board running its own (armhf, under qemu-user),
-# whose budget differs because its user space runs as ARM code
+# this machine's programs (its CPU budget alone), and the same board running its own (armhf,
+# under qemu-user), whose budget differs because its user space runs as ARM code, and whose
+# kernel's cost per hop is fitted on one named pod cell (flannel-vxlan at 1 KiB)
 BOARDS: dict[str, Board] = {
-    name: Board("Raspberry Pi 3 Model B", published.host_mbps("UDP"),
-                published.SOURCE + ", hostNetwork, UDP")
-    for name in ("rpi3b", "rpi3b-armhf")
+    "rpi3b": Board("Raspberry Pi 3 Model B", published.host_mbps("UDP"),
+                   published.SOURCE + ", hostNetwork, UDP"),
+    "rpi3b-armhf": Board("Raspberry Pi 3 Model B", published.host_mbps("UDP"),
+                         published.SOURCE + ", hostNetwork, UDP; flannel-vxlan for the cost "
+                         "per hop", hop_cell="flannel-vxlan"),
 }
 
 
@@ -74,6 +83,11 @@ class Calibration:
     # scout, ladder, check; `ratio` is the kept budget's checks' mean over link_mbps; a file
     # written before the search had [cpu, Mbit/s] only)
     notes: list = field(default_factory=list)  # what the search said of its steps
+    hop_rules: int = 0  # the kernel's cost per hop: idle rules per hook (hopcost)
+    hop_cell: str = ""  # the pod datapath it was fitted on ("": none)
+    hop_target: float = 0.0  # that cell's published ratio to host
+    hop_ratio: float = 0.0  # what the emulation showed there at `hop_rules`
+    hop_steps: list = field(default_factory=list)  # [rules, ratio] tried, in order
 
     def describe(self, reference: bool) -> str:
         where = ("on the release machine" if reference else "on this machine") + \
@@ -263,3 +277,52 @@ def search(measure: Callable[[float], float], target: float, link: float, low: f
             best, measured = again, second
     return Search(best, measured, [[round(c, 4), round(v, 2), k]
                                              for c, v, k in steps], notes)
+
+
+HOP_FIRST = 16  # idle rules a hook: the fit's first step above none
+HOP_MOST = 4096  # and its last (at about 16 ns a rule here, 65 us a hook)
+HOP_HALVINGS = 3  # bisection steps once the target is bracketed
+
+
+@dataclass(frozen=True)
+class HopFit:
+    """The kernel's cost per hop and how it was found: every step as [rules, ratio]."""
+
+    rules: int
+    ratio: float  # the ratio measured at `rules`, never the target
+    steps: list
+
+
+def fit_hop(measure: Callable[[int], float], target: float) -> HopFit:
+    """The idle rules per hook at which `measure(rules)` (a pod datapath's ratio to the host,
+    falling as rules rise) comes nearest `target`: none where none is already at or under
+    it; else doubling from HOP_FIRST until the ratio falls under the target (or HOP_MOST),
+    then HOP_HALVINGS bisections between the last step over and the first under. The step
+    kept is the measured one nearest the target."""
+    steps: list[list] = []
+
+    def step(rules: int) -> float:
+        value = measure(rules)
+        steps.append([rules, round(value, 4)])
+        return value
+
+    if step(0) <= target:
+        return HopFit(0, steps[0][1], steps)
+    over, under = 0, None
+    rules = HOP_FIRST
+    while rules <= HOP_MOST:
+        if step(rules) <= target:
+            under = rules
+            break
+        over, rules = rules, rules * 2
+    if under is not None:
+        for _ in range(HOP_HALVINGS):
+            middle = (over + under) // 2
+            if middle in (over, under):
+                break
+            if step(middle) <= target:
+                under = middle
+            else:
+                over = middle
+    rules, ratio = min(steps, key=lambda s: abs(s[1] - target))
+    return HopFit(rules, ratio, steps)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import netns, wiring
+from k8sdds.testbed import hopcost, netns, wiring
 from k8sdds.testbed.netns import ip
 
 if TYPE_CHECKING:
@@ -46,6 +46,8 @@ def add(tb: Testbed, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
     ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
     ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
     ip("route", "add", "default", "via", node.gateway, ns=pod.ns)
+    if state.hops.get(node.name):  # its node's kernel cost per hop, in the pod's stack too
+        hopcost.apply(pod.ns, state.hops[node.name], pod=True)
     _changed(state, [node])
     return pod
 

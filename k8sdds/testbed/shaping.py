@@ -1,6 +1,7 @@
 """What a node's profile makes of the node: its link shaped (tbf both ways, netem where the
 kernel has it), its MTU, its CPU budget (a cgroup, the node's kernel datapath work charged to
-it where the kernel threads NAPI); and the budget changed for the calibration's steps. What
+it where the kernel threads NAPI), its kernel's cost per hop (k8sdds.testbed.hopcost); and
+the budget and that cost changed for the calibration's steps. What
 the kernel cannot apply is recorded, never silently left out."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import capabilities, cgroups, link, napi
+from k8sdds.testbed import capabilities, cgroups, hopcost, link, napi
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.profiles import PROFILES, link_burst_kb, not_emulated, resolve
 
@@ -53,6 +54,9 @@ def apply(tb: Testbed, state: State) -> None:
                 napi.thread_devices(tb.switch, [port])
                 napi.thread_devices(node.ns, ["eth0"])
                 napi.charge(node.ns, state.cgroups[node.name])
+        if profile.hop_rules:
+            state.hops[node.name] = profile.hop_rules
+            hopcost.apply(node.ns, profile.hop_rules, pod=False)
         tb.save_state(state)
 
 
@@ -68,6 +72,16 @@ def set_budget(tb: Testbed, node: Node, cpus: float | None) -> None:
         burst = link_burst_kb(profile.rate_mbit, profile.burst_kb, cpus)
         for ns, dev in ((node.ns, "eth0"), (tb.switch, f"n{node.index}")):
             link.shape(ns, dev, profile.rate_mbit, burst, link.netem_applies(profile))
+
+
+def set_hop(tb: Testbed, node: Node, rules: int) -> None:
+    """Give `node` a kernel cost per hop of `rules` idle rules a hook (k8sdds.testbed.hopcost),
+    in its namespace now and in each pod made on it from now on; for the calibration's
+    steps."""
+    state = tb.load_state()
+    state.hops[node.name] = rules
+    tb.save_state(state)
+    hopcost.apply(node.ns, rules, pod=False)
 
 
 def _cpu_for(index: int) -> int:

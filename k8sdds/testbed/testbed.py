@@ -64,6 +64,8 @@ class State:
     cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
     profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
+    hops: dict[str, int] = field(default_factory=dict)  # node -> its kernel's cost per hop
+    # (idle rules a hook, k8sdds.testbed.hopcost), which its pods take when made
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
 
 
@@ -239,6 +241,11 @@ class Testbed:
     def set_budget(self, node: Node, cpus: float | None) -> None:
         """Give `node` a CPU budget of `cpus` (None: no limit); see shaping.set_budget."""
         shaping.set_budget(self, node, cpus)
+
+    def set_hop(self, node: Node, rules: int) -> None:
+        """Give `node` (and its pods made from now on) a kernel cost per hop of `rules` idle
+        rules a hook; see shaping.set_hop."""
+        shaping.set_hop(self, node, rules)
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
