@@ -32,9 +32,13 @@ the cells whose ratios differ between the engines by more than ±0.10.
 rounds) and prints each ratio beside the published one with the wall time: the check to run
 before trusting the emulator on a new machine.
 
+`--profile rpi3b-armhf` measures the Pi running its own armhf programs under qemu-user (its
+CPU budget and its kernel's cost per hop both calibrated first), `rpi3b` (the default) the Pi
+running this machine's programs under the budget alone.
+
 Usage: .venv/bin/python benchmarks/fidelity.py [--tree DIR] [--write-tree] [--tree-only]
-       [--rounds 3] [--duration 5] [--udp-only] [--quick] [--no-calibrate] [--no-cloud]
-       [--engine ddsperf[,rtiperftest]] [--write-known]
+       [--profile rpi3b|rpi3b-armhf] [--rounds 3] [--duration 5] [--udp-only] [--quick]
+       [--no-calibrate] [--no-cloud] [--engine ddsperf[,rtiperftest]] [--write-known]
 """
 
 from __future__ import annotations
@@ -107,15 +111,16 @@ def one_round(profile: str, datapaths: tuple[str, ...], sch: Path, duration: flo
 
 def print_table(table: pd.DataFrame) -> None:
     print("| transport | datapath | payload | tree | emulated | range over rounds | "
-          "difference | within ±0.10 |")
-    print("|---|---|---|---|---|---|---|---|")
+          "mean, 95 % interval | difference | within ±0.10 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
         if pd.isna(r.median):
             print(f"| {r.transport} | {r.datapath} | {r.data_len} | {r.tree:.2f} | - | - "
-                  "| - | not measured |")
+                  "| - | - | not measured |")
             continue
         print(f"| {r.transport} | {r.datapath} | {r.data_len} | {r.tree:.2f} | "
-              f"{r.median:.2f} | {r.low:.2f} .. {r.high:.2f} | {r.difference:+.2f} | "
+              f"{r.median:.2f} | {r.low:.2f} .. {r.high:.2f} | {r.mean:.2f} ± "
+              f"{r.half_ci:.2f} | {r.difference:+.2f} | "
               f"{'yes' if r.within else 'no'} |")
 
 
@@ -131,8 +136,13 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5, help="seconds per test (the "
                     "study's)")
     ap.add_argument("--udp-only", action="store_true", help="the UDP cells only")
+    ap.add_argument("--profile", default="rpi3b", choices=("rpi3b", "rpi3b-armhf"),
+                    help="the emulated Pi: rpi3b (this machine's programs, the CPU budget "
+                    "alone) or rpi3b-armhf (the Pi's own armhf programs under qemu-user, the "
+                    "budget and the kernel's cost per hop) [rpi3b]")
     ap.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True,
-                    help="calibrate rpi3b in this sitting first (about 3 min)")
+                    help="calibrate the profile in this sitting first (about 5 min; 12 with "
+                    "the cost per hop)")
     ap.add_argument("--cloud", action=argparse.BooleanOptionalAction, default=True,
                     help="check the cloud profile's order too")
     ap.add_argument("--engine", default="ddsperf",
@@ -164,9 +174,9 @@ def main() -> None:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         if args.calibrate:
-            print("calibrating rpi3b in this sitting (`k8sdds testbed calibrate`, about 3 "
-                  "min)", file=sys.stderr, flush=True)
-            cal = k8sdds("testbed", "calibrate", "--profile", "rpi3b", "--output",
+            print(f"calibrating {args.profile} in this sitting (`k8sdds testbed calibrate`)",
+                  file=sys.stderr, flush=True)
+            cal = k8sdds("testbed", "calibrate", "--profile", args.profile, "--output",
                          str(Path(tmp) / "calibration.json"))
             os.environ["K8SDDS_CALIBRATION"] = cal["file"]  # every k8sdds call below
         run(args, tree, Path(tmp))
@@ -174,8 +184,10 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
-    pi = resolve("rpi3b")
-    print(f"## rpi3b: {pi.cpu:g} CPU ({pi.cpu_from})\n")
+    pi = resolve(args.profile)
+    print(f"## {pi.name}: {pi.cpu:g} CPU ({pi.cpu_from})"
+          + (f"; cost per hop {pi.hop_rules} idle rules a hook" if pi.hop_rules else "")
+          + "\n")
     sch = tmp / "cells.csv"
     sch.write_text(schedule(args.udp_only, (1024,) if args.quick else PAYLOADS))
     engines = [e.strip() for e in args.engine.split(",") if e.strip()]
@@ -183,7 +195,7 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
     for i in range(1, args.rounds + 1):
         for engine in engines:  # interleaved: each round runs every engine in turn
             print(f"round {i}/{args.rounds}: {engine}", file=sys.stderr, flush=True)
-            rounds[engine].append(ratios(one_round("rpi3b", DATAPATHS, sch, args.duration,
+            rounds[engine].append(ratios(one_round(pi.name, DATAPATHS, sch, args.duration,
                                                    "kdfid", tmp, engine)))
     tables = {}
     for engine in engines:
@@ -193,7 +205,7 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
         if args.quick:
             table = table[table.data_len == 1024]
         tables[engine] = table
-        print(f"### rpi3b with {engine} against the published tree, {args.rounds} rounds, "
+        print(f"### {pi.name} with {engine} against the published tree, {args.rounds} rounds, "
               f"{args.duration:g} s tests: ratio to UDP host at the same payload\n")
         print_table(table)
         print()
@@ -204,7 +216,7 @@ def run(args: argparse.Namespace, tree: pd.DataFrame, tmp: Path) -> None:
     table = tables[engines[0]]
     if args.write_known:
         path = known_error.DATA
-        fresh = known(pd.read_csv(path), table, "rpi3b", pi.cpu,
+        fresh = known(pd.read_csv(path), table, pi.name, pi.cpu,
                       datetime.date.today().isoformat())
         fresh.to_csv(path, index=False, float_format="%.4g")
         print(f"wrote {path} ({len(fresh)} cells; this sitting's at {pi.cpu:g} CPU)",

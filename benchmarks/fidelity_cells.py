@@ -54,12 +54,18 @@ def ratios(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def over_rounds(rounds: list[pd.DataFrame]) -> pd.DataFrame:
-    """Each cell's ratio over the rounds (each a `ratios` frame): median, low, high and the
-    number of rounds that had it."""
+    """Each cell's ratio over the rounds (each a `ratios` frame): median, low, high, the
+    number of rounds that had it, and the mean with the half width of its 95 % interval
+    (k8sdds.analysis.stats.summarize; NaN from one round)."""
+    from k8sdds.analysis.stats import summarize
+
     both = pd.concat([r.assign(round=i) for i, r in enumerate(rounds)])
     g = both.groupby(KEY).ratio
+    s = g.apply(lambda v: summarize(list(v)))
     return pd.DataFrame({"median": g.median(), "low": g.min(), "high": g.max(),
-                         "rounds": g.size()}).reset_index()
+                         "rounds": g.size(), "mean": s.map(lambda x: x.mean),
+                         "half_ci": s.map(lambda x: (x.ci_high - x.ci_low) / 2)}
+                        ).reset_index()
 
 
 def compare(tree: pd.DataFrame, emulated: pd.DataFrame) -> pd.DataFrame:
