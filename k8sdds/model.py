@@ -115,6 +115,7 @@ class Limits:
     # why multicast cannot be used on this backend's nodes ("": it can): discovery then goes
     # by peers, and multicast=true is refused with this reason
     no_multicast: str = ""
+    no_secure: str = ""  # why DDS Security cannot run on this backend's nodes ("": it can)
     # the CPU budget of each node roles go to, in the order they fill them (the publisher's
     # first; None: no limit), and the CPUs they share (emulated: this machine's); empty: the
     # nodes are machines of their own

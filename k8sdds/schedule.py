@@ -324,6 +324,9 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         field_, value = ("multicast", test.multicast) if test.multicast else (
             "discovery", test.discovery)
         return (field_, value, f"this cluster cannot use multicast: {limits.no_multicast}")
+    if limits.no_secure and test.secure:
+        return ("secure", test.secure, f"DDS Security cannot run on this cluster: "
+                f"{limits.no_secure}")
     engine = engines[test.engine]
     beyond = beyond_machine(test, engine, limits)
     if beyond:

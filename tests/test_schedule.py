@@ -354,3 +354,10 @@ def test_discovery_goes_by_peers_where_the_nodes_cannot_use_multicast():
                       best_effort=False, batch_size=0, datapath="host")
     assert discovery_of(test) == "multicast"  # the host network carries it across nodes
     assert discovery_of(test, "qemu-user refuses it") == "peers"
+
+
+def test_dds_security_is_refused_where_the_nodes_cannot_load_its_plugins(write_schedule):
+    limits = Limits(no_secure="the plugins are at this machine's path")
+    msg = _error(write_schedule, HEADER + ",secure\n1024,false,1,false,0,true\n",
+                 limits=limits)
+    assert "column 'secure'" in msg and "the plugins are at this machine's path" in msg

@@ -154,7 +154,10 @@ def testbed_profiles(wide: bool = WIDE) -> None:
                                                "netem)" if cut else "")
                      + (f". CPUs: {p.cpu_from}" if p.cpu is not None else "")
                      + ("" if p.aes else ". No AES instructions: the engines' OpenSSL does AES "
-                        "in software" + (f" ({why})" if (why := not_emulated(p)) else "")))
+                        "in software" + (f" ({why})" if (why := not_emulated(p)) else ""))
+                     + (f". Programs: the board's own {p.program_arch} builds under qemu-user; "
+                        f"the kernel's cost per hop: {p.hop_rules} idle rules a hook"
+                        if p.program_arch else ""))
     out_console.print(table)
     if not wide:
         for line in notes:

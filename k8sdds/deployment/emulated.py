@@ -69,6 +69,7 @@ class EmulatedBackend:
                   if (arch := self._program_arch(n.name))}
         return Limits(max_subscribers=others * MAX_PODS_PER_NODE, arches=arches,
                       no_multicast=userspace.NO_MULTICAST if arches else "",
+                      no_secure=userspace.NO_SECURE if arches else "",
                       node_cpus=[resolve(n.profile).cpu for n in self.testbed.workers()],
                       machine_cpus=os.cpu_count() or 1)
 

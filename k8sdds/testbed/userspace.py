@@ -26,6 +26,9 @@ QEMU = {"armhf": "qemu-arm-static", "arm64": "qemu-aarch64-static"}
 MACHINE = {"armhf": "armv7l", "arm64": "aarch64"}
 # where a root's programs are, in the order a shell's PATH finds them
 PROGRAM_DIRS = ("usr/local/bin", "usr/bin", "usr/sbin", "bin", "sbin")
+NO_SECURE = ("its nodes run their own programs under qemu-user, and Cyclone DDS's security "
+             "plugins are named at this machine's path, which the board's program cannot "
+             "load: use a profile that runs this machine's programs (rpi3b)")
 NO_MULTICAST = ("its nodes run their own programs under qemu-user, which refuses the "
                 "multicast socket option (IP_MULTICAST_IF): discovery goes by peers, and "
                 "multicast=true cannot run there")
