@@ -330,6 +330,9 @@ def test_pi_profiles_keep_openssl_off_this_machines_aes_instructions():
         assert "no OpenSSL mask for riscv64" in not_emulated(PROFILES[name], "riscv64")
     assert engine_env(PROFILES["cloud"], "x86_64") == {}
     assert not_emulated(PROFILES["cloud"], "riscv64") is None
+    # the Pi's own armhf programs: OpenSSL's 32-bit ARM mask, NEON (bit 0) without AES (bit 2)
+    assert engine_env(PROFILES["rpi3b-armhf"]) == {"OPENSSL_armcap": "0x1"}
+    assert not_emulated(PROFILES["rpi3b-armhf"]) is None
 
 
 def test_a_run_calibrates_first_only_a_calibrated_budget_not_made_here():
