@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from k8sdds import cni
 from k8sdds.testbed import netns
+from k8sdds.testbed.netfilter import POD_NETWORK
 
 TABLE = "k8sdds_hop"
-POD_NETWORK = "10.244.0.0/16"
 HOOKS = ("prerouting", "input", "forward", "output", "postrouting")
 # a rule no packet matches (no packet here carries this mark): evaluated, never taken
 IDLE_RULE = "meta mark 0x6b386870"
