@@ -187,7 +187,8 @@ def calibrate(settings: Settings, board: Board,
                 say(f"{cpus:.4f} CPU: {board.payload} B at {mbps:.1f} Mbit/s")
                 return mbps
 
-            found = calibration.search(measure, target, link, settings.low, settings.high,
+            found = calibration.search(measure, target, link, max(settings.low, board.low),
+                                       settings.high,
                                        settings.rounds)
             for note in found.notes:
                 say(note)
