@@ -116,6 +116,8 @@ class Limits:
     # by peers, and multicast=true is refused with this reason
     no_multicast: str = ""
     no_secure: str = ""  # why DDS Security cannot run on this backend's nodes ("": it can)
+    # engine -> why its programs are not built for the architecture some nodes run
+    unbuilt: Mapping[str, str] = field(default_factory=dict)
     # the CPU budget of each node roles go to, in the order they fill them (the publisher's
     # first; None: no limit), and the CPUs they share (emulated: this machine's); empty: the
     # nodes are machines of their own

@@ -316,6 +316,8 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         return ("engine", test.engine,
                 f"{test.engine} is built for {', '.join(built)} only, and roles may land on "
                 f"{nodes}: leave those nodes out (kubernetes: --arch; ssh: the inventory)")
+    if test.engine in limits.unbuilt:
+        return ("engine", test.engine, limits.unbuilt[test.engine])
     if test.num_subscribers > limits.max_subscribers:
         return ("num_subscribers", test.num_subscribers,
                 f"more subscribers than this cluster can place (at most "

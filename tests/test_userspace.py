@@ -50,3 +50,13 @@ def test_a_program_the_board_has_no_build_of_is_refused_by_name(tmp_path):
 
 def test_an_architecture_without_qemu_user_is_named():
     assert "not mips" in userspace.unavailable("mips")
+
+
+def test_an_engine_k8sdds_builds_is_refused_where_its_board_build_is_missing(tmp_path):
+    unbuilt = userspace.unbuilt({"armhf"}, tmp_path)
+    assert "k8sdds-mqtt is not built for armhf" in unbuilt["mqtt"]
+    assert "perftest_cpp is not built for armhf" in unbuilt["rtiperftest"]
+    assert "zenoh" not in unbuilt  # built for amd64 and arm64 only: its own refusal
+    assert "ddsperf" not in unbuilt  # Debian's, in the board's user space
+    _file(tmp_path / "k8sdds-mqtt-armhf")
+    assert "mqtt" not in userspace.unbuilt({"armhf"}, tmp_path)

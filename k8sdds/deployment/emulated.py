@@ -68,6 +68,7 @@ class EmulatedBackend:
         arches = {n.name: arch for n in self.testbed.nodes
                   if (arch := self._program_arch(n.name))}
         return Limits(max_subscribers=others * MAX_PODS_PER_NODE, arches=arches,
+                      unbuilt=userspace.unbuilt(set(arches.values()), engine_bin()),
                       no_multicast=userspace.NO_MULTICAST if arches else "",
                       no_secure=userspace.NO_SECURE if arches else "",
                       node_cpus=[resolve(n.profile).cpu for n in self.testbed.workers()],

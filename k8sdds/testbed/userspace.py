@@ -44,6 +44,24 @@ def unavailable(arch: str) -> str | None:
     return None
 
 
+def unbuilt(arches: set[str], built: Path) -> dict[str, str]:
+    """engine -> why it cannot run on nodes of `arches`: a program k8sdds builds for it (in
+    `built`, NAME-ARCH) that is not built for one of them. The Debian engines come with the
+    board's user space."""
+    from k8sdds import perftest
+
+    out = {}
+    for name, engine in perftest.registry().items():
+        for arch in sorted(arches):
+            if engine.arches and arch not in engine.arches:
+                continue  # refused by the engine's own architectures (schedule.check)
+            missing = [p for p in engine.programs if not (built / f"{p}-{arch}").is_file()]
+            if missing:
+                out[name] = (f"{', '.join(missing)} is not built for {arch} (the nodes run "
+                             f"the board's own programs): {engine.how_to_build([arch])}")
+    return out
+
+
 def program(name: str, arch: str, root: Path, built: Path) -> Path | None:
     """The board's own build of program `name` (a name or a path: its last part counts):
     k8sdds' build for `arch` (NAME-ARCH in `built`, the engines' folder), else the root's,
