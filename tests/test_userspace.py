@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from k8sdds.errors import UserError
@@ -37,9 +40,15 @@ def test_wrap_runs_the_board_s_program_under_qemu_user_with_its_libraries(tmp_pa
     root, built = tmp_path / "root", tmp_path / "bin"
     _file(root / "usr/bin/ddsperf")
     argv = userspace.wrap(["ddsperf", "-D", "5", "pub", "inf"], "armhf", root, built)
-    assert argv == ["qemu-arm-static", "-L", str(root), str(root / "usr/bin/ddsperf"),
-                    "-D", "5", "pub", "inf"]
-    assert userspace.wrap(["ddsperf"], "arm64", root, built)[0] == "qemu-aarch64-static"
+    assert argv[1:] == ["-L", str(root), str(root / "usr/bin/ddsperf"), "-D", "5", "pub",
+                        "inf"]
+    # qemu-user under the program's name, so the process is named after the program
+    launcher = Path(argv[0])
+    assert launcher.name == "ddsperf" and launcher.is_symlink()
+    assert Path(os.readlink(launcher)).name == "qemu-arm-static"
+    _file(tmp_path / "r64/usr/bin/ddsperf")
+    arm64 = Path(userspace.wrap(["ddsperf"], "arm64", tmp_path / "r64", built)[0])
+    assert Path(os.readlink(arm64)).name == "qemu-aarch64-static"
 
 
 def test_a_program_the_board_has_no_build_of_is_refused_by_name(tmp_path):

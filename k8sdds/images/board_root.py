@@ -2,14 +2,16 @@
 or arm64), unpacked here once, in which an emulated board runs its own programs under
 qemu-user (k8sdds.testbed.userspace).
 
-It holds the Debian engines (ddsperf, mosquitto), the network's (iperf3, qperf, ping, ab)
-and every library they load, glibc's loader and libc of that architecture among them
-(qemu-user's `-L` prefix finds them), and libstdc++ for the programs k8sdds builds for the
-board (Perftest on Cyclone DDS, NAME-ARCH in the engines' folder). Nothing of it runs while
+It holds the Debian engines (ddsperf, mosquitto), the network's (iperf3, qperf, ping, ab),
+the userspace WireGuard of the encrypted datapaths (wireguard-go) and every library they
+load, glibc's loader and libc of that architecture among them (qemu-user's `-L` prefix finds
+them), and libstdc++ for the programs k8sdds builds for the board (Perftest on Cyclone DDS,
+NAME-ARCH in the engines' folder). Nothing of it runs while
 it is made (`foreign.unpack`: no maintainer script)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -20,13 +22,15 @@ from k8sdds.images.build import DEFAULT_MIRROR, cache_dir, one_builder, run_tool
 
 SUITE = debian_engines.SUITE
 PACKAGES = (*debian_engines.PACKAGES, "iperf3", "qperf", "iputils-ping", "apache2-utils",
-            "libstdc++6")
+            "wireguard-go", "libstdc++6")
 LIST = "k8sdds-packages"  # in the root: the packages and versions it was unpacked from
 
 
 def path(arch: str, cache: Path | None = None) -> Path:
-    """Where the root of Debian architecture `arch` is kept (made or not)."""
-    return Path(cache or cache_dir()) / f"board-root-{SUITE}-{arch}"
+    """Where the root of Debian architecture `arch` is kept (made or not): its name holds
+    the suite and a digest of the packages asked for, so a changed list makes a new root."""
+    digest = hashlib.sha256(" ".join(PACKAGES).encode()).hexdigest()[:8]
+    return Path(cache or cache_dir()) / f"board-root-{SUITE}-{arch}-{digest}"
 
 
 def root(arch: str, mirror: str = DEFAULT_MIRROR, cache: Path | None = None,

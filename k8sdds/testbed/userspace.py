@@ -26,6 +26,7 @@ QEMU = {"armhf": "qemu-arm-static", "arm64": "qemu-aarch64-static"}
 MACHINE = {"armhf": "armv7l", "arm64": "aarch64"}
 # where a root's programs are, in the order a shell's PATH finds them
 PROGRAM_DIRS = ("usr/local/bin", "usr/bin", "usr/sbin", "bin", "sbin")
+LAUNCHERS = "k8sdds-launchers"  # in a board's root: qemu-user linked under each program's name
 NO_SECURE = ("its nodes run their own programs under qemu-user, and Cyclone DDS's security "
              "plugins are named at this machine's path, which the board's program cannot "
              "load: use a profile that runs this machine's programs (rpi3b)")
@@ -77,6 +78,20 @@ def program(name: str, arch: str, root: Path, built: Path) -> Path | None:
     return None
 
 
+def launcher(name: str, arch: str, root: Path) -> Path:
+    """qemu-user for `arch` under the program's own name (a link in `root`, made once): the
+    kernel names a process after the file it executes, so the process is `name` to `ps`,
+    `pkill` and the testbed's own bookkeeping (netns.command), not `qemu-arm-static`."""
+    link = root / LAUNCHERS / name
+    if not link.is_symlink():
+        link.parent.mkdir(exist_ok=True)
+        try:
+            link.symlink_to(shutil.which(QEMU[arch]) or f"/usr/bin/{QEMU[arch]}")
+        except FileExistsError:
+            pass  # another process made it meanwhile
+    return link
+
+
 def wrap(argv: Sequence[str], arch: str, root: Path, built: Path) -> list[str]:
     """`argv` as the board's own program under qemu-user, its libraries found in `root`; a
     UserError naming the program where the board has no build of it."""
@@ -86,4 +101,5 @@ def wrap(argv: Sequence[str], arch: str, root: Path, built: Path) -> list[str]:
                         f"{built}/{Path(argv[0]).name}-{arch} nor in the board's Debian "
                         f"packages): build it for {arch}, or use a profile that runs this "
                         "machine's programs")
-    return [QEMU[arch], "-L", str(root), str(found), *argv[1:]]
+    name = Path(argv[0]).name
+    return [str(launcher(name, arch, root)), "-L", str(root), str(found), *argv[1:]]

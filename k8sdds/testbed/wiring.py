@@ -7,8 +7,9 @@ and FDB entries for flannel vxlan and calico vxlan, an IP-in-IP device for calic
 L2 segment for weave (as Weave Net wires a node: cni0, a veth pair to the datapath, which
 is Open vSwitch's kernel datapath there and a second bridge here, and the VXLAN on it, with
 head-end replication), a WireGuard device per node for flannel wireguard and under the weave
-VXLAN for weave encrypted (kernel WireGuard where the kernel has it, else wireguard-go),
-nothing for the host.
+VXLAN for weave encrypted (kernel WireGuard where the kernel has it, else wireguard-go; on a
+node that runs its board's own programs, the board's wireguard-go under qemu-user, so the
+encryption costs the board's time), nothing for the host.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import TYPE_CHECKING
 from k8sdds import model
 from k8sdds.cni.base import TUNNEL, Ipip, L2Segment, Routed, Vxlan, WireGuard
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import capabilities, netfilter, netns
+from k8sdds.testbed import capabilities, netfilter, netns, userspace
 from k8sdds.testbed.netns import ip, run
+from k8sdds.testbed.profiles import PROFILES
 
 if TYPE_CHECKING:
     from k8sdds.testbed.testbed import Node, Testbed  # type only: the testbed wires itself
@@ -159,7 +161,10 @@ def _wg_setup(tb: Testbed, route_pods: bool) -> None:
     public = {}
     for node in tb.nodes:
         dev = wg_interface(tb, node)
-        if mode == "kernel":
+        arch = PROFILES[node.profile].program_arch
+        if arch:  # the board's own, at the board's pace
+            _board_tunnel(node, dev, arch)
+        elif mode == "kernel":
             ip("link", "add", dev, "type", "wireguard", ns=node.ns)
         else:  # wireguard-go creates the TUN device in the namespace and daemonizes there
             run(netns.exec_argv(node.ns, ["wireguard-go", dev]))
@@ -182,6 +187,30 @@ def _wg_setup(tb: Testbed, route_pods: bool) -> None:
         if route_pods:
             ip("route", "replace", remote.pod_cidr, "dev", wg_interface(tb, node), ns=node.ns)
     _wg_wait_ready(tb)
+
+
+TUNNEL_START = 20.0  # seconds for a board's wireguard-go to make its device under qemu-user
+
+
+def _board_tunnel(node: Node, dev: str, arch: str) -> None:
+    """The board's own wireguard-go for `node`, in the foreground under qemu-user (its daemon
+    mode executes itself again, which qemu-user cannot follow), named wireguard-go
+    (userspace.launcher), so it is found, charged and stopped as the native one is; back
+    once its device is there."""
+    from k8sdds.images import board_root
+    from k8sdds.perftest.base import engine_bin
+
+    argv = userspace.wrap(["wireguard-go", "-f", dev], arch, board_root.root(arch),
+                          engine_bin())
+    subprocess.Popen(netns.exec_argv(node.ns, argv), stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+    deadline = time.monotonic() + TUNNEL_START
+    while ip("link", "show", "dev", dev, ns=node.ns, check=False).returncode:
+        if time.monotonic() > deadline:
+            raise TestbedError(f"the board's wireguard-go ({arch}) made no {dev} in "
+                               f"{node.name} within {TUNNEL_START:g} s")
+        time.sleep(0.1)
 
 
 WG_READY_TIMEOUT = 20.0  # seconds for every tunnel's first handshake
