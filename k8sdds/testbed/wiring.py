@@ -190,6 +190,7 @@ def _wg_setup(tb: Testbed, route_pods: bool) -> None:
 
 
 TUNNEL_START = 20.0  # seconds for a board's wireguard-go to make its device under qemu-user
+WG_SOCKETS = "/var/run/wireguard"  # wireguard-go's control sockets (wg's userspace API)
 
 
 def _board_tunnel(node: Node, dev: str, arch: str) -> None:
@@ -206,10 +207,12 @@ def _board_tunnel(node: Node, dev: str, arch: str) -> None:
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
     deadline = time.monotonic() + TUNNEL_START
-    while ip("link", "show", "dev", dev, ns=node.ns, check=False).returncode:
+    socket = Path(WG_SOCKETS) / f"{dev}.sock"  # where `wg` finds a userspace WireGuard
+    while ip("link", "show", "dev", dev, ns=node.ns, check=False).returncode or \
+            not socket.exists():
         if time.monotonic() > deadline:
-            raise TestbedError(f"the board's wireguard-go ({arch}) made no {dev} in "
-                               f"{node.name} within {TUNNEL_START:g} s")
+            raise TestbedError(f"the board's wireguard-go ({arch}) made no {dev} and "
+                               f"{socket} in {node.name} within {TUNNEL_START:g} s")
         time.sleep(0.1)
 
 
