@@ -14,8 +14,8 @@ Where each number comes from (`k8sdds testbed profiles` shows it):
   (and of Perftest, where `make perftest` built it for armhf) under qemu-user, inside the
   node's namespace and cgroup (k8sdds.testbed.userspace), as the K8sDDS study's Pis ran
   32-bit Raspberry Pi OS. User space then costs what ARM code costs and the kernel what it
-  costs here, so its CPU budget is its own calibration (`board` rpi3b-armhf, about 0.8 of a
-  CPU where rpi3b's is about 0.09): such a node holds most of a core, and a machine holds
+  costs here, so its CPU budget is its own calibration (`board` rpi3b-armhf, about a third of
+  a CPU where rpi3b's is about 0.09): such a node holds a third of a core, and a machine holds
   few of them (a run refuses a test whose nodes need more). Discovery goes by peers
   (qemu-user refuses multicast's socket option).
 * `rpi3b-wifi`: a Pi 3B on its 2.4 GHz 802.11n radio: about 40 Mbit/s in practice, 2 ms of
@@ -82,7 +82,7 @@ PROFILES: dict[str, Profile] = {
                 aes=False, about="Raspberry Pi 3B: 100 Mbit/s Ethernet, calibrated CPU"),
         Profile("rpi4", rate_mbit=1000, burst_kb=1280, cpu=1.0, board="rpi3b", cpu_scale=2.0,
                 aes=False, about="Raspberry Pi 4B: 1 Gbit/s Ethernet, twice the Pi 3B's CPU"),
-        Profile("rpi3b-armhf", rate_mbit=100, burst_kb=128, cpu=0.8, board="rpi3b-armhf",
+        Profile("rpi3b-armhf", rate_mbit=100, burst_kb=128, cpu=0.35, board="rpi3b-armhf",
                 aes=False, program_arch="armhf",
                 about="Raspberry Pi 3B running its own armhf programs (32-bit Raspberry Pi "
                       "OS, as the K8sDDS study's Pis) under qemu-user: 100 Mbit/s "
