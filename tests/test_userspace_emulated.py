@@ -20,6 +20,7 @@ from k8sdds.images import board_root
 from k8sdds.model import Test
 from k8sdds.perftest.base import Command
 from k8sdds.testbed import hopcost
+from k8sdds.testbed.profiles import resolve
 
 from .emulated_support import cli, namespaces, requires_namespaces
 
@@ -95,6 +96,10 @@ def _hops_on_a_pod_s_path(backend) -> dict[str, int]:
     packets in their namespaces and in the nodes', then by the nodes' own (host) packets."""
     tb = backend.testbed
     workers = tb.workers()
+    calibrated = resolve("rpi3b-armhf").hop_rules  # the board's calibration's
+    assert calibrated > 0
+    assert [hopcost.rules_in(n.ns) for n in workers] == [calibrated] * len(workers)
+    assert hopcost.rules_in(tb.node("node0").ns) == 0  # the control plane is cloud
     for node in workers:
         tb.set_hop(node, 8)
     backend.use_datapath("flannel-vxlan")

@@ -58,6 +58,13 @@ def apply(ns: str, rules: int, pod: bool) -> None:
         netns.nft(ns, table(rules, pod))
 
 
+def rules_in(ns: str) -> int:
+    """The idle rules a hook namespace `ns` has (0: no cost there)."""
+    out = netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", TABLE, "burn"]),
+                    check=False).stdout
+    return out.count(IDLE_RULE)
+
+
 def crossings(ns: str) -> int:
     """The hook crossings namespace `ns` has charged so far (the burn chain's counter)."""
     out = netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", TABLE, "burn"]),
