@@ -92,8 +92,8 @@ def board_of(profile: str, figures: Path | None) -> Board:
                         f"--profile {p.board}")
     if figures is None:
         return BOARDS[p.board]
-    return Board(BOARDS[p.board].name, read_figures(figures), f"measured host figures in "
-                 f"{figures}")
+    return replace(BOARDS[p.board], host_mbps=read_figures(figures),
+                   source=f"measured host figures in {figures}")
 
 
 def read_figures(path: Path) -> dict[int, float]:
