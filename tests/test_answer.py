@@ -245,10 +245,17 @@ def test_the_known_errors_published_ratios_are_the_trees():
     tree = pd.read_csv(published.DATA)
     cells = known_error.cells()
     for r in tree.itertuples():
-        cell = cells.get(("rpi3b", r.transport, r.datapath, r.data_len))
-        if cell is not None:
-            assert cell.published == pytest.approx(r.ratio, abs=1e-4), cell
-    assert len(cells) == 66 and all(0 < c.emulated <= 1.01 for c in cells.values())
+        for profile in ("rpi3b", "rpi3b-armhf"):
+            cell = cells.get((profile, r.transport, r.datapath, r.data_len))
+            if cell is not None:
+                assert cell.published == pytest.approx(r.ratio, abs=1e-4), cell
+    native = [c for c in cells.values() if c.profile == "rpi3b"]
+    own = [c for c in cells.values() if c.profile == "rpi3b-armhf"]
+    assert len(native) == 66 and all(0 < c.emulated <= 1.01 for c in native)
+    # the Pi's own program: the 25 UDP cells and host's 5; its host path is unsteady, so a
+    # round whose host read low reads its pods a little above it (docs: fidelity)
+    assert len(own) == 30 and all(0 < c.emulated <= 1.1 for c in own)
+    assert len(cells) == len(native) + len(own)
     import datetime
 
     for c in cells.values():  # each with its sitting: a budget of this machine, a date
