@@ -112,6 +112,9 @@ def in_namespaces(namespaces: set[str], spare: int | None = None) -> list[int]:
     return found
 
 
+KILL_WAIT = 5.0  # seconds for SIGKILLed processes to be gone before their files are removed
+
+
 def kill_namespaces(namespaces: set[str]) -> None:
     """SIGKILL what is left in a node's mount namespace: containerd's shims daemonize into
     sessions of their own, so stopping the daemons' process groups leaves them behind. The
@@ -121,3 +124,8 @@ def kill_namespaces(namespaces: set[str]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # a signal is sent, not yet taken: a kubelet killed as it starts still made its
+    # volume-plugins folder after `down` had removed the files; they go once it is gone
+    deadline = time.monotonic() + KILL_WAIT
+    while in_namespaces(namespaces) and time.monotonic() < deadline:
+        time.sleep(0.05)
