@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -15,8 +16,9 @@ from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, sides
 from k8sdds.errors import UserError
+from k8sdds.images.foreign import OCI
 from k8sdds.model import Limits, Test
-from k8sdds.perftest.base import Command, engine_bin, engine_path
+from k8sdds.perftest.base import Command, engine_path
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, userspace
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
@@ -60,15 +62,16 @@ class EmulatedBackend:
     def _arch_label(self, node) -> str:
         """The architecture a node's programs run as (its label's spelling: arm for armhf)."""
         arch = self._program_arch(node.name)
-        return {d: name for name, d in model.DEBIAN_ARCH.items()}.get(arch, arch) or node.arch
+        return OCI.get(arch, arch) or node.arch
 
+    @functools.cache  # noqa: B019 - one backend, one testbed: asked at load and each repeat
     def limits(self) -> Limits:
         others = max(1, len(self.testbed.workers()) - 1)  # workers beside the publisher's
         # a node that runs its board's own programs takes engines built for that board only
         arches = {n.name: arch for n in self.testbed.nodes
                   if (arch := self._program_arch(n.name))}
         return Limits(max_subscribers=others * MAX_PODS_PER_NODE, arches=arches,
-                      unbuilt=userspace.unbuilt(set(arches.values()), engine_bin()),
+                      unbuilt=userspace.unbuilt(set(arches.values())),
                       no_multicast=userspace.NO_MULTICAST if arches else "",
                       no_secure=userspace.NO_SECURE if arches else "",
                       node_cpus=[resolve(n.profile).cpu for n in self.testbed.workers()],
@@ -154,7 +157,7 @@ class EmulatedBackend:
         argv = list(command.argv)
         arch = self._program_arch(placement.node)
         if arch:  # the board's own build, under qemu-user
-            argv = userspace.wrap(argv, arch, self._roots[arch], engine_bin())
+            argv = userspace.wrap(argv, arch, self._roots[arch])
         with open(log, "wb") as out:
             proc = subprocess.Popen(netns.exec_argv(placement.where, argv,
                                                     placement.hostname),

@@ -6,8 +6,8 @@ It holds the Debian engines (ddsperf, mosquitto), the network's (iperf3, qperf, 
 the userspace WireGuard of the encrypted datapaths (wireguard-go) and every library they
 load, glibc's loader and libc of that architecture among them (qemu-user's `-L` prefix finds
 them), and libstdc++ for the programs k8sdds builds for the board (Perftest on Cyclone DDS,
-NAME-ARCH in the engines' folder). Nothing of it runs while
-it is made (`foreign.unpack`: no maintainer script)."""
+NAME-ARCH in the engines' folder). Nothing of it runs while it is made (`foreign.unpack`:
+no maintainer script)."""
 
 from __future__ import annotations
 
@@ -52,9 +52,3 @@ def root(arch: str, mirror: str = DEFAULT_MIRROR, cache: Path | None = None,
             (rootfs / LIST).write_text("".join(f"{d.removesuffix('.deb')}\n" for d in debs))
             os.replace(rootfs, out)
     return out
-
-
-def packages(root_dir: Path) -> list[str]:
-    """The packages (name_version_arch) a root was unpacked from."""
-    listing = root_dir / LIST
-    return listing.read_text().split() if listing.exists() else []

@@ -44,8 +44,8 @@ class Settings:
         adds `rounds` more). Measured: 263 s with the defaults (2026-11-28). A board with
         a cost per hop to fit adds about seven steps (calibration.fit_hop) and a host
         measurement."""
-        hop = 8 if calibration.BOARDS.get(self.profile, None) and \
-            calibration.BOARDS[self.profile].hop_cell else 0
+        board = calibration.BOARDS.get(self.profile)
+        hop = 8 if board and board.hop_cell else 0
         return (3 + 3 * self.rounds + hop) * self.repeats * (self.duration + 2) / 60
 
 

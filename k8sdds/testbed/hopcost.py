@@ -58,18 +58,20 @@ def apply(ns: str, rules: int, pod: bool) -> None:
         netns.nft(ns, table(rules, pod))
 
 
+def _burn(ns: str) -> str:
+    """The burn chain of namespace `ns` as nft lists it ("" where it has none)."""
+    return netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", TABLE, "burn"]),
+                     check=False).stdout
+
+
 def rules_in(ns: str) -> int:
     """The idle rules a hook namespace `ns` has (0: no cost there)."""
-    out = netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", TABLE, "burn"]),
-                    check=False).stdout
-    return out.count(IDLE_RULE)
+    return _burn(ns).count(IDLE_RULE)
 
 
 def crossings(ns: str) -> int:
     """The hook crossings namespace `ns` has charged so far (the burn chain's counter)."""
-    out = netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", TABLE, "burn"]),
-                    check=False).stdout
-    for line in out.splitlines():
+    for line in _burn(ns).splitlines():
         words = line.split()
         if words[:1] == ["counter"] and "packets" in words:
             return int(words[words.index("packets") + 1])

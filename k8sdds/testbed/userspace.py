@@ -45,30 +45,33 @@ def unavailable(arch: str) -> str | None:
     return None
 
 
-def unbuilt(arches: set[str], built: Path) -> dict[str, str]:
-    """engine -> why it cannot run on nodes of `arches`: a program k8sdds builds for it (in
-    `built`, NAME-ARCH) that is not built for one of them. The Debian engines come with the
-    board's user space."""
+def unbuilt(arches: set[str]) -> dict[str, str]:
+    """engine -> why it cannot run on nodes of `arches`: a program k8sdds builds for it
+    (images.build.built_engine) that is not built for one of them. The Debian engines come
+    with the board's user space."""
     from k8sdds import perftest
+    from k8sdds.images.build import built_engine
 
     out = {}
     for name, engine in perftest.registry().items():
         for arch in sorted(arches):
             if engine.arches and arch not in engine.arches:
                 continue  # refused by the engine's own architectures (schedule.check)
-            missing = [p for p in engine.programs if not (built / f"{p}-{arch}").is_file()]
+            missing = [p for p in engine.programs if not built_engine(p, arch).is_file()]
             if missing:
                 out[name] = (f"{', '.join(missing)} is not built for {arch} (the nodes run "
                              f"the board's own programs): {engine.how_to_build([arch])}")
     return out
 
 
-def program(name: str, arch: str, root: Path, built: Path) -> Path | None:
+def program(name: str, arch: str, root: Path) -> Path | None:
     """The board's own build of program `name` (a name or a path: its last part counts):
-    k8sdds' build for `arch` (NAME-ARCH in `built`, the engines' folder), else the root's,
-    found as a shell's PATH would; None where neither has it."""
+    k8sdds' build for `arch` (images.build.built_engine), else the root's, found as a
+    shell's PATH would; None where neither has it."""
+    from k8sdds.images.build import built_engine
+
     base = Path(name).name
-    own = built / f"{base}-{arch}"
+    own = built_engine(base, arch)
     if own.is_file():
         return own
     for folder in PROGRAM_DIRS:
@@ -92,14 +95,16 @@ def launcher(name: str, arch: str, root: Path) -> Path:
     return link
 
 
-def wrap(argv: Sequence[str], arch: str, root: Path, built: Path) -> list[str]:
+def wrap(argv: Sequence[str], arch: str, root: Path) -> list[str]:
     """`argv` as the board's own program under qemu-user, its libraries found in `root`; a
     UserError naming the program where the board has no build of it."""
-    found = program(argv[0], arch, root, built)
-    if found is None:
-        raise UserError(f"{Path(argv[0]).name} has no {arch} build here (neither "
-                        f"{built}/{Path(argv[0]).name}-{arch} nor in the board's Debian "
-                        f"packages): build it for {arch}, or use a profile that runs this "
-                        "machine's programs")
+    from k8sdds.images.build import built_engine
+
     name = Path(argv[0]).name
+    found = program(name, arch, root)
+    if found is None:
+        raise UserError(f"{name} has no {arch} build here (neither "
+                        f"{built_engine(name, arch)} nor in the board's Debian packages): "
+                        f"build it for {arch}, or use a profile that runs this machine's "
+                        "programs")
     return [str(launcher(name, arch, root)), "-L", str(root), str(found), *argv[1:]]

@@ -199,10 +199,8 @@ def _board_tunnel(node: Node, dev: str, arch: str) -> None:
     (userspace.launcher), so it is found, charged and stopped as the native one is; back
     once its device is there."""
     from k8sdds.images import board_root
-    from k8sdds.perftest.base import engine_bin
 
-    argv = userspace.wrap(["wireguard-go", "-f", dev], arch, board_root.root(arch),
-                          engine_bin())
+    argv = userspace.wrap(["wireguard-go", "-f", dev], arch, board_root.root(arch))
     subprocess.Popen(netns.exec_argv(node.ns, argv), stdin=subprocess.DEVNULL,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
