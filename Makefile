@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+PHASE  := $(PYTHON) .ci/phase
 # Apache Otava's change points (`k8sdds history`), installed as a library without its command
 # line's dependencies, whose pins (numpy 2.2, scipy below 1.17) the rest of k8sdds cannot take
 OTAVA  := 0.8.0
@@ -46,11 +47,17 @@ demo: install
 	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --repeats 3 --order rounds --out logs --report
 
 ## test: install everything the tests need, then lint and run the whole test suite: two test
-## processes side by side, then the tests that must run alone (marker exclusive)
-test: test-deps install $(VENV)/.test-extras engines test-perftest vm-disk
-	$(BIN)/ruff check .
-	$(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
-	$(BIN)/pytest -q -rs -m exclusive
+## processes side by side, then the tests that must run alone (marker exclusive); each phase
+## timed by .ci/phase (K8SDDS_TIMELINE: the file its times go to; `.ci/run` prints them)
+test:
+	@$(PHASE) "Debian packages, Kubernetes parts" -- $(MAKE) --no-print-directory test-deps
+	@$(PHASE) "k8sdds and its test extras" -- $(MAKE) --no-print-directory install $(VENV)/.test-extras
+	@$(PHASE) "engines (MQTT, Zenoh)" -- $(MAKE) --no-print-directory engines
+	@$(PHASE) "RTI Perftest" -- $(MAKE) --no-print-directory test-perftest
+	@$(PHASE) "ARM disks" -- $(MAKE) --no-print-directory vm-disk
+	@$(PHASE) ruff -- $(BIN)/ruff check .
+	@$(PHASE) "tests, two processes" -- $(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
+	@$(PHASE) "tests, exclusive" -- $(BIN)/pytest -q -rs -m exclusive
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
 docs: $(BIN)/k8sdds $(VENV)/.test-extras
