@@ -536,6 +536,15 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
         assert fp["interfaces"] and all(link["mtu"] >= 1280 for link in
                                         fp["interfaces"].values()), (name, fp)
         assert "net.ipv4.tcp_rmem" in fp["sysctls"]
+    # DDS told the interface holding each host's inventory address, as the kernel names it
+    for host in manifest["cluster"]["hosts"]:
+        i = int(host["name"][1:])
+        owner = subprocess.run(["ip", "-n", bare.ns(i), "-o", "addr", "show", "to",
+                                host["address"]], capture_output=True, text=True).stdout
+        assert host["interface"] and owner.split()[1] == host["interface"], (host, owner)
+    config = (run / "test-1" / "rep-1" / "pub.cyclonedds.xml").read_text()
+    h2 = next(h for h in manifest["cluster"]["hosts"] if h["name"] == "h2")
+    assert f'<NetworkInterface name="{h2["interface"]}"' in config, config
     df = pd.read_csv(run / "results.csv")
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps") & (df.role == "sub0")]
     assert len(thr) == 1 and thr.value.iloc[0] > 1  # real samples across the hosts' LAN

@@ -76,9 +76,15 @@ class SshBackend:
                 self._must(remote, ["mkdir", "-m", "700", "-p", f"{self.workdir}/config",
                                     f"{self.workdir}/secrets"])
                 kernel = remote.run(["uname", "-r"]).out.strip()
+                # the interface holding the inventory's address: DDS is told to use it, so
+                # that a host with more (a Kubernetes node's bridge, tunnels and veths) never
+                # has Cyclone pick another one for discovery
+                addrs = remote.run(["ip", "-o", "addr", "show"])
                 self._facts[host.name] = {"name": host.name, "address": host.address,
                                           "role": host.role, "arch": host.arch,
-                                          "kernel": kernel}
+                                          "kernel": kernel,
+                                          "interface": interface_of(host.address, addrs.out)
+                                          if addrs.code == 0 else ""}
         except (HostError, SshError) as exc:
             self.down()
             raise SshError(f"ssh backend: {exc}") from None
@@ -91,7 +97,8 @@ class SshBackend:
         names = list(self._remotes)
         on = place(roles, names, test.placement)
         hosts = {h.name: h for h in self.inventory.hosts}
-        return {r: Placement(r, on[r], hosts[on[r]].address, "", on[r], on[r]) for r in roles}
+        return {r: Placement(r, on[r], hosts[on[r]].address,
+                             self._facts[on[r]]["interface"], on[r], on[r]) for r in roles}
 
     def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
         self._secrets_dir = secrets_dir
@@ -263,3 +270,15 @@ def _pump(chan, state: dict, log: Path) -> None:
                 state["pid"] = int(first[len(PID_LINE):])
                 buf = bytearray(rest)
     atomic_write(log, bytes(buf))
+
+
+def interface_of(address: str, ip_addr: str) -> str:
+    """The interface `ip -o addr show` (its text `ip_addr`) gives address `address` to ("":
+    none has it, as behind NAT, where DDS then picks the interface itself). Pure."""
+    for line in ip_addr.splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[2] in ("inet", "inet6") and \
+                words[3].split("/")[0] == address:
+            return words[1].split("@")[0]
+    return ""
+
