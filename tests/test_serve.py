@@ -595,8 +595,8 @@ def _copy_run(logs: Path, source: str, name: str, change) -> Path:
 
 def test_impossible_values_huge_numbers_and_linked_reports_never_answer_500(service, db_url,
                                                                            tmp_path):
-    """An imported run holding inf, nan or a number no column holds is refused (422, the
-    reason); a database that already holds an infinite value still answers its history; a
+    """An imported run holding inf, nan, a number no column holds or an engine or datapath
+    k8sdds does not have is refused (422, the reason); a database that already holds an infinite value still answers its history; a
     page's query with a digit int() refuses or a huge number is no filter; a report.html
     that is a link out of the run folder is not served."""
     from sqlalchemy import create_engine, update
@@ -614,7 +614,9 @@ def test_impossible_values_huge_numbers_and_linked_reports_never_answer_500(serv
     for i, (field, value, said) in enumerate((
             ("value", "inf", "not a finite number"), ("value", "nan", "not a finite number"),
             ("value", "-3.5", "negative"),
-            ("data_len", "99999999999999999999", "larger than any test has"))):
+            ("data_len", "99999999999999999999", "larger than any test has"),
+            ("engine", "=cmd|' /C calc'!A0", "not one k8sdds has"),
+            ("datapath", "<script>alert(1)</script>", "not one k8sdds has"))):
         name = f"20260201-00000{i}-beef"
         _copy_run(logs, runs[0], name, lambda rows, f=field, v=value: first_summary(rows, f, v))
         status, body = _get(f"{base}/api/imports", token, json.dumps({"run": name}).encode())

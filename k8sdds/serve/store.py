@@ -5,6 +5,7 @@ transaction); runs listed with filters; a run's results read back as the table i
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -83,10 +84,22 @@ def _number(text: str, cast=float):
 INTEGER = 2**63 - 1
 
 
+@functools.cache
+def _names() -> dict[str, tuple[str, ...]]:
+    """The names a row's engine, datapath and transport can have: what k8sdds measures with
+    and over (a run's table is evidence: a name k8sdds never writes is refused, never served
+    as a label)."""
+    from k8sdds import model, perftest
+
+    return {"engine": tuple(perftest.registry()), "datapath": tuple(model.DATAPATHS),
+            "transport": model.TRANSPORTS}
+
+
 def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
     """The table's rows: its typed columns as the results schema types them, and the whole
     row as written. A value no measurement can have (the rule every row k8sdds writes
-    follows: `records.impossible`) or an integer no column holds refuses the run."""
+    follows: `records.impossible`), an integer no column holds, or an engine, datapath or
+    transport k8sdds does not have refuses the run."""
     from k8sdds.records import impossible
     from k8sdds.results.schema import BY_NAME
     from k8sdds.results.table import csv_to_rows
@@ -101,6 +114,12 @@ def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
         if why:
             raise RunDirError(f"{where / 'results.csv'}, line {i}: {row.get('metric')} "
                               f"{str(row.get('value'))[:40]}: {why}; the run is not added")
+        for column, allowed in _names().items():
+            name = str(row.get(column) or "")
+            if name and name not in allowed:
+                raise RunDirError(f"{where / 'results.csv'}, line {i}: {column} {name[:40]!r}"
+                                  f": not one k8sdds has (allowed: {', '.join(allowed)}); "
+                                  "the run is not added")
         out = {"run_id": run_id, "row": row}
         for name in TYPED:
             kind = BY_NAME[name].type

@@ -10,7 +10,8 @@ received packet of a local pod goes through the pod's firewall chain: connection
 the default policy's mark, the accept mark) and its routes controller's pod egress
 masquerade on two ipsets. Its rules need connection tracking, so pod traffic is tracked on
 such a node, as on a real one. Its `physdev` rules are left out: they match bridged traffic
-only, and with no `br_netfilter` here a bridge hands iptables nothing.
+only (between two pods of one node), which skips the pods' chains here where the kernel's
+`br_netfilter` hands a bridge's frames to the IP hooks.
 """
 
 from __future__ import annotations
