@@ -596,9 +596,10 @@ def _copy_run(logs: Path, source: str, name: str, change) -> Path:
 def test_impossible_values_huge_numbers_and_linked_reports_never_answer_500(service, db_url,
                                                                            tmp_path):
     """An imported run holding inf, nan, a number no column holds or an engine or datapath
-    k8sdds does not have is refused (422, the reason); a database that already holds an infinite value still answers its history; a
-    page's query with a digit int() refuses or a huge number is no filter; a report.html
-    that is a link out of the run folder is not served."""
+    k8sdds does not have is refused (422, the reason); a database that already holds an
+    infinite value still answers its history; a page's query with a digit int() refuses or a
+    huge number is no filter; a report.html that is a link out of the run folder is not
+    served."""
     from sqlalchemy import create_engine, update
 
     from k8sdds.serve.schema import results
