@@ -146,12 +146,9 @@ def test_a_folder_without_runs_and_a_single_run_are_refused(tmp_path):
 
 @pytest.mark.parametrize("page", ["docs/how-to/analyse.md", "docs/how-to/watch-over-time.md"])
 def test_the_history_block_runs_as_written(tmp_path, page):
-    """The pages' history blocks, read from the page and run in a folder of their own whose
-    `logs` holds eight runs of one test: steady, then 3 % lower (a change, within the
-    page's 5 % bound: every command exits 0)."""
-    import os
-    import subprocess
-    import sys
+    """The pages' history blocks, read from the page and run (through the CLI's entry point,
+    in this process) in a folder of their own whose `logs` holds eight runs of one test:
+    steady, then 3 % lower (a change, within the page's 5 % bound: every command exits 0)."""
     from pathlib import Path
 
     from .test_docs_commands import blocks
@@ -161,9 +158,7 @@ def test_the_history_block_runs_as_written(tmp_path, page):
                and b.commands[0][:2] == ("k8sdds", "history")]
     _runs(tmp_path, [100, 101, 99, 100, 97, 98, 96, 97])
     for words in block.commands:
-        done = subprocess.run([sys.executable, "-m", "k8sdds", *words[1:]], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(root)})
+        done = invoke(*words[1:], cwd=tmp_path)
         assert done.returncode == 0, (words, done.stdout[-2000:], done.stderr[-2000:])
         if words[1] == "history":
             assert "throughput_mbps: 1 test(s) across 8 runs" in done.stdout, done.stdout

@@ -382,9 +382,9 @@ def test_a_long_log_is_imported_a_piece_at_a_time_with_its_bytes_counted(tmp_pat
 
 @pytest.mark.parametrize("page", ["README.md", "docs/how-to/import-k8sdds-data.md"])
 def test_the_pages_import_block_runs_as_written(tmp_path, page):
-    """The page's import block, its lines read from the page and run in a folder holding
-    K8sDDS/Data (a small tree of the real K8sDDS logs, `_tree`), the report's `*` expanded
-    as a shell expands it."""
+    """The page's import block, its lines read from the page and run (through the CLI's
+    entry point, in this process) in a folder holding K8sDDS/Data (a small tree of the real
+    K8sDDS logs, `_tree`), the report's `*` expanded as a shell expands it."""
     import glob
 
     from .test_docs_commands import ROOT, blocks
@@ -395,9 +395,7 @@ def test_the_pages_import_block_runs_as_written(tmp_path, page):
     for words in block.commands:
         argv = [x for w in words[1:] for x in (sorted(glob.glob(w, root_dir=tmp_path))
                                               if "*" in w else [w])]
-        done = subprocess.run([sys.executable, "-m", "k8sdds", *argv], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        done = invoke(*argv, cwd=tmp_path)
         assert done.returncode == 0, (words, done.stdout[-2000:], done.stderr[-2000:])
     assert (tmp_path / "study" / "k8sdds-throughput-test-flannel-udp" / "results.csv").is_file()
     assert (tmp_path / "study-report" / "report.html").is_file()
