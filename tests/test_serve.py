@@ -808,3 +808,36 @@ def test_the_service_adds_the_runs_in_out_by_itself(tmp_path):
         proc.wait(timeout=10)
     errors = proc.stderr.read()
     assert "Traceback" not in errors and errors.count(f"{damaged.name}") == 1, errors
+
+
+def test_compare_refuses_what_the_cli_refuses_for_the_same_reason_unless_forced(service):
+    """`/api/compare` applies compare's one rule (k8sdds.analysis.comparable): two runs made
+    on different kernels are refused with the reason `k8sdds compare` gives, and compared
+    with force=true, the difference said; by default the CLI's three metrics."""
+    from .cli_support import invoke
+
+    base, token, logs = service
+    runs = sorted(p.name for p in logs.iterdir() if p.is_dir())
+    other = _copy_run(logs, runs[1], "20260301-000000-cafe", lambda rows: None)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["environment"] = {**(manifest.get("environment") or {}), "kernel": "9.9.9-other"}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    for run in (runs[0], other.name):
+        assert _get(f"{base}/api/imports", token, json.dumps({"run": run}).encode())[0] == 201
+    status, body = _get(f"{base}/api/compare?a={runs[0]}&b={other.name}", token)
+    assert status == 422, body
+    said = json.loads(body)["detail"]
+    assert "force=true compares them all the same" in said
+    cli = invoke("compare", str(logs / runs[0]), str(other))
+    assert cli.returncode == 2 and "--force compares them all the same" in cli.stderr
+
+    def reason(text: str) -> str:  # the differences, as each caller words them
+        return " ".join(text.split("were not made alike: ")[1].split(" (")[0].split())
+
+    assert "9.9.9-other" in reason(said) and reason(said) == reason(cli.stderr)
+    status, body = _get(f"{base}/api/compare?a={runs[0]}&b={other.name}&force=true", token)
+    assert status == 200, body
+    got = json.loads(body)
+    assert any("9.9.9-other" in line for line in got["differences"])
+    assert {r["metric"] for r in got["rows"]} == {"throughput_mbps", "latency_us_p50",
+                                                  "latency_us_p99"}

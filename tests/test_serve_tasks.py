@@ -262,6 +262,22 @@ def test_the_web_page_lists_shows_compares_and_runs_a_schedule(tmp_path, browser
         # the two runs are one log twice, 2 repeats each: no change, and said so
         assert {c.text for c in browser.find_elements(By.CSS_SELECTOR, "#compare td.verdict")
                 } == {"no significant change"}
+        # a run made on another kernel: refused as `k8sdds compare` refuses it, until forced
+        other = fake_run(tmp_path / "logs", "20260103-000000-0003", repeats=2)
+        reparse(other.path)
+        manifest = json.loads((other.path / "manifest.json").read_text())
+        manifest["environment"] = {**(manifest.get("environment") or {}),
+                                   "kernel": "9.9.9-other"}
+        (other.path / "manifest.json").write_text(json.dumps(manifest))
+        assert _get(f"{service.base}/api/imports", data=json.dumps(
+            {"run": other.path.name}).encode())[0] == 201
+        browser.get(f"{service.base}/compare?a={ids[0]}&b={other.path.name}")
+        refused = browser.find_element(By.ID, "refused").text
+        assert "were not made alike" in refused and "9.9.9-other" in refused, refused
+        assert not browser.find_elements(By.CSS_SELECTOR, "#compare tr")
+        browser.find_element(By.ID, "force").click()
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#compare tr")) > 1
+        assert "9.9.9-other" in browser.find_element(By.CSS_SELECTOR, "p.warning").text
         browser.get(service.base + "/tasks")
         schedule = browser.find_element(By.ID, "schedule")
         schedule.clear()

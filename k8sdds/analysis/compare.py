@@ -50,39 +50,6 @@ def _label(key: dict, params: list[str]) -> str:
     return " ".join(parts)
 
 
-# what must be the same for two runs to be compared (pyperf's spirit: a comparison across
-# machines, kernels or engine versions measures those, not the change under test)
-SAME = (("machine", lambda m: (m.get("environment") or {}).get("cpu_model"),),
-        ("CPUs", lambda m: (m.get("environment") or {}).get("cpu_count"),),
-        ("memory", lambda m: (m.get("environment") or {}).get("memory"),),
-        ("kernel", lambda m: (m.get("environment") or {}).get("kernel"),),
-        ("engine versions", lambda m: m.get("tools") or {},),
-        ("backend", lambda m: m.get("backend"),),
-        ("profiles", lambda m: sorted({str(n.get("profile")) for n in
-                                       (m.get("cluster") or {}).get("nodes", [])}),))
-
-
-def differences(baseline: dict, contender: dict) -> list[str]:
-    """What differs between the two runs' manifests beyond the tests: one line each."""
-    out = []
-    for name, read in SAME:
-        a, b = read(baseline), read(contender)
-        if name == "engine versions":  # only the engines both runs used
-            a, b = ({k: v for k, v in a.items() if k in b}, {k: v for k, v in b.items()
-                                                              if k in a})
-        if a != b:
-            out.append(f"{name}: {_show(a)} against {_show(b)}")
-    return out
-
-
-def _show(value) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
-    if isinstance(value, list):
-        return ", ".join(value) or "-"
-    return "-" if value is None else str(value)
-
-
 def _name(run: Path | Runs) -> str:
     return ", ".join(run.manifests) if isinstance(run, Runs) else str(run)
 

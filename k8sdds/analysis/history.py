@@ -4,7 +4,7 @@ Otava's e-divisive means with its significance test (`otava.analysis.compute_cha
 Hunter's algorithm: what Orion uses), not a last-run-against-the-rest t-test that flags noise
 as often as it misses a slow drift. Each change says when, how much, whether it is a
 regression (by the metric's direction: verdict.rise_is_better), and what else changed
-between the two runs around it (their manifests: compare.differences).
+between the two runs around it (their manifests: comparable.differences).
 
 The search runs on the logarithm of the means where they are all positive: a network
 figure's noise grows with its level (a share of it, not a fixed amount), and Otava's
@@ -122,9 +122,9 @@ def searched(means: np.ndarray) -> np.ndarray:
 
 def _changed(before: dict, now: dict) -> list[str]:
     """What differs between two runs' manifests besides the tests: the machine, kernel,
-    engines, backend and profiles (compare.differences), then the nodes' fingerprints."""
+    engines, backend and profiles (comparable.differences), then the nodes' fingerprints."""
     from k8sdds import fingerprint
-    from k8sdds.analysis.compare import differences
+    from k8sdds.analysis.comparable import differences
 
     return differences(before, now) + fingerprint.differences(
         before.get("fingerprints") or {}, now.get("fingerprints") or {})

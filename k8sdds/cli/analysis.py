@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from k8sdds.analysis.comparable import DEFAULT_METRICS
 from k8sdds.cli.common import choice, err_console, out_console
 from k8sdds.errors import UserError
 
@@ -94,7 +95,7 @@ def compare(
     baseline: Path = typer.Argument(..., help="The baseline run directory."),
     contender: Path = typer.Argument(..., help="The run directory to compare with it."),
     metric: list[str] = typer.Option(
-        ["throughput_mbps", "latency_us_p50", "latency_us_p99"], "--metric",
+        list(DEFAULT_METRICS), "--metric",
         help="Metrics to compare (repeat the option for several)."),
     fail_if: list[str] = typer.Option(
         [], "--fail-if", help="METRIC:+N% or METRIC:-N%: exit with status 1 when the "
@@ -122,6 +123,7 @@ def compare(
     kernels, engine versions, backends or profiles are refused (exit 2, the differences
     listed) unless --force. Exit status: 0, 1 a --fail-if bound crossed, 2 a usage error,
     3 --fail-if cannot judge."""
+    from k8sdds.analysis import comparable
     from k8sdds.analysis import compare as cmp
     from k8sdds.analysis.load import load
 
@@ -130,21 +132,12 @@ def compare(
     metrics = list(dict.fromkeys(list(metric) + [b.metric for b in bounds]))
     # each read once, manifests and results
     runs = load([baseline], include_failed), load([contender], include_failed)
-    differ = cmp.differences(*(next(iter(r.manifests.values())) for r in runs))
-    if differ and not force:
-        raise UserError(f"{baseline} and {contender} were not made alike: "
-                        + "; ".join(differ) + " (--force compares them all the same)")
+    admitted = comparable.admit(*runs, (str(baseline), str(contender)), force,
+                                same_fingerprint)
+    differ, printed = list(admitted.differences), list(admitted.fingerprints)
     for line in differ:
         err_console.print(f"[yellow]warning: the runs differ in {line}[/yellow]",
                           highlight=False)
-    from k8sdds import fingerprint
-
-    printed = fingerprint.differences(*(next(iter(r.manifests.values())).get("fingerprints")
-                                        for r in runs))
-    if printed and same_fingerprint:
-        raise UserError(f"{baseline} and {contender} ran on nodes whose fingerprints differ: "
-                        + "; ".join(printed) + " (without --same-fingerprint they are "
-                        "compared, the differences shown)")
     for line in printed:
         err_console.print(f"[yellow]fingerprint differs: {line}[/yellow]", highlight=False)
     about = cmp.compared(*runs)

@@ -128,23 +128,31 @@ def add_pages(app: FastAPI, engine: Engine, token: str | None,
         return FileResponse(path, media_type="text/html")
 
     @app.get("/compare", response_class=HTMLResponse, include_in_schema=False)
-    def compare(request: Request, a: str | None = None, b: str | None = None):
+    def compare(request: Request, a: str | None = None, b: str | None = None,
+                force: bool = False):
+        from k8sdds.analysis import comparable
         from k8sdds.analysis import compare as comparing
+        from k8sdds.analysis.load import load
 
         ids = [r["run_id"] for r in store.list_runs(engine, store.RunFilter(limit=1000))]
-        rows, error = [], ""
+        rows, error, refused, differ = [], "", False, ()
         if a and b:
             paths = [store.run(engine, x) if store.RUN_ID.match(x) else None for x in (a, b)]
             if None in paths:
                 error = "no such run"
             else:
-                try:
-                    rows = comparing.compare(Path(paths[0]["path"]), Path(paths[1]["path"]),
-                                             ["throughput_mbps", "latency_us_p50"])
+                try:  # compare's rule, as the CLI and the API apply it
+                    runs = load([Path(paths[0]["path"])]), load([Path(paths[1]["path"])])
+                    admitted = comparable.admit(*runs, (a, b), force,
+                                                options=comparable.QUERY_OPTIONS)
+                    differ = admitted.differences + admitted.fingerprints
+                    rows = comparing.compare(*runs, comparable.DEFAULT_METRICS)
+                except comparable.CompareRefused as exc:
+                    error, refused = str(exc), True
                 except (UserError, OSError) as exc:
                     error = str(exc)
         return page(request, "compare.html", "Compare two runs", runs=ids, a=a, b=b,
-                    rows=rows, error=error)
+                    rows=rows, error=error, refused=refused, differ=differ, force=force)
 
     @app.get("/history", response_class=HTMLResponse, include_in_schema=False)
     def history_page(request: Request, metric: str = "throughput_mbps"):

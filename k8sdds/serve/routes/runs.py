@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Engine
 
+from k8sdds.analysis.comparable import DEFAULT_METRICS
 from k8sdds.errors import RunDirError, UserError
 from k8sdds.serve import store
 from k8sdds.serve.limits import MAX_PAYLOAD
@@ -106,18 +107,29 @@ def _plain(value):
 
 @router.get("/api/compare", responses=errors(*COMMON, 404, 410))
 def compare_runs(a: str, b: str, metric: list[Metric] = Query(
-        ["throughput_mbps", "latency_us_p50"], max_length=MAX_METRICS),
+        list(DEFAULT_METRICS), max_length=MAX_METRICS),
+        force: bool = Query(False, description="Compare runs made on different machines, "
+                            "kernels, engine versions, backends or profiles (`--force`)"),
+        same_fingerprint: bool = Query(False, description="Refuse runs whose nodes' "
+                                       "fingerprints differ (`--same-fingerprint`)"),
         svc: Service = Depends(service)):
     """Run `b` against run `a`, per test and metric (at most 16): each side's mean over its
     repeats with its interval and n, the change, significance and verdict (no verdict with
-    one repeat a side), as `k8sdds compare` gives them."""
-    from k8sdds.analysis import compare
+    one repeat a side), as `k8sdds compare` gives them; refused (422, the reason) where
+    `k8sdds compare` refuses, by the same rule (k8sdds.analysis.comparable)."""
+    from k8sdds.analysis import comparable, compare
+    from k8sdds.analysis.load import load
 
     try:
-        rows = compare.compare(run_path(svc, a), run_path(svc, b), metric)
+        runs = load([run_path(svc, a)]), load([run_path(svc, b)])
+        admitted = comparable.admit(*runs, (a, b), force, same_fingerprint,
+                                    comparable.QUERY_OPTIONS)
+        rows = compare.compare(*runs, metric)
     except UserError as exc:
         raise HTTPException(422, str(exc)) from None
     return {"baseline": a, "contender": b,
+            "differences": list(admitted.differences),
+            "fingerprint_differences": list(admitted.fingerprints),
             "rows": [{k: _plain(v) for k, v in r.items()} for r in rows]}
 
 
