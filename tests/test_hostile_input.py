@@ -143,7 +143,7 @@ def test_nul_bytes_and_wrong_encodings(tmp_path):
 
 @pytest.mark.parametrize("name", ["../../etc", "x;rm", "a/b", "", "UPPER", "x" * 40, "-x"])
 def test_testbed_names_cannot_escape(name):
-    from k8sdds.testbed.testbed import check_name
+    from k8sdds.testbed.layout import check_name
 
     with pytest.raises(UserError, match="testbed name"):
         check_name(name)

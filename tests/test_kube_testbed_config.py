@@ -19,7 +19,7 @@ from k8sdds.errors import UserError
 from k8sdds.images.kubernetes import built_version
 from k8sdds.testbed.kube import forward, node, pki
 from k8sdds.testbed.kube import pod_network as cni
-from k8sdds.testbed.testbed import Node
+from k8sdds.testbed.layout import Node
 
 tomllib = pytest.importorskip("tomllib", reason="reading TOML needs Python 3.11")
 FILES = node.NodeFiles(root=Path("/var/lib/k8sdds/tb/node1"),

@@ -22,18 +22,11 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-TYPE_ONLY = "# type only:"  # then why: a type-only import that would close a cycle
-
-
 def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package modules `path` imports, wherever in the file (late imports count)."""
+    """The package modules `path` imports, wherever in the file: late imports and those
+    under `if TYPE_CHECKING:` (an edge all the same: a circle of hints is a circle)."""
     found = set()
     tree = ast.parse(path.read_text())
-    lines = path.read_text().splitlines()
-    for block in ast.walk(tree):  # an `if TYPE_CHECKING:` import never runs, but it is an
-        # edge all the same unless its line says why it may go against the grain
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test):
-            block.body = [n for n in block.body if TYPE_ONLY not in lines[n.lineno - 1]]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]

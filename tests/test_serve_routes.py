@@ -34,7 +34,7 @@ def test_the_runs_router_adds_lists_and_compares_without_an_app(svc):
         runs.one_run("20260103-000000-0003", svc)
     assert missing.value.status_code == 404
     done = runs.compare_runs("20260101-000000-0001", "20260102-000000-0002",
-                             ["throughput_mbps"], svc)
+                             ["throughput_mbps"], force=False, same_fingerprint=False, svc=svc)
     [row] = done["rows"]
     # one repeat a side: the change is shown, no verdict, and no NaN reaches the JSON
     assert row["verdict"] == "no verdict (one repeat)" and row["significant"] is None

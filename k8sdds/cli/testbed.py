@@ -197,7 +197,8 @@ def testbed_calibrate(
 
     from k8sdds.testbed import calibration
     from k8sdds.testbed.calibrate import Settings, board_of, calibrate
-    from k8sdds.testbed.testbed import check_name, preflight
+    from k8sdds.testbed.layout import check_name
+    from k8sdds.testbed.testbed import preflight
 
     board = board_of(profile, figures)
     name = one_of(name, old_name, "--testbed", "--name") or "kdcalib"

@@ -13,7 +13,8 @@ def _now() -> str:
 
 
 def emulated() -> list[dict]:
-    from k8sdds.testbed.testbed import Testbed, state_dir
+    from k8sdds.testbed.layout import state_dir
+    from k8sdds.testbed.testbed import Testbed
 
     out = []
     for state in sorted(state_dir().glob("*.json")):

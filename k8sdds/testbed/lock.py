@@ -6,7 +6,7 @@ import fcntl
 import os
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed.testbed import check_name, state_dir
+from k8sdds.testbed.layout import check_name, state_dir
 
 
 class TestbedLock:

@@ -5,14 +5,11 @@ hears of each change (kube-router's firewall keeps a chain per local pod)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import hopcost, netns, wiring
+from k8sdds.testbed.layout import Layout, Node, State, pods_on
 from k8sdds.testbed.netns import ip
-
-if TYPE_CHECKING:
-    from k8sdds.testbed.testbed import Node, State, Testbed  # type only: the testbed's own
 
 MAX_PODS_PER_NODE = 32
 
@@ -25,7 +22,7 @@ class Pod:
     address: str
 
 
-def add(tb: Testbed, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
+def add(tb: Layout, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
     """A pod `name` on `node`, at the node's first free address, its veth at `mtu`."""
     state = tb.load_state()
     taken = {p["address"] for p in state.pods.values() if p["node"] == node.name}
@@ -52,19 +49,14 @@ def add(tb: Testbed, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
     return pod
 
 
-def on_node(node: Node, state: State) -> list[tuple[str, str]]:
-    """The pods on `node`, as (name, address)."""
-    return [(p["name"], p["address"]) for p in state.pods.values() if p["node"] == node.name]
-
-
 def _changed(state: State, nodes: list[Node]) -> None:
     """Tell the wiring (kube-router's firewall keeps a chain per local pod)."""
     hook = wiring.WIRING[state.datapath].pods if state.datapath and state.wired else None
     for node in nodes if hook else ():
-        hook(node, on_node(node, state))
+        hook(node, pods_on(node, state))
 
 
-def remove_all(tb: Testbed) -> None:
+def remove_all(tb: Layout) -> None:
     """Delete every pod (and kill its processes)."""
     state = tb.load_state()
     for ns, pod in list(state.pods.items()):

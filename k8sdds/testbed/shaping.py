@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import capabilities, cgroups, hopcost, link, napi
+from k8sdds.testbed.layout import Layout, Node, State
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.profiles import PROFILES, link_burst_kb, not_emulated, resolve
 
-if TYPE_CHECKING:
-    from k8sdds.testbed.testbed import Node, State, Testbed  # type only: the testbed's own
 
-
-def apply(tb: Testbed, state: State) -> None:
+def apply(tb: Layout, state: State) -> None:
     """Link rate (tbf both ways), MTU, CPU quota (cgroup), delay and loss (netem)."""
     resolved = {name: resolve(name) for name in {n.profile for n in tb.nodes}}
     for node in tb.nodes:
@@ -60,7 +57,7 @@ def apply(tb: Testbed, state: State) -> None:
         tb.save_state(state)
 
 
-def set_budget(tb: Testbed, node: Node, cpus: float | None) -> None:
+def set_budget(tb: Layout, node: Node, cpus: float | None) -> None:
     """Give `node` a CPU budget of `cpus` (None: no limit), and its link the bucket that
     budget needs (`profiles.link_burst_kb`); for the calibration's steps."""
     group = tb.cgroup(node)
@@ -74,7 +71,7 @@ def set_budget(tb: Testbed, node: Node, cpus: float | None) -> None:
             link.shape(ns, dev, profile.rate_mbit, burst, link.netem_applies(profile))
 
 
-def set_hop(tb: Testbed, node: Node, rules: int) -> None:
+def set_hop(tb: Layout, node: Node, rules: int) -> None:
     """Give `node` a kernel cost per hop of `rules` idle rules a hook (k8sdds.testbed.hopcost),
     in its namespace now and in each pod made on it from now on; for the calibration's
     steps."""

@@ -15,82 +15,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from k8sdds.errors import TestbedError, UserError
-from k8sdds.results import atomic_write
+from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns, pods, shaping, wiring
+from k8sdds.testbed.layout import Layout, Node, State, check_name, state_dir
 from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.pods import Pod
-from k8sdds.testbed.profiles import PROFILES
 from k8sdds.testbed.spec import DEFAULT_NAME, TestbedSpec, default_nodes, load
 
-UNDERLAY = "10.99.0"  # node addresses: 10.99.0.<10+n>/24
 
-
-def state_dir() -> Path:
-    return Path(os.environ.get("K8SDDS_STATE_DIR", "/run/k8sdds"))
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    index: int
-    ns: str
-    address: str
-    pod_cidr: str
-    gateway: str
-    role: str = "worker"
-    arch: str = "amd64"
-    profile: str = "cloud"
-    mtu: int = 1500  # the node uplink's MTU (from its profile)
-
-    def shrink(self, mtu: int) -> int:
-        """An MTU made for a 1500-byte underlay, shrunk to this node's uplink."""
-        return mtu - (1500 - self.mtu)
-
-
-@dataclass
-class State:
-    spec: dict
-    namespaces: list[str] = field(default_factory=list)
-    datapath: str | None = None
-    wired: bool = True  # the datapath is the testbed's wiring (else a real CNI's)
-    pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
-    cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
-    not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
-    profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
-    hops: dict[str, int] = field(default_factory=dict)  # node -> its kernel's cost per hop
-    # (idle rules a hook, k8sdds.testbed.hopcost), which its pods take when made
-    owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
-
-
-class Testbed:
+class Testbed(Layout):
     """One emulated cluster, identified by its name (the namespace prefix)."""
 
     __test__ = False  # not a pytest test class
-
-    def __init__(self, spec: TestbedSpec | None = None):
-        spec = spec or TestbedSpec()
-        check_name(spec.name)
-        self.spec = spec
-        self.switch = f"{spec.name}-switch"
-        self.nodes = [
-            Node(name=n.name, index=i, ns=f"{spec.name}-{n.name}",
-                 address=f"{UNDERLAY}.{10 + i}", pod_cidr=f"10.244.{i}.0/24",
-                 gateway=f"10.244.{i}.1", role=n.role, arch=n.arch, profile=n.profile,
-                 mtu=PROFILES[n.profile].mtu or 1500)
-            for i, n in enumerate(spec.nodes)
-        ]
-        self.state_file = state_dir() / f"{spec.name}.json"
-
-    def workers(self) -> list[Node]:
-        """The nodes that run pods: the workers (all nodes if there is none)."""
-        return [n for n in self.nodes if n.role == "worker"] or list(self.nodes)
 
     # ---- state on disk -------------------------------------------------------------
     @classmethod
@@ -114,25 +54,6 @@ class Testbed:
             return cls(TestbedSpec.from_dict(json.loads(path.read_text())["spec"]))
         except (ValueError, KeyError, TypeError):
             return cls(TestbedSpec(name=name))  # unreadable state: still allow `down`
-
-    def load_state(self) -> State:
-        """What exists of this testbed, as its state file records it."""
-        try:
-            data = json.loads(self.state_file.read_text())
-            return State(**data)
-        except (OSError, ValueError, TypeError):
-            return State(spec=self.spec.to_dict())
-
-    def save_state(self, state: State) -> None:
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.state_file, json.dumps(asdict(state), indent=2))
-
-    def add_namespace(self, state: State, ns: str) -> None:
-        """A namespace, recorded before it is made (a crash after this still removes it)."""
-        state.namespaces.append(ns)
-        self.save_state(state)  # record first: a crash after this still gets cleaned up
-        ip("netns", "add", ns)
-        ip("link", "set", "lo", "up", ns=ns)
 
     def is_up(self) -> bool:
         present = set(netns.list_namespaces())
@@ -175,10 +96,6 @@ class Testbed:
         # as every CNI does (flannel's ip-masq, calico's natOutgoing): pod traffic to
         # anything outside the pod network leaves with the node's address
         netns.nft(node.ns, MASQUERADE)
-
-    def cgroup(self, node: Node) -> str | None:
-        """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
-        return self.load_state().cgroups.get(node.name)
 
     def profiles(self) -> dict[str, dict]:
         """The profiles as applied at up: their CPU budgets resolved, and where from."""
@@ -230,10 +147,6 @@ class Testbed:
     def add_pod(self, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
         return pods.add(self, node, name, mtu, prefix)
 
-    def pods_of(self, node: Node, state: State | None = None) -> list[tuple[str, str]]:
-        """The pods on `node`, as (name, address)."""
-        return pods.on_node(node, state or self.load_state())
-
     def remove_pods(self) -> None:
         """Delete every pod (and kill its processes)."""
         pods.remove_all(self)
@@ -246,9 +159,6 @@ class Testbed:
         """Give `node` (and its pods made from now on) a kernel cost per hop of `rules` idle
         rules a hook; see shaping.set_hop."""
         shaping.set_hop(self, node, rules)
-
-    def node(self, name: str) -> Node:
-        return next(n for n in self.nodes if n.name == name)
 
     # ---- teardown --------------------------------------------------------------------
     def _leftovers(self) -> list[str]:
@@ -286,16 +196,6 @@ class Testbed:
             "processes": sum(len(netns.pids(ns)) for ns in state.namespaces if ns in present),
             "state_file": str(self.state_file),
         }
-
-
-TESTBED_NAME = re.compile(r"^[a-z][a-z0-9-]{0,11}$")
-
-
-def check_name(name: str) -> None:
-    """A testbed name becomes namespace names and a file name: nothing else may pass."""
-    if not TESTBED_NAME.match(name):
-        raise UserError(f"testbed name {name!r}: 1 to 12 lower-case letters, digits and "
-                           "'-', starting with a letter")
 
 
 def preflight() -> None:

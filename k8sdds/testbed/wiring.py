@@ -23,54 +23,51 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from k8sdds import model
 from k8sdds.cni.base import TUNNEL, Ipip, L2Segment, Routed, Vxlan, WireGuard
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import capabilities, netfilter, netns, userspace
+from k8sdds.testbed.layout import Layout, Node
 from k8sdds.testbed.netns import ip, run
 from k8sdds.testbed.profiles import PROFILES
-
-if TYPE_CHECKING:
-    from k8sdds.testbed.testbed import Node, Testbed  # type only: the testbed wires itself
 
 
 @dataclass(frozen=True)
 class Wiring:
-    setup: Callable[[Testbed], None]
-    teardown: Callable[[Testbed], None]
+    setup: Callable[[Layout], None]
+    teardown: Callable[[Layout], None]
     # called when a node's pods change, with its pods as (name, address)
     pods: Callable[[Node, Sequence[tuple[str, str]]], None] | None = None
 
 
-def _nothing(tb: Testbed) -> None:
+def _nothing(tb: Layout) -> None:
     return None
 
 
-def _remote_pairs(tb: Testbed) -> list[tuple[Node, Node]]:
+def _remote_pairs(tb: Layout) -> list[tuple[Node, Node]]:
     return [(a, b) for a in tb.nodes for b in tb.nodes if a is not b]
 
 
 # ---- routed: flannel host-gw, kube-router ----------------------------------------------
-def _routed_setup(tb: Testbed) -> None:
+def _routed_setup(tb: Layout) -> None:
     for node, remote in _remote_pairs(tb):
         ip("route", "replace", remote.pod_cidr, "via", remote.address, "dev", "eth0", ns=node.ns)
 
 
-def _routed_teardown(tb: Testbed) -> None:
+def _routed_teardown(tb: Layout) -> None:
     for node, remote in _remote_pairs(tb):
         ip("route", "del", remote.pod_cidr, ns=node.ns, check=False)
 
 
-def _firewall_setup(tb: Testbed) -> None:
+def _firewall_setup(tb: Layout) -> None:
     _routed_setup(tb)
     for node in tb.nodes:
         netfilter.apply_kube_router(node.ns, [n.pod_cidr for n in tb.nodes],
                                     [n.address for n in tb.nodes], tb.pods_of(node))
 
 
-def _firewall_teardown(tb: Testbed) -> None:
+def _firewall_teardown(tb: Layout) -> None:
     for node in tb.nodes:
         netfilter.remove_kube_router(node.ns)
     _routed_teardown(tb)
@@ -90,7 +87,7 @@ def _vtep_address(node: Node) -> str:
     return node.pod_cidr.split("/")[0]  # the .0 of the node's pod CIDR, as flannel does
 
 
-def _vxlan_setup(vx: Vxlan, tb: Testbed) -> None:
+def _vxlan_setup(vx: Vxlan, tb: Layout) -> None:
     for node in tb.nodes:
         ip("link", "add", vx.dev, "address", vtep_mac(vx, node), "mtu", str(node.shrink(vx.mtu)),
            "type", "vxlan", "id", str(vx.vni), "local", node.address, "dev", "eth0",
@@ -107,13 +104,13 @@ def _vxlan_setup(vx: Vxlan, tb: Testbed) -> None:
            ns=node.ns)
 
 
-def _link_teardown(dev: str, tb: Testbed) -> None:
+def _link_teardown(dev: str, tb: Layout) -> None:
     for node in tb.nodes:
         ip("link", "del", dev, ns=node.ns, check=False)
 
 
 # ---- IP-in-IP: calico ipip ---------------------------------------------------------------
-def _ipip_setup(tun: Ipip, tb: Testbed) -> None:
+def _ipip_setup(tun: Ipip, tb: Layout) -> None:
     for node in tb.nodes:
         if ip("link", "show", tun.dev, ns=node.ns, check=False).returncode != 0:
             ip("link", "add", tun.dev, "type", "ipip", ns=node.ns)
@@ -124,7 +121,7 @@ def _ipip_setup(tun: Ipip, tb: Testbed) -> None:
            "onlink", ns=node.ns)
 
 
-def _ipip_teardown(tun: Ipip, tb: Testbed) -> None:
+def _ipip_teardown(tun: Ipip, tb: Layout) -> None:
     for node in tb.nodes:
         ip("addr", "flush", "dev", tun.dev, ns=node.ns, check=False)
         ip("link", "set", tun.dev, "down", ns=node.ns, check=False)
@@ -137,7 +134,7 @@ WG_PORT, WG_MTU = TUNNEL.port, TUNNEL.mtu  # the CNI records' WireGuard
 TUNNEL_NET = "10.98.0"  # node tunnel addresses: 10.98.0.<10+n>/24
 
 
-def wg_interface(tb: Testbed, node: Node) -> str:
+def wg_interface(tb: Layout, node: Node) -> str:
     """Unique across testbeds: wireguard-go's control socket lives in the shared
     /var/run/wireguard, and interface names have at most 15 characters."""
     digest = hashlib.sha1(tb.spec.name.encode()).hexdigest()[:6]
@@ -148,11 +145,11 @@ def _tunnel_address(node: Node) -> str:
     return f"{TUNNEL_NET}.{10 + node.index}"
 
 
-def _key_dir(tb: Testbed) -> Path:
+def _key_dir(tb: Layout) -> Path:
     return tb.state_file.with_suffix(".keys")
 
 
-def _wg_setup(tb: Testbed, route_pods: bool) -> None:
+def _wg_setup(tb: Layout, route_pods: bool) -> None:
     mode, reason = capabilities.wireguard()
     if mode is None:
         raise TestbedError(f"no WireGuard here: {reason}")
@@ -217,7 +214,7 @@ def _board_tunnel(node: Node, dev: str, arch: str) -> None:
 WG_READY_TIMEOUT = 20.0  # seconds for every tunnel's first handshake
 
 
-def _wg_wait_ready(tb: Testbed) -> None:
+def _wg_wait_ready(tb: Layout) -> None:
     """Return once every node reaches every other through its tunnel, so no measurement pays
     for a handshake (a lost first initiation costs wireguard-go a 5 s retry)."""
     deadline = time.monotonic() + WG_READY_TIMEOUT
@@ -229,7 +226,7 @@ def _wg_wait_ready(tb: Testbed) -> None:
                                    f"up within {WG_READY_TIMEOUT:g} s")
 
 
-def _wg_teardown(tb: Testbed) -> None:
+def _wg_teardown(tb: Layout) -> None:
     for node in tb.nodes:
         ip("link", "del", wg_interface(tb, node), ns=node.ns, check=False)
         netns.kill_all(node.ns, grace=1.0, comm="wireguard-go")
@@ -237,7 +234,7 @@ def _wg_teardown(tb: Testbed) -> None:
 
 
 # ---- one L2 segment: weave, and weave encrypted ------------------------------------------
-def _segment_setup(seg: L2Segment, tb: Testbed) -> None:
+def _segment_setup(seg: L2Segment, tb: Layout) -> None:
     """Pods of every node share one prefix (10.244.0.0/16); the names are the CNI's own."""
     if seg.encrypted:
         _wg_setup(tb, route_pods=False)
@@ -269,7 +266,7 @@ def _segment_setup(seg: L2Segment, tb: Testbed) -> None:
              "dst", underlay(remote)[0]])
 
 
-def _segment_teardown(seg: L2Segment, tb: Testbed) -> None:
+def _segment_teardown(seg: L2Segment, tb: Layout) -> None:
     for node in tb.nodes:
         for dev in (seg.dev, seg.veth[0], seg.bridge):
             ip("link", "del", dev, ns=node.ns, check=False)

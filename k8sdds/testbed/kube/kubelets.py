@@ -20,8 +20,9 @@ from k8sdds.testbed.kube import control_plane, metrics_server, pki, procs
 from k8sdds.testbed.kube import node as agent
 from k8sdds.testbed.kube.control_plane import API_PORT, wait_readyz
 from k8sdds.testbed.kube.watching import watched
+from k8sdds.testbed.layout import Node, state_dir
 from k8sdds.testbed.netfilter import UNTRACKED_OFF
-from k8sdds.testbed.testbed import Node, Testbed, state_dir
+from k8sdds.testbed.testbed import Testbed
 
 if TYPE_CHECKING:
     from k8sdds.testbed.kube.pod_network import PodNetwork

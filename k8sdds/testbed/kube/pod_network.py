@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from k8sdds import cni as cnis
 from k8sdds.cni import base
 from k8sdds.errors import TestbedError, UserError
 from k8sdds.testbed.kube import node as agent
 from k8sdds.testbed.kube.watching import watched
-
-if TYPE_CHECKING:
-    from k8sdds.testbed.testbed import Node  # type only: a node the testbed hands it
+from k8sdds.testbed.layout import Node
 
 # where the deployment's CNI detection reads the datapath of an emulated wiring
 MARKER = cnis.MARKER
