@@ -25,12 +25,50 @@ def _listen(value: str) -> tuple[str, int]:
     return str(address), number
 
 
+SHUTDOWN_WAIT = 5  # seconds a stopping server waits for open connections to close
+
+
+def _tls(cert: Path | None, key: Path | None) -> dict[str, str]:
+    """uvicorn's TLS arguments for `cert` and `key` ({}: plain HTTP), checked before the
+    server starts: both given, the key private to its owner, the two a pair."""
+    import ssl
+
+    if cert is None and key is None:
+        return {}
+    if cert is None or key is None:
+        raise typer.BadParameter("--tls-cert and --tls-key go together",
+                                 param_hint="--tls-cert" if cert is None else "--tls-key")
+    for path, option in ((cert, "--tls-cert"), (key, "--tls-key")):
+        if not path.is_file():
+            raise typer.BadParameter(f"{path}: no such file", param_hint=option)
+    if key.stat().st_mode & 0o077:
+        raise typer.BadParameter(f"{key}: others can read this private key (mode "
+                                 f"{key.stat().st_mode & 0o777:o}); chmod 600 {key}",
+                                 param_hint="--tls-key")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        raise typer.BadParameter(f"{cert} and {key}: not a PEM certificate and its private "
+                                 f"key ({exc.args[-1] if exc.args else exc})",
+                                 param_hint="--tls-cert") from None
+    return {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+
+
 def serve(
     db: str | None = typer.Option(None, "--db", help="SQLAlchemy URL of the database "
                                   "(postgresql+psycopg://user@host/db, sqlite:///file) "
                                   "[sqlite: k8sdds.db in --out]."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", help="Address and port the "
-                               "API listens on; anything but loopback needs --token-file."),
+                               "API listens on; anything but loopback needs --token-file "
+                               "and --tls-cert with --tls-key."),
+    tls_cert: Path | None = typer.Option(None, "--tls-cert", help="Serve HTTPS with this "
+                                         "PEM certificate (chain first: the server's, then "
+                                         "its CA's) [none: HTTP, loopback only]."),
+    tls_key: Path | None = typer.Option(None, "--tls-key", help="The private key of "
+                                        "--tls-cert (PEM), readable by its owner only."),
+    plain_http: bool = typer.Option(False, "--plain-http", help="Beyond loopback without "
+                                    "TLS: the token travels in clear, so only behind a proxy "
+                                    "that terminates TLS on the same host."),
     out: Path = typer.Option(Path("logs"), "--out", help="The folder of run directories "
                              "(`k8sdds run --out`)."),
     token_file: Path | None = typer.Option(None, "--token-file", help="A file holding the "
@@ -82,9 +120,16 @@ def serve(
         if len(token) < 16:
             raise typer.BadParameter(f"{token_file}: the token must be at least 16 "
                                      "characters", param_hint="--token-file")
-    if token is None and not ipaddress.ip_address(host).is_loopback:
+    loopback = ipaddress.ip_address(host).is_loopback
+    if token is None and not loopback:
         raise typer.BadParameter(f"listening on {host} needs --token-file (every call is "
                                  "then checked)", param_hint="--listen")
+    tls = _tls(tls_cert, tls_key)
+    if not tls and not loopback and not plain_http:
+        raise typer.BadParameter(f"listening on {host} sends the token over the network: "
+                                 "give --tls-cert and --tls-key so that it travels "
+                                 "encrypted (or --plain-http behind a proxy that terminates "
+                                 "TLS)", param_hint="--listen")
     out.mkdir(parents=True, exist_ok=True)
     engine = store.open_db(db or store.default_url(out))
     if add_runs or old_add:
@@ -107,7 +152,7 @@ def serve(
     watcher = Watcher(engine, out, watch, include_failed)
     if watch:
         watcher.start()
-    err_console.print(f"k8sdds serve: http://{listen} (runs in {out}"
+    err_console.print(f"k8sdds serve: {'https' if tls else 'http'}://{listen} (runs in {out}"
                       + (f", new ones added every {watch:g} s)" if watch else ")"))
     try:
         from k8sdds.serve.nodes import online
@@ -118,7 +163,10 @@ def serve(
         from k8sdds.serve.protocol import ConcurrencyLimit, guarded
 
         uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
-                    log_level="warning", http=guarded(read_timeout, 16 * max_connections))
+                    log_level="warning", http=guarded(read_timeout, 16 * max_connections),
+                    # a client that keeps its TLS connection open answers no close: stop
+                    # waiting for it after a few seconds (asyncio's own wait is 30)
+                    timeout_graceful_shutdown=SHUTDOWN_WAIT, **tls)
     finally:
         watcher.stop()
         worker.stop()
