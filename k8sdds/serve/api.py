@@ -3,8 +3,8 @@ list, show, cancel, resume), runs listed with filters, one run, its results as J
 compare, a metric's history, runs added from the run folder, the nodes online. Every call
 checks the token when one is set; a request body must say its length and stay under 1 MiB;
 a run id is checked against the form k8sdds gives them before it reaches the database. This
-module assembles the app: its middlewares, the pages and one router per resource
-(`serve/routes/`)."""
+module assembles the app: its middlewares and one router per resource, the web page's
+among them (`serve/routes/`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from sqlalchemy import Engine
 from starlette.requests import ClientDisconnect
 
 from k8sdds.serve.limits import MAX_HEADERS, MAX_TARGET
-from k8sdds.serve.pages import add_pages
 from k8sdds.serve.routes import ROUTERS
 from k8sdds.serve.routes.common import MAX_BODY, Service
 from k8sdds.serve.routes.tasks import TaskRequest
@@ -34,7 +33,6 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
     """The API and its pages; `refused`: the run directories of --out not added, with
     why (the watcher's)."""
     app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
-    add_pages(app, engine, token, nodes, out, refused)
 
     @app.middleware("http")
     async def allow_header(request: Request, call_next):
@@ -93,7 +91,7 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
             return JSONResponse({"detail": f"request body over {MAX_BODY} bytes"}, 413)
         return await call_next(request)
 
-    app.state.service = Service(engine, out, token, worker, nodes)
+    app.state.service = Service(engine, out, token, worker, nodes, refused)
     for router in ROUTERS:  # their routes themselves (each with the router's token check),
         # so that the 405's Allow header above sees every route of a path
         app.router.routes.extend(router.routes)

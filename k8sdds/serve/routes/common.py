@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, StringConstraints
 from sqlalchemy import Engine
 
 from k8sdds.serve import store
-from k8sdds.serve.pages import allowed
+from k8sdds.serve.access import allowed
 from k8sdds.serve.tasks import Worker
 
 MAX_BODY = 1 << 20  # bytes
@@ -28,13 +28,15 @@ MAX_OFFSET = 1 << 31
 @dataclass(frozen=True)
 class Service:
     """The parts every route reads: the database, the run folder, the token (None: none
-    asked), the task queue (None: this service runs no tasks) and the nodes online."""
+    asked), the task queue (None: this service runs no tasks), the nodes online, and the run
+    directories of the folder not added, with why (the watcher's)."""
 
     engine: Engine
     out: Path
     token: str | None
     worker: Worker | None
     nodes: Callable[[], list[dict]]
+    refused: Callable[[], dict[str, str]] = dict
 
 
 def service(request: Request) -> Service:
