@@ -123,6 +123,32 @@ def test_the_layer_rule_finds_an_upward_import():
     assert _broken({"k8sdds.nowhere": set(), "k8sdds.model": {"k8sdds.nowhere"}})
 
 
+MAX_FUNCTION = 80  # lines of one function in the thin layers: the commands, the service
+
+
+def _long_functions(paths) -> list[str]:
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    node.end_lineno - node.lineno + 1 > MAX_FUNCTION:
+                out.append(f"{path}:{node.lineno} {node.name} "
+                           f"({node.end_lineno - node.lineno + 1} lines)")
+    return out
+
+
+def test_no_function_of_the_commands_or_the_service_is_over_80_lines():
+    paths = [*(PACKAGE / "cli").rglob("*.py"), *(PACKAGE / "serve").rglob("*.py")]
+    assert not _long_functions(paths)
+
+
+def test_the_function_length_rule_finds_a_long_one(tmp_path):
+    long, short = tmp_path / "long.py", tmp_path / "short.py"
+    long.write_text("def f():\n" + "    x = 1\n" * MAX_FUNCTION)  # 81 lines
+    short.write_text("def f():\n" + "    x = 1\n" * (MAX_FUNCTION - 1))
+    assert _long_functions([long, short]) == [f"{long}:1 f (81 lines)"]
+
+
 def test_no_module_is_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}

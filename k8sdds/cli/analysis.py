@@ -154,31 +154,35 @@ def compare(
             "fingerprint_differences": printed,
             "test": method}, default=str))
     else:
-        table = Table(title=f"{contender} against {baseline} ({_TESTS[method]} over the "
-                            "repeat values)")
-        for col in ("test", "metric", "baseline", "contender", "n", "change", "p", "verdict"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(r["test"], r["metric"], _pm(r["baseline"], r["baseline_pm_pct"]),
-                          _pm(r["contender"], r["contender_pm_pct"]),
-                          f"{r['n_baseline']}+{r['n_contender']}", f"{r['change_pct']:+.1f} %",
-                          "-" if r["p_value"] is None else f"{r['p_value']:.3g}",
-                          r["verdict"])
-        out_console.print(table)
-        for line in gate.noise:
-            err_console.print(f"beyond the bound but not failed: {line}", highlight=False)
-        for line in gate.crossed:
-            err_console.print(f"[red]bound crossed:[/red] {line}")
-        for line in gate.unjudged:
-            err_console.print(f"[yellow]cannot judge:[/yellow] {line}")
-        if gate.unjudged and not gate.crossed:
-            err_console.print("--fail-if cannot judge without repeats: run each side with "
-                              "--repeats 3 (or more); exit status 3", highlight=False)
+        _print_comparison(rows, gate, f"{contender} against {baseline} ({_TESTS[method]} "
+                          "over the repeat values)")
     if gate.status:
         raise typer.Exit(gate.status)
 
 
 _TESTS = {"welch": "Welch's t-test", "mannwhitney": "Mann-Whitney U"}
+
+
+def _print_comparison(rows: list[dict], gate, title: str) -> None:
+    """compare's table, then what its --fail-if bounds found."""
+    table = Table(title=title)
+    for col in ("test", "metric", "baseline", "contender", "n", "change", "p", "verdict"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["test"], r["metric"], _pm(r["baseline"], r["baseline_pm_pct"]),
+                      _pm(r["contender"], r["contender_pm_pct"]),
+                      f"{r['n_baseline']}+{r['n_contender']}", f"{r['change_pct']:+.1f} %",
+                      "-" if r["p_value"] is None else f"{r['p_value']:.3g}", r["verdict"])
+    out_console.print(table)
+    for line in gate.noise:
+        err_console.print(f"beyond the bound but not failed: {line}", highlight=False)
+    for line in gate.crossed:
+        err_console.print(f"[red]bound crossed:[/red] {line}")
+    for line in gate.unjudged:
+        err_console.print(f"[yellow]cannot judge:[/yellow] {line}")
+    if gate.unjudged and not gate.crossed:
+        err_console.print("--fail-if cannot judge without repeats: run each side with "
+                          "--repeats 3 (or more); exit status 3", highlight=False)
 
 
 def _pm(mean: float, half_pct: float | None) -> str:

@@ -112,6 +112,48 @@ def serve(
     from k8sdds.serve import store
 
     host, port = _listen(listen)
+    token, tls = _access(host, token_file, tls_cert, tls_key, plain_http)
+    out.mkdir(parents=True, exist_ok=True)
+    engine = store.open_db(db or store.default_url(out))
+    if add_runs or old_add:
+        _add_runs(engine, out, include_failed)
+        return
+    from k8sdds.serve.nodes import online
+
+    worker, watcher = _started(engine, out, max_task_seconds, watch, include_failed)
+    err_console.print(f"k8sdds serve: {'https' if tls else 'http'}://{listen} (runs in {out}"
+                      + (f", new ones added every {watch:g} s)" if watch else ")"))
+    try:
+        from k8sdds.serve.api import create_app
+
+        app = create_app(engine, out, token, worker,
+                         lambda: online(kubeconfig, context, inventory),
+                         lambda: watcher.refused)
+        _listen_until_stopped(app, host, port, max_connections, read_timeout, tls)
+    finally:
+        watcher.stop()
+        worker.stop()
+
+
+def _started(engine, out: Path, max_task_seconds: float, watch: float,
+             include_failed: bool):
+    """The task queue's worker and the run folder's watcher (every `watch` s; 0: never),
+    started."""
+    from k8sdds.serve.tasks import Worker
+    from k8sdds.serve.watch import Watcher
+
+    worker = Worker(engine, out, max_seconds=max_task_seconds)
+    worker.start()
+    watcher = Watcher(engine, out, watch, include_failed)
+    if watch:
+        watcher.start()
+    return worker, watcher
+
+
+def _access(host: str, token_file: Path | None, cert: Path | None, key: Path | None,
+            plain_http: bool) -> tuple[str | None, dict[str, str]]:
+    """The token every call must bring (None: none) and uvicorn's TLS arguments: beyond
+    loopback a token, and TLS unless `plain_http`."""
     token = None
     if token_file is not None:
         from k8sdds.guarded import read_text
@@ -124,52 +166,40 @@ def serve(
     if token is None and not loopback:
         raise typer.BadParameter(f"listening on {host} needs --token-file (every call is "
                                  "then checked)", param_hint="--listen")
-    tls = _tls(tls_cert, tls_key)
+    tls = _tls(cert, key)
     if not tls and not loopback and not plain_http:
         raise typer.BadParameter(f"listening on {host} sends the token over the network: "
                                  "give --tls-cert and --tls-key so that it travels "
                                  "encrypted (or --plain-http behind a proxy that terminates "
                                  "TLS)", param_hint="--listen")
-    out.mkdir(parents=True, exist_ok=True)
-    engine = store.open_db(db or store.default_url(out))
-    if add_runs or old_add:
-        done = store.add_runs(engine, out, include_failed)
-        for _path, why in done.refused:
-            err_console.print(f"not added: {why}", markup=False, highlight=False)
-        out_console.print(f"added {len(done.added)} runs, {len(done.present)} already there, "
-                          f"{len(done.refused)} refused")
-        if done.refused:
-            raise typer.Exit(1)
-        return
+    return token, tls
+
+
+def _add_runs(engine, out: Path, include_failed: bool) -> None:
+    """--add-runs: every run directory of `out` added once; exit 1 if one was refused."""
+    from k8sdds.serve import store
+
+    done = store.add_runs(engine, out, include_failed)
+    for _path, why in done.refused:
+        err_console.print(f"not added: {why}", markup=False, highlight=False)
+    out_console.print(f"added {len(done.added)} runs, {len(done.present)} already there, "
+                      f"{len(done.refused)} refused")
+    if done.refused:
+        raise typer.Exit(1)
+
+
+def _listen_until_stopped(app, host: str, port: int, max_connections: int,
+                          read_timeout: float, tls: dict[str, str]) -> None:
+    """uvicorn serving `app` until a signal stops it."""
     import uvicorn
 
-    from k8sdds.serve.api import create_app
-    from k8sdds.serve.tasks import Worker
-    from k8sdds.serve.watch import Watcher
+    from k8sdds.serve.protocol import ConcurrencyLimit, guarded
 
-    worker = Worker(engine, out, max_seconds=max_task_seconds)
-    worker.start()
-    watcher = Watcher(engine, out, watch, include_failed)
-    if watch:
-        watcher.start()
-    err_console.print(f"k8sdds serve: {'https' if tls else 'http'}://{listen} (runs in {out}"
-                      + (f", new ones added every {watch:g} s)" if watch else ")"))
-    try:
-        from k8sdds.serve.nodes import online
-
-        app = create_app(engine, out, token, worker,
-                         lambda: online(kubeconfig, context, inventory),
-                         lambda: watcher.refused)
-        from k8sdds.serve.protocol import ConcurrencyLimit, guarded
-
-        uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
-                    log_level="warning", http=guarded(read_timeout, 16 * max_connections),
-                    # a client that keeps its TLS connection open answers no close: stop
-                    # waiting for it after a few seconds (asyncio's own wait is 30)
-                    timeout_graceful_shutdown=SHUTDOWN_WAIT, **tls)
-    finally:
-        watcher.stop()
-        worker.stop()
+    uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
+                log_level="warning", http=guarded(read_timeout, 16 * max_connections),
+                # a client that keeps its TLS connection open answers no close: stop
+                # waiting for it after a few seconds (asyncio's own wait is 30)
+                timeout_graceful_shutdown=SHUTDOWN_WAIT, **tls)
 
 
 def register(app: typer.Typer) -> None:

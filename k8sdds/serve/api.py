@@ -26,6 +26,66 @@ from k8sdds.serve.tasks import Worker
 log = logging.getLogger("k8sdds.serve")
 
 
+async def allow_header(request: Request, call_next):
+    """A 405 names every method the path has (FastAPI names only one route's)."""
+    response = await call_next(request)
+    if response.status_code == 405:
+        from starlette.routing import Match
+
+        methods = sorted({m for route in request.app.router.routes
+                          if getattr(route, "methods", None)
+                          and route.matches(request.scope)[0] != Match.NONE
+                          for m in route.methods} - {"HEAD"})
+        if methods:
+            response.headers["Allow"] = ", ".join(methods)
+    return response
+
+
+async def http_version(request: Request, call_next):
+    """HTTP/1.0 and 1.1 only: another version is answered 505, not as if it were 1.1."""
+    if request.scope.get("http_version") not in ("1.0", "1.1"):
+        return JSONResponse({"detail": "HTTP version "
+                             f"{str(request.scope.get('http_version'))[:8]} is not "
+                             "supported: use HTTP/1.1"}, 505)
+    return await call_next(request)
+
+
+async def limit_head(request: Request, call_next):
+    """A request target or header fields past an HTTP server's bounds: 414, 431."""
+    target = len(request.scope.get("raw_path", b"")) + len(
+        request.scope.get("query_string", b""))
+    if target > MAX_TARGET:
+        return JSONResponse({"detail": f"request target over {MAX_TARGET} bytes"}, 414)
+    if sum(len(k) + len(v) for k, v in request.scope["headers"]) > MAX_HEADERS:
+        return JSONResponse({"detail": f"header fields over {MAX_HEADERS} bytes"}, 431)
+    return await call_next(request)
+
+
+async def client_gone(request: Request, call_next):
+    """A client that leaves before its whole body arrived: one line in the log, no
+    traceback (no one is left to answer)."""
+    try:
+        return await call_next(request)
+    except ClientDisconnect:
+        client = request.client
+        log.warning("%s: gone before its whole request body arrived",
+                    f"{client.host}:{client.port}" if client else "a client")
+        return Response(status_code=400)
+
+
+async def limit_body(request: Request, call_next):
+    length = request.headers.get("content-length")
+    if length is None and request.method in ("POST", "PUT", "PATCH"):
+        if request.headers.get("transfer-encoding"):  # a stream of unknown size
+            return JSONResponse({"detail": "give the body's Content-Length"}, 411)
+    elif length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+        return JSONResponse({"detail": f"request body over {MAX_BODY} bytes"}, 413)
+    return await call_next(request)
+
+
+MIDDLEWARES = (allow_header, http_version, limit_head, client_gone, limit_body)
+
+
 def create_app(engine: Engine, out: Path, token: str | None = None,
                worker: Worker | None = None,
                nodes: Callable[[], list[dict]] = lambda: [],
@@ -34,63 +94,8 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
     why (the watcher's)."""
     app = FastAPI(title="k8sdds", summary="DDS benchmark runs and their results")
 
-    @app.middleware("http")
-    async def allow_header(request: Request, call_next):
-        """A 405 names every method the path has (FastAPI names only one route's)."""
-        response = await call_next(request)
-        if response.status_code == 405:
-            from starlette.routing import Match
-
-            methods = sorted({m for route in app.router.routes
-                              if getattr(route, "methods", None)
-                              and route.matches(request.scope)[0] != Match.NONE
-                              for m in route.methods} - {"HEAD"})
-            if methods:
-                response.headers["Allow"] = ", ".join(methods)
-        return response
-
-    @app.middleware("http")
-    async def http_version(request: Request, call_next):
-        """HTTP/1.0 and 1.1 only: another version is answered 505, not as if it were 1.1."""
-        if request.scope.get("http_version") not in ("1.0", "1.1"):
-            return JSONResponse({"detail": "HTTP version "
-                                 f"{str(request.scope.get('http_version'))[:8]} is not "
-                                 "supported: use HTTP/1.1"}, 505)
-        return await call_next(request)
-
-    @app.middleware("http")
-    async def limit_head(request: Request, call_next):
-        """A request target or header fields past an HTTP server's bounds: 414, 431."""
-        target = len(request.scope.get("raw_path", b"")) + len(
-            request.scope.get("query_string", b""))
-        if target > MAX_TARGET:
-            return JSONResponse({"detail": f"request target over {MAX_TARGET} bytes"}, 414)
-        if sum(len(k) + len(v) for k, v in request.scope["headers"]) > MAX_HEADERS:
-            return JSONResponse({"detail": f"header fields over {MAX_HEADERS} bytes"}, 431)
-        return await call_next(request)
-
-    @app.middleware("http")
-    async def client_gone(request: Request, call_next):
-        """A client that leaves before its whole body arrived: one line in the log, no
-        traceback (no one is left to answer)."""
-        try:
-            return await call_next(request)
-        except ClientDisconnect:
-            client = request.client
-            log.warning("%s: gone before its whole request body arrived",
-                        f"{client.host}:{client.port}" if client else "a client")
-            return Response(status_code=400)
-
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length is None and request.method in ("POST", "PUT", "PATCH"):
-            if request.headers.get("transfer-encoding"):  # a stream of unknown size
-                return JSONResponse({"detail": "give the body's Content-Length"}, 411)
-        elif length is not None and (not length.isdigit() or int(length) > MAX_BODY):
-            return JSONResponse({"detail": f"request body over {MAX_BODY} bytes"}, 413)
-        return await call_next(request)
-
+    for middleware in MIDDLEWARES:  # the first listed runs innermost, as app.middleware
+        app.middleware("http")(middleware)  # would add them one after the other
     app.state.service = Service(engine, out, token, worker, nodes, refused)
     for router in ROUTERS:  # their routes themselves (each with the router's token check),
         # so that the 405's Allow header above sees every route of a path
