@@ -81,7 +81,7 @@ def test_rpi3b_target_is_the_published_trees_host_ratio_of_1k_to_16k():
 def _cal(cpu: float = 0.06, machine: dict | None = None) -> Calibration:
     """A calibration made on this machine (or on `machine`)."""
     return Calibration(board="rpi3b", cpu=cpu, target_ratio=0.868, ratio=0.87,
-                       link_mbps=95.0, machine=machine or calibration.machine(),
+                       link_mbps=95.0, machine=machine or calibration.this_machine(),
                        when="2026-11-23T12:00:00+00:00", steps=[[0.1, 95.0], [cpu, 82.6]])
 
 
@@ -92,7 +92,7 @@ def test_profiles_take_their_budget_from_this_machines_calibration(tmp_path, mon
     assert saved["version"] == 1 and saved["boards"]["rpi3b"]["cpu"] == 0.06
     pi3, pi4, wifi = resolve("rpi3b"), resolve("rpi4"), resolve("rpi3b-wifi")
     assert pi3.cpu == 0.06 and wifi.cpu == 0.06 and pi4.cpu == pytest.approx(0.12)
-    here = calibration.machine()
+    here = calibration.this_machine()
     assert f"on this machine ({here['cpu']}, {here['cpus']} CPUs)" in pi3.cpu_from
     assert "0.87 of the link-bound rate" in pi3.cpu_from
     assert pi3.cpu_origin == pi4.cpu_origin == "this machine"
@@ -128,7 +128,7 @@ def test_a_calibration_holds_only_on_the_machine_it_was_made_on():
 
 
 def test_this_machines_fingerprint_is_measured_and_holds_from_one_measurement_to_the_next():
-    here = calibration.machine()
+    here = calibration.this_machine()
     assert here["udp_loopback_pps"] > 1000  # a real loopback exchange, not a constant
     again = {**here, "udp_loopback_pps": calibration.fingerprint()}
     assert calibration.elsewhere(here, again) is None
@@ -136,7 +136,7 @@ def test_this_machines_fingerprint_is_measured_and_holds_from_one_measurement_to
 
 def test_a_calibration_file_from_another_machine_is_not_this_machines(tmp_path, monkeypatch):
     monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
-    calibration.save(_cal(0.06, {**calibration.machine(), "cpu": "Other CPU"}))
+    calibration.save(_cal(0.06, {**calibration.this_machine(), "cpu": "Other CPU"}))
     got = resolve("rpi3b")
     assert got.cpu == 0.06 and got.cpu_origin == "another machine"
     assert "not this machine: CPU 'Other CPU' there" in got.cpu_from

@@ -211,7 +211,7 @@ def test_a_run_on_pi_nodes_records_its_budgets_and_what_the_emulator_cannot_show
     from k8sdds.testbed import calibration
 
     cal = tmp_path / "cal.json"
-    here = calibration.machine()  # made on this machine, in another sitting
+    here = calibration.this_machine()  # made on this machine, in another sitting
     calibration.save(calibration.Calibration(board="rpi3b", cpu=0.25, target_ratio=0.87,
                                              ratio=0.86, link_mbps=95.0, machine=here,
                                              when="2026-01-02T03:04:00+00:00"), cal)

@@ -30,7 +30,6 @@ from k8sdds.cluster.node_files import (
     BIN,
     CNI_BIN,
     CONTROL_PLANE_PARTS,
-    DEBIAN_CNI,
     FILES,
     KEPT,
     MODULES,
@@ -41,6 +40,7 @@ from k8sdds.cluster.node_files import (
     SYSCTLS,
 )
 from k8sdds.cluster.remote import HostError, Remote, checked, last_line, remote_copy, remote_file
+from k8sdds.cni import DEBIAN_CNI
 from k8sdds.errors import UserError
 from k8sdds.images.debian_node import Deb
 from k8sdds.model import DEBIAN_ARCH
@@ -79,7 +79,7 @@ def bundle(arch: str, say: Callable[[str], None] = lambda _: None,
     folder = k8s.arch_binaries(arch)
     lacking = [n for n in names if not (folder / n).exists()]
     if lacking:
-        how = (".ci/k8s-test-binaries" if arch == k8s.HOST_ARCH else
+        how = (".ci/k8s-test-binaries" if arch == k8s.HOST_GOARCH else
                f"K8S_COMPONENTS='{' '.join(names)}' .ci/k8s-cross-binaries {arch} kubernetes")
         raise UserError(f"{', '.join(lacking)} for {arch} not built in {folder}: build them "
                         f"with {how} (needs Go; `make test-deps` builds them for amd64, arm64 "

@@ -11,7 +11,6 @@ RECORD = f"{STATE}/install.json"
 KEPT = f"{STATE}/kept"
 BIN = "/usr/local/bin"
 CNI_BIN = "/opt/cni/bin"  # where containerd and the CNIs' DaemonSets look for plugins
-DEBIAN_CNI = "/usr/lib/cni"  # where Debian's containernetworking-plugins puts them
 PARTS = ("kubelet", "kubeadm")
 CONTROL_PLANE_PARTS = ("kubectl",)  # workers have no admin kubeconfig to use it with
 PLUGINS = ("bridge", "host-local", "loopback", "portmap")  # what the CNIs' configs call

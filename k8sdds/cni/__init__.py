@@ -29,6 +29,9 @@ ALIASES: dict[str, str] = {k: v for c in CNIS.values() for k, v in c.aliases.ite
 
 # the ConfigMap that names the datapath of a testbed cluster's emulated wiring
 MARKER = ("kube-system", "k8sdds-datapath")
+# where Debian's containernetworking-plugins puts the plugins (the testbed's kubelets and
+# `cluster install` link them from there)
+DEBIAN_CNI = "/usr/lib/cni"
 CONFIG_MAPS: tuple[tuple[str, str], ...] = (
     *(key for c in CNIS.values() for key in c.config_maps), MARKER)
 

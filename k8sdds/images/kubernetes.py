@@ -53,15 +53,17 @@ def built_version(cache: Path, name: str) -> str:
     return target.removeprefix(f"{name}-") if target != name else "unknown"
 
 
-HOST_ARCH = foreign.OCI.get(foreign.HOST, foreign.HOST)  # this machine's, as the inventory names it
+# this machine's architecture as Go and OCI name it (arm for Debian's armhf), as the
+# inventory does, and the Kubernetes binaries' folders are named
+HOST_GOARCH = foreign.OCI.get(foreign.HOST, foreign.HOST)
 
 
-def arch_binaries(arch: str = HOST_ARCH) -> Path:
+def arch_binaries(arch: str = HOST_GOARCH) -> Path:
     """Where the binaries of architecture `arch` (amd64, arm64, arm) are cached."""
-    return binaries() if arch == HOST_ARCH else binaries() / f"linux-{arch}"
+    return binaries() if arch == HOST_GOARCH else binaries() / f"linux-{arch}"
 
 
-def version(name: str, arch: str = HOST_ARCH) -> str | None:
+def version(name: str, arch: str = HOST_GOARCH) -> str | None:
     """The version a cached binary was built at, or None when it is not built."""
     cache = arch_binaries(arch)
     return built_version(cache, name) if (cache / name).exists() else None
@@ -73,7 +75,7 @@ def apt_step(packages: tuple[str, ...]) -> str:
 
 
 def cni_image(image: Image, ref: str, cache: Path,
-              say: Callable[[str], None] = lambda _: None, arch: str = HOST_ARCH) -> Path:
+              say: Callable[[str], None] = lambda _: None, arch: str = HOST_GOARCH) -> Path:
     """A CNI's image as its record says (Debian with its packages, else busybox), its files
     taken from the binaries in `cache`, named `ref`, for architecture `arch`."""
     from k8sdds.images.build import BuildOptions, assemble, busybox_image
@@ -154,7 +156,7 @@ def buildable(ref: str) -> bool:
 
 
 def build(ref: str, say: Callable[[str], None] = lambda _: None,
-          arch: str = HOST_ARCH) -> Path:
+          arch: str = HOST_GOARCH) -> Path:
     """The archive of `ref` for architecture `arch` (amd64, arm64, arm), built here from its
     binary (cached); a clear error when it cannot be."""
     repo, tag = split(ref)
@@ -170,7 +172,7 @@ def build(ref: str, say: Callable[[str], None] = lambda _: None,
         return builder.make(ref, None, arch)
     have = version(builder.binary, arch)
     if have is None:
-        script = (".ci/k8s-test-binaries" if arch == HOST_ARCH
+        script = (".ci/k8s-test-binaries" if arch == HOST_GOARCH
                   else f".ci/k8s-cross-binaries {arch}")
         raise UserError(f"{ref}: {builder.binary} is not built for {arch} in "
                         f"{arch_binaries(arch)} (run {script}, or give --from)")

@@ -135,7 +135,7 @@ def fingerprint(bursts: int = 10, seconds: float = 0.03) -> int:
 
 
 @functools.cache
-def machine() -> dict:
+def this_machine() -> dict:
     """What a calibration holds for: CPU model and count, kernel (as a run's manifest has
     them), and the measured fingerprint (measured once a process)."""
     from k8sdds.environment import capture
@@ -147,7 +147,7 @@ def machine() -> dict:
 
 def elsewhere(made: dict, here: dict) -> str | None:
     """Why a calibration made on the machine `made` describes does not hold on `here` (both
-    as machine() gives them), or None where it holds. Pure."""
+    as this_machine() gives them), or None where it holds. Pure."""
     why = [f"{what} {made.get(key)!r} there, {here.get(key)!r} here"
            for key, what in (("cpu", "CPU"), ("cpus", "CPUs"), ("kernel", "kernel"))
            if made.get(key) != here.get(key)]

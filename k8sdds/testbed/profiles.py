@@ -114,7 +114,7 @@ def _budget(p: Profile) -> Profile:
                                    f"--profile {p.board}`", cpu_origin=GUESS)
     cal, reference = found
     scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
-    away = calibration.elsewhere(cal.machine, calibration.machine())
+    away = calibration.elsewhere(cal.machine, calibration.this_machine())
     origin = HERE if away is None else RELEASE if reference else ELSEWHERE
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4), hop_rules=cal.hop_rules,
                    cpu_from=scale + cal.describe(reference)

@@ -17,7 +17,6 @@ from k8sdds.errors import TestbedError
 KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10",
                    "kernel/panic_on_oops": "1", "kernel/keys/root_maxkeys": "1000000",
                    "kernel/keys/root_maxbytes": "25000000"}
-CNI_BIN = "/usr/lib/cni"  # Debian's containernetworking-plugins
 # Debian's plugins in each node's CNI bin directory (a CNI's own plugin joins them)
 PLUGINS = ("bridge", "host-local", "loopback", "portmap", "bandwidth")
 PAUSE = "localhost/k8sdds/pause:1"
@@ -62,7 +61,7 @@ def prepare_view(files: NodeFiles) -> None:
     for plugin in PLUGINS:
         link = files.own("cni-bin") / plugin
         if not link.is_symlink():
-            link.symlink_to(Path(CNI_BIN) / plugin)
+            link.symlink_to(Path(cni.DEBIAN_CNI) / plugin)
 
 
 def containerd_config(files: NodeFiles) -> str:
