@@ -69,7 +69,8 @@ def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monke
     cal = tmp_path / "cal.json"
     calibration.save(calibration.Calibration(
         board="rpi3b", cpu=0.5, target_ratio=0.87, ratio=0.8, link_mbps=95.0,
-        machine={**calibration.this_machine(), "cpu": "Other CPU"}, when="2026-01-01T00:00:00"), cal)
+        machine={**calibration.this_machine(), "cpu": "Other CPU"},
+        when="2026-01-01T00:00:00"), cal)
     monkeypatch.setenv("K8SDDS_CALIBRATION", str(cal))
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(calibrate, "AUTO", replace(calibrate.AUTO, rounds=1, repeats=1,
