@@ -55,7 +55,7 @@ def _tls(cert: Path | None, key: Path | None) -> dict[str, str]:
 
 
 def serve(
-    db: str | None = typer.Option(None, "--db", help="SQLAlchemy URL of the database "
+    db_url: str | None = typer.Option(None, "--db", help="SQLAlchemy URL of the database "
                                   "(postgresql+psycopg://user@host/db, sqlite:///file) "
                                   "[sqlite: k8sdds.db in --out]."),
     listen: str = typer.Option("127.0.0.1:8080", "--listen", help="Address and port the "
@@ -114,19 +114,19 @@ def serve(
     host, port = _listen(listen)
     token, tls = _access(host, token_file, tls_cert, tls_key, plain_http)
     out.mkdir(parents=True, exist_ok=True)
-    engine = store.open_db(db or store.default_url(out))
+    db = store.open_db(db_url or store.default_url(out))
     if add_runs or old_add:
-        _add_runs(engine, out, include_failed)
+        _add_runs(db, out, include_failed)
         return
     from k8sdds.serve.nodes import online
 
-    worker, watcher = _started(engine, out, max_task_seconds, watch, include_failed)
+    worker, watcher = _started(db, out, max_task_seconds, watch, include_failed)
     err_console.print(f"k8sdds serve: {'https' if tls else 'http'}://{listen} (runs in {out}"
                       + (f", new ones added every {watch:g} s)" if watch else ")"))
     try:
         from k8sdds.serve.api import create_app
 
-        app = create_app(engine, out, token, worker,
+        app = create_app(db, out, token, worker,
                          lambda: online(kubeconfig, context, inventory),
                          lambda: watcher.refused)
         _listen_until_stopped(app, host, port, max_connections, read_timeout, tls)
@@ -135,16 +135,16 @@ def serve(
         worker.stop()
 
 
-def _started(engine, out: Path, max_task_seconds: float, watch: float,
+def _started(db, out: Path, max_task_seconds: float, watch: float,
              include_failed: bool):
     """The task queue's worker and the run folder's watcher (every `watch` s; 0: never),
     started."""
     from k8sdds.serve.tasks import Worker
     from k8sdds.serve.watch import Watcher
 
-    worker = Worker(engine, out, max_seconds=max_task_seconds)
+    worker = Worker(db, out, max_seconds=max_task_seconds)
     worker.start()
-    watcher = Watcher(engine, out, watch, include_failed)
+    watcher = Watcher(db, out, watch, include_failed)
     if watch:
         watcher.start()
     return worker, watcher
@@ -175,11 +175,11 @@ def _access(host: str, token_file: Path | None, cert: Path | None, key: Path | N
     return token, tls
 
 
-def _add_runs(engine, out: Path, include_failed: bool) -> None:
+def _add_runs(db, out: Path, include_failed: bool) -> None:
     """--add-runs: every run directory of `out` added once; exit 1 if one was refused."""
     from k8sdds.serve import store
 
-    done = store.add_runs(engine, out, include_failed)
+    done = store.add_runs(db, out, include_failed)
     for _path, why in done.refused:
         err_console.print(f"not added: {why}", markup=False, highlight=False)
     out_console.print(f"added {len(done.added)} runs, {len(done.present)} already there, "

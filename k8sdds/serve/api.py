@@ -86,7 +86,7 @@ async def limit_body(request: Request, call_next):
 MIDDLEWARES = (allow_header, http_version, limit_head, client_gone, limit_body)
 
 
-def create_app(engine: Engine, out: Path, token: str | None = None,
+def create_app(db: Engine, out: Path, token: str | None = None,
                worker: Worker | None = None,
                nodes: Callable[[], list[dict]] = lambda: [],
                refused: Callable[[], dict[str, str]] = dict) -> FastAPI:
@@ -96,7 +96,7 @@ def create_app(engine: Engine, out: Path, token: str | None = None,
 
     for middleware in MIDDLEWARES:  # the first listed runs innermost, as app.middleware
         app.middleware("http")(middleware)  # would add them one after the other
-    app.state.service = Service(engine, out, token, worker, nodes, refused)
+    app.state.service = Service(db, out, token, worker, nodes, refused)
     for router in ROUTERS:  # their routes themselves (each with the router's token check),
         # so that the 405's Allow header above sees every route of a path
         app.router.routes.extend(router.routes)

@@ -11,14 +11,14 @@ from k8sdds.errors import UserError
 from k8sdds.serve import store
 
 
-def runs_of(engine: Engine, metric: str, where: str = "the database"):
+def runs_of(db: Engine, metric: str, where: str = "the database"):
     """Every run's summary rows of `metric`, with the runs' manifests; UserError where the
     database is not one `k8sdds serve` made or holds no such row."""
     from k8sdds.analysis import load
 
     try:
-        rows = store.summaries_of(engine, (metric,))
-        manifests = store.manifests(engine)
+        rows = store.summaries_of(db, (metric,))
+        manifests = store.manifests(db)
     except SQLAlchemyError as exc:
         raise UserError(f"{where}: not a database `k8sdds serve` made "
                         f"({' '.join(str(exc).split())[:200]})") from None

@@ -35,33 +35,33 @@ def open_db(url: str) -> Engine:
         sqlite = url.startswith("sqlite")
         # a connection for every request the server handles at once (its thread pool, 40),
         # and SQLite waits for a writer instead of failing at once
-        engine = create_engine(url, pool_size=10, max_overflow=40, pool_timeout=60,
+        db = create_engine(url, pool_size=10, max_overflow=40, pool_timeout=60,
                                connect_args={"timeout": 60} if sqlite else {})
-        if engine.dialect.name == "sqlite":
+        if db.dialect.name == "sqlite":
             from sqlalchemy import event
 
-            @event.listens_for(engine, "connect")
+            @event.listens_for(db, "connect")
             def _fk(conn, _):  # SQLite enforces foreign keys only when asked
                 conn.execute("PRAGMA foreign_keys=ON")
-        migrate(engine)
+        migrate(db)
     except (SQLAlchemyError, ValueError, ImportError) as exc:
         raise UserError(f"database {redact(url)}: {' '.join(str(exc).split())[:300]}"
                         ) from None
-    return engine
+    return db
 
 
 def redact(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def migrate(engine: Engine, to: str = "head") -> None:
+def migrate(db: Engine, to: str = "head") -> None:
     """The database's tables brought to revision `to` (Alembic; the newest by default)."""
     from alembic import command
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
+    with db.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, to)
 
@@ -133,7 +133,7 @@ def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
         yield out
 
 
-def add_run(engine: Engine, path: Path, include_failed: bool = False) -> bool:
+def add_run(db: Engine, path: Path, include_failed: bool = False) -> bool:
     """Add one run directory; False when its run is already there (never twice). A failed
     repeat's rows are left out unless `include_failed` (its manifest entry, with the reason,
     is kept with the run's)."""
@@ -160,7 +160,7 @@ def add_run(engine: Engine, path: Path, include_failed: bool = False) -> bool:
         "n_values": len(rows), "manifest": manifest}
     combos = sorted({(r["datapath"], r["engine"], r["transport"], r["data_len"]) for r in rows})
     try:
-        with engine.begin() as conn:
+        with db.begin() as conn:
             if conn.execute(select(exists().where(runs.c.run_id == run_id))).scalar():
                 return False
             conn.execute(insert(runs), [record])
@@ -182,12 +182,12 @@ def _time(text) -> dt.datetime | None:
         return None
 
 
-def add_runs(engine: Engine, out: Path, include_failed: bool = False) -> Added:
+def add_runs(db: Engine, out: Path, include_failed: bool = False) -> Added:
     """Every run directory under `out` (one level, as `k8sdds run --out` makes them)."""
     added, present, refused = [], [], []
     for path in sorted(p for p in Path(out).iterdir() if (p / "manifest.json").is_file()):
         try:
-            (added if add_run(engine, path, include_failed) else present).append(path.name)
+            (added if add_run(db, path, include_failed) else present).append(path.name)
         except (RunDirError, UserError) as exc:
             refused.append((str(path), str(exc)))
     return Added(tuple(added), tuple(present), tuple(refused))
@@ -207,7 +207,7 @@ class RunFilter:
     offset: int = 0
 
 
-def list_runs(engine: Engine, f: RunFilter) -> list[dict]:
+def list_runs(db: Engine, f: RunFilter) -> list[dict]:
     """Runs, newest first, with their result counts; a run matches a result filter when any
     of its rows does."""
     conditions = []
@@ -224,14 +224,14 @@ def list_runs(engine: Engine, f: RunFilter) -> list[dict]:
                     runs.c.datapaths, runs.c.transports, runs.c.n_values.label("values"))
              .where(*conditions).order_by(runs.c.started.desc(), runs.c.run_id.desc())
              .limit(f.limit).offset(f.offset))
-    with engine.connect() as conn:
+    with db.connect() as conn:
         return [{**row._mapping, "started": row.started.isoformat() if row.started else None,
                  "datapaths": row.datapaths.split(",") if row.datapaths else []}
                 for row in conn.execute(query)]
 
 
-def run(engine: Engine, run_id: str) -> dict | None:
-    with engine.connect() as conn:
+def run(db: Engine, run_id: str) -> dict | None:
+    with db.connect() as conn:
         row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
     if row is None:
         return None
@@ -241,14 +241,14 @@ def run(engine: Engine, run_id: str) -> dict | None:
     return out
 
 
-def run_results(engine: Engine, run_id: str) -> list[dict]:
+def run_results(db: Engine, run_id: str) -> list[dict]:
     """The run's results table rows, in the order it wrote them."""
-    with engine.connect() as conn:
+    with db.connect() as conn:
         return [r.row for r in conn.execute(select(results.c.row).where(
             results.c.run_id == run_id).order_by(results.c.id))]
 
 
-def history(engine: Engine, metric: str, f: RunFilter) -> list[dict]:
+def history(db: Engine, metric: str, f: RunFilter) -> list[dict]:
     """A metric across runs, oldest first: per run, the mean of its repeats' summary values
     (each repeat's own value; repeats are not pooled into a percentile) matching `f`."""
     wanted = [results.c.kind == "summary", results.c.metric == metric]
@@ -266,7 +266,7 @@ def history(engine: Engine, metric: str, f: RunFilter) -> list[dict]:
              .join(runs, runs.c.run_id == results.c.run_id).where(*wanted)
              .group_by(runs.c.run_id, runs.c.started)
              .order_by(runs.c.started, runs.c.run_id).limit(f.limit).offset(f.offset))
-    with engine.connect() as conn:
+    with db.connect() as conn:
         return [{"run_id": r.run_id, "started": r.started.isoformat() if r.started else None,
                  "mean": _finite(r.mean), "values": r.values} for r in conn.execute(query)]
 
@@ -277,7 +277,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is None or math.isfinite(value) else None
 
 
-def summary(engine: Engine, run_id: str) -> list[dict]:
+def summary(db: Engine, run_id: str) -> list[dict]:
     """Per test and metric, the mean of the run's repeat summaries (for its page)."""
     query = (select(results.c.test, results.c.datapath, results.c.transport,
                     results.c.data_len, results.c.metric,
@@ -286,11 +286,11 @@ def summary(engine: Engine, run_id: str) -> list[dict]:
              .group_by(results.c.test, results.c.datapath, results.c.transport,
                        results.c.data_len, results.c.metric)
              .order_by(results.c.test, results.c.metric))
-    with engine.connect() as conn:
+    with db.connect() as conn:
         return [{**r._mapping, "mean": _finite(r.mean)} for r in conn.execute(query)]
 
 
-def summaries_of(engine: Engine, metrics: tuple[str, ...]) -> list[dict]:
+def summaries_of(db: Engine, metrics: tuple[str, ...]) -> list[dict]:
     """Every run's summary rows of `metrics`, each as its results table wrote it, with the
     run's start (seconds since the epoch; None unknown) and backend: what /metrics makes its
     cells of."""
@@ -298,7 +298,7 @@ def summaries_of(engine: Engine, metrics: tuple[str, ...]) -> list[dict]:
              .join(runs, runs.c.run_id == results.c.run_id)
              .where(results.c.kind == "summary", results.c.metric.in_(metrics))
              .order_by(results.c.id))
-    with engine.connect() as conn:
+    with db.connect() as conn:
         return [{**r.row, "started_s": _epoch(r.started), "run_backend": r.backend}
                 for r in conn.execute(query)]
 
@@ -309,17 +309,17 @@ def _epoch(when: dt.datetime | None) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
-def counts(engine: Engine) -> tuple[int, dict[str, int]]:
+def counts(db: Engine) -> tuple[int, dict[str, int]]:
     """The runs in the database, and the tasks by status."""
-    with engine.connect() as conn:
+    with db.connect() as conn:
         n_runs = conn.execute(select(func.count()).select_from(runs)).scalar_one()
         by_status = dict(conn.execute(select(tasks.c.status, func.count())
                                       .group_by(tasks.c.status)).all())
     return n_runs, by_status
 
 
-def manifests(engine: Engine) -> dict[str, dict]:
+def manifests(db: Engine) -> dict[str, dict]:
     """Every run's manifest, by run id."""
-    with engine.connect() as conn:
+    with db.connect() as conn:
         return {r.run_id: r.manifest for r in conn.execute(select(runs.c.run_id,
                                                                   runs.c.manifest))}

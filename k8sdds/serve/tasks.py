@@ -44,9 +44,9 @@ def _die_with_parent() -> None:
 class Worker:
     """Runs the queue in a thread of the service."""
 
-    def __init__(self, engine: Engine, out: Path, poll: float = 0.5,
+    def __init__(self, db: Engine, out: Path, poll: float = 0.5,
                  max_seconds: float = DEFAULT_MAX_SECONDS):
-        self.engine, self.out, self.poll = engine, Path(out), poll
+        self.db, self.out, self.poll = db, Path(out), poll
         self.max_seconds = max_seconds  # a schedule that would measure longer is refused
         self.children: dict[int, subprocess.Popen] = {}
         self.cancelled: set[int] = set()
@@ -72,7 +72,7 @@ class Worker:
             raise UserError(f"{what}, their durations times their repeats), over this "
                             f"service's ceiling of {self.max_seconds:g} s (k8sdds serve "
                             "--max-task-seconds)")
-        with self.engine.begin() as conn:
+        with self.db.begin() as conn:
             task_id = conn.execute(insert(tasks).values(
                 kind=kind, status="queued", target=options.target(), created=_now(),
                 request=dumps(replace(asked, out=HERE)), message="")
@@ -88,7 +88,7 @@ class Worker:
                 self.cancelled.add(task_id)
                 child.send_signal(signal.SIGINT)
                 return True
-            with self.engine.begin() as conn:
+            with self.db.begin() as conn:
                 return conn.execute(update(tasks).where(
                     tasks.c.id == task_id, tasks.c.status == "queued").values(
                     status="cancelled", finished=_now(), message="cancelled before it ran")
@@ -97,7 +97,7 @@ class Worker:
     def resume(self, task_id: int) -> bool:
         """Queue a cancelled, stopped or failed task again: its run continues where it
         stopped."""
-        with self.engine.begin() as conn:
+        with self.db.begin() as conn:
             queued = conn.execute(update(tasks).where(
                 tasks.c.id == task_id,
                 tasks.c.status.in_(("cancelled", "stopped", "failed"))).values(
@@ -107,7 +107,7 @@ class Worker:
 
     # ---- the loop ----------------------------------------------------------------------
     def start(self) -> None:
-        with self.engine.begin() as conn:  # in flight when the service stopped: resumed
+        with self.db.begin() as conn:  # in flight when the service stopped: resumed
             conn.execute(update(tasks).where(tasks.c.status == "running").values(
                 status="queued", message="resumed after the service restarted"))
         self._thread = threading.Thread(target=self._loop, name="k8sdds-tasks", daemon=True)
@@ -141,7 +141,7 @@ class Worker:
         return max(found, key=lambda p: p.name) if found else None
 
     def _launch(self) -> None:
-        with self.engine.connect() as conn:
+        with self.db.connect() as conn:
             queued = conn.execute(select(tasks).where(tasks.c.status == "queued")
                                   .order_by(tasks.c.id)).all()
             busy = {r.target for r in conn.execute(select(tasks.c.target).where(
@@ -176,7 +176,7 @@ class Worker:
                 os.close(sink)
             with self._lock:
                 self.children[task.id] = child
-            with self.engine.begin() as conn:
+            with self.db.begin() as conn:
                 conn.execute(update(tasks).where(tasks.c.id == task.id).values(
                     status="running", started=task.started or _now(), message=""))
             reader = threading.Thread(target=self._events, args=(task.id, events),
@@ -190,7 +190,7 @@ class Worker:
             for line in stream:
                 values = progress_of(line)
                 if values:
-                    with self.engine.begin() as conn:
+                    with self.db.begin() as conn:
                         conn.execute(update(tasks).where(tasks.c.id == task_id).values(
                             **values))
 
@@ -215,8 +215,8 @@ class Worker:
             if run is not None:
                 values["run_id"] = run.name
                 if status == "done":
-                    store.add_run(self.engine, run)  # once: the run id is the key
-            with self.engine.begin() as conn:
+                    store.add_run(self.db, run)  # once: the run id is the key
+            with self.db.begin() as conn:
                 conn.execute(update(tasks).where(tasks.c.id == task_id).values(**values))
 
 
@@ -293,13 +293,13 @@ def asked_options(text: str) -> dict:
             **(asked.get("flags") or {}), **(asked.get("matrix") or {})}
 
 
-def list_tasks(engine: Engine) -> list[dict]:
-    with engine.connect() as conn:
+def list_tasks(db: Engine) -> list[dict]:
+    with db.connect() as conn:
         return [describe(r) for r in conn.execute(select(tasks).order_by(tasks.c.id.desc()))]
 
 
-def get_task(engine: Engine, task_id: int) -> dict | None:
-    with engine.connect() as conn:
+def get_task(db: Engine, task_id: int) -> dict | None:
+    with db.connect() as conn:
         row = conn.execute(select(tasks).where(tasks.c.id == task_id)).first()
     return describe(row) if row else None
 

@@ -20,9 +20,9 @@ log = logging.getLogger("k8sdds.serve")
 class Watcher:
     """Adds `out`'s finished run directories every `interval` seconds, on a thread."""
 
-    def __init__(self, engine: Engine, out: Path, interval: float,
+    def __init__(self, db: Engine, out: Path, interval: float,
                  include_failed: bool = False):
-        self.engine, self.out, self.interval = engine, Path(out), interval
+        self.db, self.out, self.interval = db, Path(out), interval
         self.include_failed = include_failed
         self.refused: dict[str, str] = {}  # run directory name -> why it was not added
         self._seen: set[str] = set()
@@ -41,7 +41,7 @@ class Watcher:
                 continue  # its manifest is still being written: next time
             self._seen.add(path.name)
             try:
-                if add_run(self.engine, path, self.include_failed):
+                if add_run(self.db, path, self.include_failed):
                     added.append(path.name)
             except (RunDirError, UserError, OSError) as exc:
                 self.refused[path.name] = str(exc)

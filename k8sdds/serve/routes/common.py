@@ -31,7 +31,7 @@ class Service:
     asked), the task queue (None: this service runs no tasks), the nodes online, and the run
     directories of the folder not added, with why (the watcher's)."""
 
-    engine: Engine
+    db: Engine
     out: Path
     token: str | None
     worker: Worker | None

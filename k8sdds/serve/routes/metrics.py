@@ -22,14 +22,14 @@ TEXT = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
-def newest_cells(engine: Engine):
+def newest_cells(db: Engine):
     """Per test and metric, the cell of the newest run that has it (by the run's start; a
     run with no start counts as the oldest), with `started_s`."""
     import pandas as pd
 
     from k8sdds.analysis import cells, load
 
-    rows = store.summaries_of(engine, tuple(m.name for m in cells.METRICS))
+    rows = store.summaries_of(db, tuple(m.name for m in cells.METRICS))
     if not rows:
         return pd.DataFrame(columns=[*cells.COLUMNS, "started_s"]), []
     df = load.table_of(rows)
@@ -45,17 +45,17 @@ def newest_cells(engine: Engine):
 class Served:
     """The collector /metrics renders: read from the database at each scrape."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, db: Engine):
+        self.db = db
 
     def collect(self) -> Iterator:
         from prometheus_client.core import GaugeMetricFamily
 
         from k8sdds.analysis import export
 
-        cells, runs = newest_cells(self.engine)
+        cells, runs = newest_cells(self.db)
         yield from export.families(cells, runs)
-        n_runs, by_status = store.counts(self.engine)
+        n_runs, by_status = store.counts(self.db)
         yield GaugeMetricFamily("k8sdds_runs", "Runs in the service's database.",
                                 value=n_runs)
         family = GaugeMetricFamily("k8sdds_tasks", "The service's tasks by status.",
@@ -77,6 +77,6 @@ def metrics(request: Request, svc: Service = Depends(service)):
     from prometheus_client.exposition import choose_encoder
 
     registry = CollectorRegistry()
-    registry.register(Served(svc.engine))
+    registry.register(Served(svc.db))
     encode, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(encode(registry), media_type=content_type)

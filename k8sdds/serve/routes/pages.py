@@ -72,7 +72,7 @@ def runs(request: Request, datapath: str | None = None, engine_name: str | None 
     size = int(payload) if payload and payload.isascii() and payload.isdecimal() and \
         len(payload) <= 10 and int(payload) <= MAX_PAYLOAD else None
     f = store.RunFilter(datapath or None, engine_name or None, transport or None, size)
-    return _page(request, "runs.html", "Runs", runs=store.list_runs(svc.engine, f), f=f,
+    return _page(request, "runs.html", "Runs", runs=store.list_runs(svc.db, f), f=f,
                  filtered=any((datapath, engine_name, transport, payload)),
                  refused=sorted(svc.refused().items()))
 
@@ -80,7 +80,7 @@ def runs(request: Request, datapath: str | None = None, engine_name: str | None 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run(request: Request, run_id: str):
     svc = service(request)
-    found = store.run(svc.engine, run_id) if store.RUN_ID.match(run_id) else None
+    found = store.run(svc.db, run_id) if store.RUN_ID.match(run_id) else None
     if found is None:
         raise HTTPException(404, f"no run {run_id[:80]!r}")
     folder = Path(found["path"])
@@ -89,7 +89,7 @@ def run(request: Request, run_id: str):
     from k8sdds import fingerprint
 
     return _page(request, "run.html", f"Run {run_id}", run=found, report=report,
-                 summary=store.summary(svc.engine, run_id),
+                 summary=store.summary(svc.db, run_id),
                  answer=run_answer(folder, svc.out), plots=plots,
                  fingerprints=fingerprint.rows(
                      (found["manifest"] or {}).get("fingerprints") or {}))
@@ -100,7 +100,7 @@ def plot(request: Request, run_id: str, name: str):
     svc = service(request)
     if not allowed(request, svc.token):
         return RedirectResponse("/login", 303)
-    found = store.run(svc.engine, run_id) if store.RUN_ID.match(run_id) else None
+    found = store.run(svc.db, run_id) if store.RUN_ID.match(run_id) else None
     path = Path(found["path"]) / name if found and name in PLOTS else None
     if path is None or not served(path, svc.out):
         raise HTTPException(404, f"run {run_id[:80]!r} has no plot {name[:40]!r}")
@@ -112,7 +112,7 @@ def report(request: Request, run_id: str):
     svc = service(request)
     if not allowed(request, svc.token):
         return RedirectResponse("/login", 303)
-    found = store.run(svc.engine, run_id) if store.RUN_ID.match(run_id) else None
+    found = store.run(svc.db, run_id) if store.RUN_ID.match(run_id) else None
     path = Path(found["path"]) / "report.html" if found else None
     if path is None or not served(path, svc.out):
         raise HTTPException(404, f"run {run_id[:80]!r} has no report")
@@ -127,10 +127,10 @@ def compare(request: Request, a: str | None = None, b: str | None = None,
     from k8sdds.analysis import compare as comparing
     from k8sdds.analysis.load import load
 
-    ids = [r["run_id"] for r in store.list_runs(svc.engine, store.RunFilter(limit=1000))]
+    ids = [r["run_id"] for r in store.list_runs(svc.db, store.RunFilter(limit=1000))]
     rows, error, refused, differ = [], "", False, ()
     if a and b:
-        paths = [store.run(svc.engine, x) if store.RUN_ID.match(x) else None for x in (a, b)]
+        paths = [store.run(svc.db, x) if store.RUN_ID.match(x) else None for x in (a, b)]
         if None in paths:
             error = "no such run"
         else:
@@ -160,7 +160,7 @@ def history_page(request: Request, metric: str = "throughput_mbps"):
     metric = metric if metric in names else "throughput_mbps"
     tests, found, error = [], [], ""
     try:
-        runs = series.runs_of(svc.engine, metric)
+        runs = series.runs_of(svc.db, metric)
         hist = history.series(runs, metric)
         found = history.changes(hist, runs.manifests) if not hist.empty else []
         tests = [(test, g.to_dict("records")) for test, g in hist.groupby("test")]

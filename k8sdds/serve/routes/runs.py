@@ -50,13 +50,13 @@ def list_runs(datapath: Name | None = None, engine_name: Name | None = Query(
               svc: Service = Depends(service)):
     """Runs, newest first; `datapath`, `engine`, `transport` and `payload` (bytes) match
     a run when any of its results does."""
-    return JSONResponse(store.list_runs(svc.engine, store.RunFilter(
+    return JSONResponse(store.list_runs(svc.db, store.RunFilter(
         datapath, engine_name, transport, payload, since, until, limit, offset)))
 
 
 @router.get("/api/runs/{run_id}", responses=errors(*COMMON, 404))
 def one_run(run_id: str, svc: Service = Depends(service)):
-    found = store.run(svc.engine, run_id_of(run_id))
+    found = store.run(svc.db, run_id_of(run_id))
     if found is None:
         raise HTTPException(404, f"no run {run_id!r}")
     return found
@@ -70,27 +70,27 @@ def one_run(run_id: str, svc: Service = Depends(service)):
 def results(run_id: str, format: str = Query("json", pattern="^(json|csv)$"),
             svc: Service = Depends(service)):
     """The run's results table, as `results.csv` has it (format=csv) or as rows."""
-    if store.run(svc.engine, run_id_of(run_id)) is None:
+    if store.run(svc.db, run_id_of(run_id)) is None:
         raise HTTPException(404, f"no run {run_id!r}")
-    return Response(results_body(svc.engine, run_id, format), media_type=(
+    return Response(results_body(svc.db, run_id, format), media_type=(
         "application/json" if format == "json" else "text/csv"))
 
 
 @functools.lru_cache(maxsize=64)
-def results_body(engine: Engine, run_id: str, format: str) -> bytes:
+def results_body(db: Engine, run_id: str, format: str) -> bytes:
     """A run's results, encoded once: a run never changes after it is added."""
     import json
 
     from k8sdds.results.table import rows_to_csv
 
-    rows = store.run_results(engine, run_id)
+    rows = store.run_results(db, run_id)
     if format == "json":
         return json.dumps(rows, separators=(",", ":")).encode()
     return rows_to_csv(rows, header=True).encode()
 
 
 def run_path(svc: Service, run_id: str) -> Path:
-    found = store.run(svc.engine, run_id_of(run_id))
+    found = store.run(svc.db, run_id_of(run_id))
     if found is None:
         raise HTTPException(404, f"no run {run_id!r}")
     path = Path(found["path"])
@@ -143,7 +143,7 @@ def metric_history(metric: str = Query("throughput_mbps", pattern=r"^[a-z0-9_]{1
                    limit: int = Query(1000, ge=1, le=10000),
                    svc: Service = Depends(service)):
     """A metric across runs, oldest first: per run, the mean of its repeats' values."""
-    return store.history(svc.engine, metric, store.RunFilter(
+    return store.history(svc.db, metric, store.RunFilter(
         datapath, engine_name, transport, payload, since, until, limit))
 
 
@@ -157,7 +157,7 @@ def add(body: ImportRequest, svc: Service = Depends(service)):
     if not (path / "manifest.json").is_file():
         raise HTTPException(404, f"no run directory {name!r} in {svc.out}")
     try:
-        added = store.add_run(svc.engine, path)
+        added = store.add_run(svc.db, path)
     except (RunDirError, UserError) as exc:
         raise HTTPException(422, str(exc)) from None
     if not added:

@@ -73,18 +73,18 @@ async def submit(request: Request):
         task_id = queue(request).submit(body.schedule, body.options, body.kind)
     except UserError as exc:
         raise HTTPException(422, str(exc)) from None
-    return get_task(service(request).engine, task_id)
+    return get_task(service(request).db, task_id)
 
 
 @router.get("/api/tasks", responses=errors(*COMMON))
 def tasks_list(svc: Service = Depends(service)):
     """Every task, newest first: status, progress (repeats done of total), ETA."""
-    return list_tasks(svc.engine)
+    return list_tasks(svc.db)
 
 
 @router.get("/api/tasks/{task_id}", responses=errors(*COMMON, 404))
 def task(task_id: TaskId, svc: Service = Depends(service)):
-    found = get_task(svc.engine, task_id)
+    found = get_task(svc.db, task_id)
     if found is None:
         raise HTTPException(404, f"no task {task_id}")
     return found
@@ -96,7 +96,7 @@ def cancel(task_id: TaskId, worker: Worker = Depends(queue),
     """A clean stop (as Ctrl-C): the run keeps what it measured and can be resumed."""
     if not worker.cancel(task_id):
         raise HTTPException(409, f"task {task_id} is not queued or running")
-    return get_task(svc.engine, task_id)
+    return get_task(svc.db, task_id)
 
 
 @router.post("/api/tasks/{task_id}/resume", responses=errors(*COMMON, 409, 411, 503))
@@ -105,4 +105,4 @@ def resume(task_id: TaskId, worker: Worker = Depends(queue),
     """Queue a cancelled or failed task again; its run continues where it stopped."""
     if not worker.resume(task_id):
         raise HTTPException(409, f"task {task_id} is not cancelled or failed")
-    return get_task(svc.engine, task_id)
+    return get_task(svc.db, task_id)
