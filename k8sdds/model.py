@@ -128,6 +128,7 @@ class Limits:
 # ---- datapaths: how pod traffic crosses the network, whatever backend provides it ----
 # a view of the CNI records (k8sdds/cni, one module per CNI)
 DATAPATHS: dict[str, Datapath] = cni.DATAPATHS
+HOST_NETWORK = cni.host.HOST_NETWORK  # the baseline: processes on the node's own network
 
 
 def datapath(name: str) -> Datapath:

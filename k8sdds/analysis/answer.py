@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from k8sdds import model
 from k8sdds.analysis import known_error, verdict
 from k8sdds.analysis.tables import base, payload
 from k8sdds.analysis.verdict import Side
@@ -101,10 +102,11 @@ def middleware_notes(manifests: dict[str, dict]) -> list[str]:
 def _pairs(table: pd.DataFrame):
     """(datapath row, host row) on the payload sweep, each datapath against host's payload."""
     t = base(table) if not table.empty else table
-    if t.empty or "host" not in set(t["datapath"]):
+    if t.empty or model.HOST_NETWORK not in set(t["datapath"]):
         return
-    host = t[t["datapath"] == "host"].set_index("data_len")
-    for _, row in t[t["datapath"] != "host"].sort_values(["datapath", "data_len"]).iterrows():
+    host = t[t["datapath"] == model.HOST_NETWORK].set_index("data_len")
+    pods = t[t["datapath"] != model.HOST_NETWORK]
+    for _, row in pods.sort_values(["datapath", "data_len"]).iterrows():
         if row["data_len"] in host.index:
             yield row, host.loc[row["data_len"]]
 

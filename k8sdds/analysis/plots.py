@@ -11,6 +11,8 @@ from pathlib import Path
 
 import matplotlib
 
+from k8sdds import model
+
 matplotlib.use("Agg")  # files only; no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -65,7 +67,7 @@ def _bars_by_datapath(ax, table: pd.DataFrame, column: str, err: tuple[str, str]
                       ) -> None:
     """One payload: a bar per datapath (a line through one point says nothing)."""
     rows = [g.iloc[0] for _, g in _ordered(table)]
-    names = [HOST_LABEL if r["datapath"] == "host" else r["datapath"] for r in rows]
+    names = [HOST_LABEL if r["datapath"] == model.HOST_NETWORK else r["datapath"] for r in rows]
     values = [r[column] for r in rows]
     yerr = None
     if err:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from k8sdds import model
+
 DATA = Path(__file__).with_name("published.csv")
 SOURCE = ("K8sDDS study, Raspberry Pi 3B workers, RTI Perftest, throughput tests, "
           "1 subscriber, reliable")
@@ -39,4 +41,4 @@ def cells() -> dict[tuple[str, str, int], Published]:
 def host_mbps(transport: str = "UDP") -> dict[int, float]:
     """The host network's (hostNetwork) Mb/s by payload, as published."""
     return {c.data_len: c.mbps for c in cells().values()
-            if c.transport == transport and c.datapath == "host"}
+            if c.transport == transport and c.datapath == model.HOST_NETWORK}

@@ -41,9 +41,9 @@ def base(table: pd.DataFrame, keep: tuple[str, ...] = ("datapath", "data_len")) 
     for p in PARAMS:
         if p not in keep and p in out and out[p].nunique(dropna=False) > 1:
             if p == "path" and "datapath" in out:
-                others = out[out["datapath"] != "host"][p]
+                others = out[out["datapath"] != model.HOST_NETWORK][p]
                 mode = (others if not others.empty else out[p]).mode(dropna=False).iloc[0]
-                out = out[(out[p] == mode) | (out["datapath"] == "host")]
+                out = out[(out[p] == mode) | (out["datapath"] == model.HOST_NETWORK)]
             else:
                 out = out[out[p] == out[p].mode(dropna=False).iloc[0]]
     return out
@@ -115,13 +115,13 @@ def overhead(table: pd.DataFrame, metric: str = "throughput", value: str = "mean
     against `host` with the same other parameters, in %, and its verdict on `metric` as the
     answer gives it (`verdict`: better, worse, within noise, no verdict with one repeat);
     `enough`: a column that is false where too few samples back a percentile."""
-    if table.empty or "host" not in set(table["datapath"]):
+    if table.empty or model.HOST_NETWORK not in set(table["datapath"]):
         return pd.DataFrame()
     # the path differs by nature (host is node-node): the datapath decides it here
     others = [p for p in PARAMS if p not in ("datapath", "path")]
-    host = table[table["datapath"] == "host"].drop_duplicates(others).set_index(others)
+    host = table[table["datapath"] == model.HOST_NETWORK].drop_duplicates(others).set_index(others)
     rows = []
-    for _, row in table[table["datapath"] != "host"].iterrows():
+    for _, row in table[table["datapath"] != model.HOST_NETWORK].iterrows():
         key = tuple(row[p] for p in others)
         if key not in host.index:
             continue

@@ -39,8 +39,9 @@ def image_build(
     docker/Dockerfile, the engines k8sdds builds (`make engines`: k8sdds-mqtt,
     k8sdds-zenoh) for that architecture are added in /usr/local/bin."""
     from k8sdds.images.build import DOCKERFILE, BuildOptions, build, own_engines
-    from k8sdds.images.foreign import DEBIAN, HOST
+    from k8sdds.images.foreign import DEBIAN
     from k8sdds.images.index import combine
+    from k8sdds.model import HOST_ARCH
 
     arches = [a.strip() for a in (arch or "").split(",") if a.strip()] or [None]
     for one in arches:
@@ -56,7 +57,7 @@ def image_build(
     for one in arches:
         given = {k: v for k, v in (("tag", tag), ("mirror", mirror),
                                    ("arch", DEBIAN.get(one or ""))) if v is not None}
-        files = (own_engines(DEBIAN.get(one or "", HOST), say)
+        files = (own_engines(DEBIAN.get(one or "", HOST_ARCH), say)
                  if dockerfile.resolve() == DOCKERFILE else None)
         built.append(build(BuildOptions(dockerfile, out if len(arches) == 1 else None,
                                         **given), say=say, files=files))

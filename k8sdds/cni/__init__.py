@@ -19,7 +19,7 @@ DATAPATHS: dict[str, Datapath] = {
 # the datapaths a k8sdds command takes where none is given: the host baseline; the testbed
 # cluster's pod network (`testbed up --kubernetes`); the path matrix's (`k8sdds baseline`)
 CLUSTER_DEFAULT = "flannel-hostgw"
-BASELINE_DEFAULT = ("host", "flannel-hostgw", "flannel-vxlan")
+BASELINE_DEFAULT = (host.HOST_NETWORK, "flannel-hostgw", "flannel-vxlan")
 # the datapath -> the CNI it belongs to
 OWNER: dict[str, Cni] = {d.name: c for c in CNIS.values() for d in c.datapaths}
 # `cluster init --cni` choices

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from k8sdds.cni.base import Cni, Datapath
 
+HOST_NETWORK = "host"  # the baseline datapath's name, every figure's reference
+
 CNI = Cni(
-    "host",
-    (Datapath("host", "hostNetwork: processes in the node itself (the baseline)", "none",
-              1500, True, host_network=True),),
-    aliases={"host": "host", "baremetal": "host", "hostnetwork": "host"},
+    HOST_NETWORK,
+    (Datapath(HOST_NETWORK, "hostNetwork: processes in the node itself (the baseline)",
+              "none", 1500, True, host_network=True),),
+    aliases={"host": HOST_NETWORK, "baremetal": HOST_NETWORK, "hostnetwork": HOST_NETWORK},
 )

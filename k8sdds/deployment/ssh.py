@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from k8sdds import model
 from k8sdds.cluster import inventory as inv
 from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
@@ -59,10 +60,10 @@ class SshBackend:
                       arches=arches)
 
     def datapaths(self) -> Sequence[str]:
-        return ["host"]
+        return [model.HOST_NETWORK]
 
     def unavailable(self, datapath: str) -> str | None:
-        return None if datapath == "host" else (
+        return None if datapath == model.HOST_NETWORK else (
             "the ssh backend runs on the hosts' own network (host); the datapaths of a CNI "
             "are measured with --backend kubernetes")
 
@@ -230,7 +231,7 @@ class SshBackend:
                     return 255, str(exc)
                 return done.code, done.out
 
-            out[name] = fp.node(run, {"name": "host", "version": "none (a bare host)",
+            out[name] = fp.node(run, {"name": model.HOST_NETWORK, "version": "none (a bare host)",
                                       "mode": "the host's network"}, {})
         return out
 

@@ -22,6 +22,7 @@ from k8sdds import caches, perftest
 from k8sdds.errors import UserError
 from k8sdds.images import DEFAULT_IMAGE, foreign
 from k8sdds.images.dockerfile import Recipe, parse
+from k8sdds.model import HOST_ARCH
 from k8sdds.results.files import sha256
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -55,7 +56,7 @@ class BuildOptions:
     out: Path | None  # None: the cached archive itself
     tag: str = DEFAULT_IMAGE
     mirror: str = DEFAULT_MIRROR
-    arch: str = foreign.HOST  # Debian's name (amd64, arm64, armhf)
+    arch: str = HOST_ARCH  # Debian's name (amd64, arm64, armhf)
     cache: Path | None = None  # [cache_dir()]
 
 
@@ -118,7 +119,7 @@ def built_engine(name: str, arch: str) -> Path:
     machine's, NAME-ARCH for another's (in $K8SDDS_ENGINE_BIN)."""
     from k8sdds.perftest.base import engine_bin
 
-    return engine_bin() / (name if arch == foreign.HOST else f"{name}-{arch}")
+    return engine_bin() / (name if arch == HOST_ARCH else f"{name}-{arch}")
 
 
 def built_for(engine: perftest.Engine, arch: str) -> bool:
@@ -156,7 +157,7 @@ def own_engines(arch: str, say: Callable[[str], None] = lambda _: None) -> dict[
     return out
 
 
-def engine_image(say: Callable[[str], None] = lambda _: None, arch: str = foreign.HOST
+def engine_image(say: Callable[[str], None] = lambda _: None, arch: str = HOST_ARCH
                  ) -> Path:
     """The engine image of docker/Dockerfile for Debian architecture `arch`, with the
     engines k8sdds builds (own_engines) in /usr/local/bin (built once, then cached): what the
@@ -313,7 +314,7 @@ def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[st
     os.replace(partial, archive)
 
 
-def pause(tag: str, cache: Path | None = None, arch: str = foreign.HOST) -> Path:
+def pause(tag: str, cache: Path | None = None, arch: str = HOST_ARCH) -> Path:
     """The sandbox ("pause") image containerd starts first in every pod: a static busybox
     that sleeps (Debian's busybox-static for Debian architecture `arch`), as an image
     archive; cached."""
@@ -349,7 +350,7 @@ def busybox(arch: str, cache: Path | None = None) -> Path:
 
 def busybox_image(tag: str, files: Mapping[str, Path], config: Sequence[str], name: str,
                   cache: Path | None = None, path: str = "/bin",
-                  arch: str = foreign.HOST) -> Path:
+                  arch: str = HOST_ARCH) -> Path:
     """A tiny image of Debian architecture `arch`: Debian's static busybox (its shell tools on
     PATH) and `files`; cached by content."""
     cache = Path(cache or cache_dir())

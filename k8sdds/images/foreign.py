@@ -26,7 +26,6 @@ from k8sdds.model import DEBIAN_ARCH, HOST_ARCH
 
 DEBIAN = DEBIAN_ARCH  # the names users give -> Debian's (k8sdds.model), and back
 OCI = {debian: name for name, debian in DEBIAN.items()}
-HOST = HOST_ARCH  # this machine's (k8sdds.model)
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # the parts of a RUN step that only prepare or tidy apt, which a foreign build does itself
 _TIDY = ("apt-get update", "apt update", "rm -rf /var/lib/apt/lists/*",
@@ -35,7 +34,7 @@ _TIDY = ("apt-get update", "apt update", "rm -rf /var/lib/apt/lists/*",
 
 def foreign(arch: str) -> bool:
     """Whether an image of Debian architecture `arch` cannot run here."""
-    return arch != HOST
+    return arch != HOST_ARCH
 
 
 def packages(recipe: Recipe, arch: str, path: str = "Dockerfile") -> tuple[str, ...]:

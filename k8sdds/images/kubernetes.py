@@ -26,6 +26,7 @@ from k8sdds.caches import k8s_bin as binaries  # the one cache of Go-built binar
 from k8sdds.cni.base import Image
 from k8sdds.errors import UserError
 from k8sdds.images import foreign
+from k8sdds.model import HOST_ARCH
 
 
 def split(ref: str) -> tuple[str, str]:
@@ -55,7 +56,7 @@ def built_version(cache: Path, name: str) -> str:
 
 # this machine's architecture as Go and OCI name it (arm for Debian's armhf), as the
 # inventory does, and the Kubernetes binaries' folders are named
-HOST_GOARCH = foreign.OCI.get(foreign.HOST, foreign.HOST)
+HOST_GOARCH = foreign.OCI.get(HOST_ARCH, HOST_ARCH)
 
 
 def arch_binaries(arch: str = HOST_GOARCH) -> Path:
