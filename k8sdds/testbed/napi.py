@@ -27,6 +27,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -161,16 +162,21 @@ def thread_devices(ns: str, devices: Iterable[str]) -> None:
         netns.run(netns.exec_argv(ns, ["tee", f"/sys/class/net/{dev}/threaded"]), stdin="1")
 
 
-CHARGE_TRIES = 3  # listings of a namespace's threads before a refused move is an error
+CHARGE_TRIES = 5  # listings of a namespace's threads before a refused move is an error
+CHARGE_PAUSE = 0.2  # seconds between them: a thread the kernel is still setting up refuses
 
 
 def charge(ns: str, cgroup: str | None) -> list[int]:
     """Move the NAPI threads of namespace `ns` into `cgroup`; return their pids. A move the
     kernel refuses is tried again on a fresh listing, since a thread can end between the
     listing and the move (a device's NAPI re-made) and its pid be another task's or none.
-    The one refusal seen (EINVAL, once in 946 tests of a cold CI run, 2026-11-28) is not
-    explained; a refusal that outlasts the tries is a TestbedError naming the thread."""
-    for _ in range(CHARGE_TRIES):
+    The refusal seen (EINVAL, twice in about 2,000 tests of CI-like runs, 2026-11-28 and -29,
+    both when three immediate tries were all) is not explained: cgroup v1 refuses a task it
+    may not migrate yet, so the tries are spread over a second; a refusal that outlasts them
+    is a TestbedError naming the thread."""
+    for attempt in range(CHARGE_TRIES):
+        if attempt:
+            time.sleep(CHARGE_PAUSE)  # the kernel's state, not an event: nothing to wait on
         pids = sorted({n.pid for n in threads(ns) if n.pid})
         refused = _refused(cgroup, pids) if cgroup else []
         if not refused:
