@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from .cli_support import invoke
+from .test_serve import _free_port, _wait_listening
 
 ROOT = Path(__file__).parent.parent
 TOKEN = "t0ken-of-the-tls-test-0123456789"
@@ -35,12 +34,6 @@ def _pair(where: Path, name: str = "") -> tuple[Path, Path]:
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
     key.chmod(0o600)
     return cert, key
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @needs_openssl
@@ -62,15 +55,7 @@ def test_the_service_serves_https_beyond_loopback_as_the_page_says(tmp_path):
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read()
-                assert time.monotonic() < deadline, "k8sdds serve did not listen"
-                time.sleep(0.1)  # a server starting: nothing to wait on but its port
+        _wait_listening(proc, port)
         checked = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
         request = urllib.request.Request(f"https://127.0.0.1:{port}/api/runs",
                                          headers={"Authorization": f"Bearer {TOKEN}"})
