@@ -51,17 +51,17 @@ FAST := not emulated and not kube and not ssh and not image and not kubelet and 
 demo: install
 	$(BIN)/k8sdds run --sch schedules/quick.csv --datapath host,flannel-hostgw,flannel-vxlan --repeats 3 --order rounds --out logs --report
 
-## test: install everything the tests need, then lint and run the whole test suite: two test
-## processes side by side, then the tests that must run alone (marker exclusive); each phase
-## timed by .ci/phase (K8SDDS_TIMELINE: the file its times go to; `.ci/run` prints them)
+## test: install what the tests need and lint, then the whole test suite: two test processes
+## side by side with the builds beside them (.ci/builds: the Kubernetes parts, the engines,
+## Perftest and the ARM disks in two lanes, each test waiting only for what it needs), then
+## the tests that must run alone (marker exclusive); each phase timed by .ci/phase
+## (K8SDDS_TIMELINE: the file its times go to; `.ci/run` prints them)
 test:
-	@$(PHASE) "Debian packages, Kubernetes parts" -- $(MAKE) --no-print-directory test-deps
+	@$(PHASE) "Debian packages" -- $(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 	@$(PHASE) "k8sdds and its test extras" -- $(MAKE) --no-print-directory install $(VENV)/.test-extras
-	@$(PHASE) "engines (MQTT, Zenoh)" -- $(MAKE) --no-print-directory engines
-	@$(PHASE) "RTI Perftest" -- $(MAKE) --no-print-directory test-perftest
-	@$(PHASE) "ARM disks" -- $(MAKE) --no-print-directory vm-disk
 	@$(PHASE) ruff -- $(BIN)/ruff check .
-	@$(PHASE) "tests, two processes" -- $(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
+	@$(PHASE) "tests, two processes, the builds beside them" -- $(PYTHON) .ci/builds -- \
+	  $(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
 	@$(PHASE) "tests, exclusive" -- $(BIN)/pytest -q -rs -m exclusive
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
@@ -80,15 +80,22 @@ check: $(BIN)/k8sdds $(VENV)/.test-extras
 install: system-deps $(BIN)/k8sdds
 
 ## engines: k8sdds-mqtt (Go), k8sdds-zenoh (Rust; also the Zenoh router), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
-engines:
-	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
-	  for arch in "" arm64 armhf; do ARCH=$$arch ENGINES=mqtt engines/build || exit 1; done; \
+engines: build-mqtt-amd64 build-mqtt-arm64 build-mqtt-armhf build-zenoh-amd64
+	@$(MAKE) --no-print-directory build-zenoh-arm64 \
+	  || echo "the zenoh engine is not built for arm64 (above: why); the arm64 image goes without it"
+
+# build-NAME: one artefact the tests need, cached (`.ci/builds --list` names them all; `make
+# test` builds them beside the tests, in two lanes)
+build-mqtt-%:
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then ARCH=$* ENGINES=mqtt engines/build; \
 	else echo "no Go toolchain: the mqtt engine is not built (\`k8sdds engines\` says so)"; fi
-	@if PATH="$$PATH:$$HOME/.cargo/bin" command -v cargo >/dev/null; then ENGINES=zenoh engines/build; \
-	  if command -v aarch64-linux-gnu-gcc >/dev/null; then ARCH=arm64 ENGINES=zenoh engines/build \
-	    || echo "the zenoh engine is not built for arm64 (above: why); the arm64 image goes without it"; \
-	  else echo "no aarch64-linux-gnu-gcc: the zenoh engine is not built for arm64"; fi; \
-	else echo "no Rust toolchain (cargo): the zenoh engine is not built (\`k8sdds engines\` says so)"; fi
+
+build-zenoh-%:
+	@if ! PATH="$$PATH:$$HOME/.cargo/bin" command -v cargo >/dev/null; then \
+	  echo "no Rust toolchain (cargo): the zenoh engine is not built (\`k8sdds engines\` says so)"; \
+	elif [ "$*" != amd64 ] && ! command -v aarch64-linux-gnu-gcc >/dev/null; then \
+	  echo "no aarch64-linux-gnu-gcc: the zenoh engine is not built for $*"; \
+	else ARCH=$* ENGINES=zenoh engines/build; fi
 
 ## perftest: RTI Perftest's own program (perftest_cpp) built on Cyclone DDS from PERFTEST_SRC
 ## (engines/perftest: k8sdds' implementation of Perftest's middleware interface), for this
@@ -102,9 +109,12 @@ perftest: $(if $(PERFTEST_ARCHES),$(BIN)/k8sdds)
 
 # the tests build Perftest from the sources beside the project (../shared/third_party), for
 # this machine and the ARM test hosts
-test-perftest:
-	@if [ -n "$(PERFTEST_SRC)" ]; then $(MAKE) --no-print-directory perftest PERFTEST_ARCHES="arm64 armhf"; \
-	else echo "no RTI Perftest sources (PERFTEST_SRC): engine=rtiperftest's live tests are skipped"; fi
+test-perftest: build-perftest-amd64 build-perftest-arm64 build-perftest-armhf
+
+build-perftest-%: $(BIN)/k8sdds
+	@if [ -z "$(PERFTEST_SRC)" ]; then echo "no RTI Perftest sources (PERFTEST_SRC): engine=rtiperftest's live tests are skipped"; \
+	elif [ "$*" = "$$(dpkg --print-architecture)" ]; then $(PYTHON) engines/perftest/build.py "$(PERFTEST_SRC)"; \
+	else $(BIN)/python engines/perftest/build.py "$(PERFTEST_SRC)" --arch $*; fi
 
 ## test-deps: the tests' Debian packages first (the Go builds need gcc and libpcap-dev for
 ## flannel's and weave's cgo parts), then the Go-built Kubernetes parts
@@ -112,23 +122,28 @@ test-deps:
 	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
 	@$(MAKE) --no-print-directory k8s-test-binaries
 
-## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and cross-compiled, in two lanes side by side: for arm64 and for arm each, the kubelet, kubeadm, kubectl and kube-proxy, CoreDNS and flannel (what `cluster install` puts on the ARM test hosts, and the images `cluster images --build` makes for them)
-k8s-test-binaries:
-	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
-	  export PATH="$$PATH:/usr/local/go/bin"; .ci/k8s-test-binaries || exit 1; \
-	  ( .ci/k8s-cross-binaries arm64 coredns flannel \
-	    && K8S_COMPONENTS="kubelet kubeadm kubectl kube-proxy" .ci/k8s-cross-binaries arm64 kubernetes ) & a=$$!; \
-	  ( K8S_COMPONENTS="kubelet kubeadm kubectl kube-proxy" .ci/k8s-cross-binaries arm kubernetes \
-	    && .ci/k8s-cross-binaries arm coredns flannel ) & b=$$!; \
-	  wait $$a; ra=$$?; wait $$b; rb=$$?; [ $$ra -eq 0 ] && [ $$rb -eq 0 ]; \
+## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and cross-compiled, side by side: for arm64 and for arm each, the kubelet, kubeadm, kubectl and kube-proxy, CoreDNS and flannel (what `cluster install` puts on the ARM test hosts, and the images `cluster images --build` makes for them)
+k8s-test-binaries: build-k8s-amd64
+	@$(MAKE) --no-print-directory -j2 build-k8s-arm64 build-k8s-armhf
+
+build-k8s-amd64:
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then .ci/k8s-test-binaries; \
 	else echo "no Go toolchain: the kubernetes backend's tests will be skipped"; fi
 
+# the ARM parts: Debian's architecture name (armhf) is Go's arm
+build-k8s-arm64 build-k8s-armhf: build-k8s-%:
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
+	  goarch=$(subst armhf,arm,$*); .ci/k8s-cross-binaries $$goarch coredns flannel \
+	  && K8S_COMPONENTS="kubelet kubeadm kubectl kube-proxy" .ci/k8s-cross-binaries $$goarch kubernetes; \
+	else echo "no Go toolchain: the Kubernetes parts for $* are not built"; fi
+
 ## vm-disk: the ARM test hosts' disks (`k8sdds vm build`: Debian arm64 and armhf with sshd, as a fresh Raspberry Pi OS, no node part: the tests put those on with `k8sdds cluster install`; as root, once, cached in /var/cache/k8sdds/vm), the two built side by side (each runs its packages' scripts on one core, under qemu-user)
-vm-disk: $(BIN)/k8sdds
-	@if [ "$$(id -u)" -eq 0 ]; then \
-	  $(BIN)/k8sdds vm build --arch arm64 & a=$$!; $(BIN)/k8sdds vm build --arch armhf & b=$$!; \
-	  wait $$a; ra=$$?; wait $$b; rb=$$?; [ $$ra -eq 0 ] && [ $$rb -eq 0 ]; \
-	else echo "not root: the ARM test hosts' disks are not built (their tests are skipped)"; fi
+vm-disk:
+	@$(MAKE) --no-print-directory -j2 build-vm-arm64 build-vm-armhf
+
+build-vm-%: $(BIN)/k8sdds
+	@if [ "$$(id -u)" -eq 0 ]; then $(BIN)/k8sdds vm build --arch $*; \
+	else echo "not root: the $* ARM test host's disk is not built (its tests are skipped)"; fi
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES); do \

@@ -7,13 +7,17 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 
 pytest_plugins = ["tests.skip_rule",  # in CI a skip is a failure
+                  "tests.builds",  # a test waits for what it needs built (make test)
                   "pytester"]  # a pytest session inside a test (test_layout)
 
-# The longest modules first. `make test` runs the suite in two processes (pytest-xdist,
+# The order the modules run in. `make test` runs the suite in two processes (pytest-xdist,
 # --dist loadfile, in collection order: the first module to one, the second to the other,
-# then one more each, then whichever is free takes the next), so the long ones start at once
-# and the short ones fill the gaps; the three with real kubelets mostly fall to one process,
-# one after the other.
+# then one more each, then whichever is free takes the next) beside the builds (.ci/builds).
+# The Pi tutorial, the longest, first: on a filled cache it starts at once; on an empty one
+# its process waits for its builds (leaving their lanes the cores) while the other runs the
+# modules that need nothing built, the longest of them first; then the modules that wait for
+# a build, in FIRST's order (the three with real kubelets mostly fall to one process, one
+# after the other), so the short ones fill the gaps at the end.
 FIRST = ["test_pi_tutorial", "test_kube_testbed", "test_kubeadm_real",
          "test_baseline_emulated",
          "test_kube_router_testbed", "test_weave_testbed", "test_kubernetes_backend",
@@ -22,9 +26,19 @@ FIRST = ["test_pi_tutorial", "test_kube_testbed", "test_kubeadm_real",
 
 
 def pytest_collection_modifyitems(items) -> None:
+    from .builds import has_needs
+
+    waiting = {item.module.__name__ for item in items if item.module and has_needs(item)}
     rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], len(FIRST))
-               if item.module else len(FIRST))
+
+    def order(item) -> tuple[int, int]:
+        if not item.module:
+            return (2, len(FIRST))
+        name = item.module.__name__
+        at = rank.get(name.rsplit(".", 1)[-1], len(FIRST))
+        return (0 if at == 0 else 1 + (name in waiting), at)
+
+    items.sort(key=order)
 
 
 def user_python() -> str:

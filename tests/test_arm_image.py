@@ -19,6 +19,7 @@ import pytest
 from k8sdds.images.dockerfile import DockerfileError, parse
 from k8sdds.images.foreign import packages
 
+from .builds import ARM_ENGINES, needs
 from .emulated_support import cli, host_mounts
 
 ROOT = Path(__file__).parent.parent
@@ -90,7 +91,7 @@ def _roles(tmp_path: Path, latency: bool) -> dict[str, tuple[list[str], dict[str
 
 
 @pytest.mark.image
-@pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+@needs(*ARM_ENGINES, why=_reason)
 @pytest.mark.parametrize("arch, arm_role, latency", [("arm64", "pub", False),
                                                      ("arm", "sub", True)])
 def test_the_arm_image_s_ddsperf_measures_against_this_machine_s(arch, arm_role, latency,
@@ -173,7 +174,7 @@ def _middleware_roles(engine: str, tmp_path: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.image
-@pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+@needs(*ARM_ENGINES, why=_reason)
 @pytest.mark.parametrize("arch", ["arm64", "arm"])
 def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, tmp_path):
     """mosquitto (Debian's, for the Pi) and k8sdds-mqtt in the image; its ARM subscriber,

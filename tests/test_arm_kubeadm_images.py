@@ -18,6 +18,7 @@ import pytest
 from k8sdds.errors import UserError
 from k8sdds.images import foreign
 
+from .builds import needs
 from .emulated_support import host_mounts
 
 QEMU = "qemu-aarch64-static"  # run directly: no binfmt handler is registered for it
@@ -131,7 +132,7 @@ def built(tmp_path_factory):
 
 
 @pytest.mark.image
-@pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+@needs("k8s-arm64", why=_reason)
 def test_coredns_for_arm64_is_an_arm_binary_that_runs(built):
     images, said = built
     rootfs, config = images[COREDNS]
@@ -143,7 +144,7 @@ def test_coredns_for_arm64_is_an_arm_binary_that_runs(built):
 
 
 @pytest.mark.image
-@pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+@needs("k8s-arm64", why=_reason)
 def test_flannel_for_arm64_has_debian_s_arm_iptables_as_its_postinst_would_link_it(built):
     images, _ = built
     rootfs, config = images[FLANNEL]
@@ -160,7 +161,7 @@ def test_flannel_for_arm64_has_debian_s_arm_iptables_as_its_postinst_would_link_
 
 
 @pytest.mark.image
-@pytest.mark.skipif(_reason() is not None, reason=_reason() or "")
+@needs("k8s-arm64", why=_reason)
 def test_pause_for_arm64_is_debian_s_arm_busybox(built):
     images, _ = built
     rootfs, config = images[PAUSE]

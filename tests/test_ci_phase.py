@@ -51,3 +51,16 @@ def test_a_missing_command_and_bad_usage_are_clear_errors(tmp_path):
     assert "Traceback" not in missing.stderr
     usage = phase("only-a-name")
     assert usage.returncode == 2 and "usage: .ci/phase" in usage.stderr
+
+
+def test_a_build_beside_a_phase_is_shown_under_it_and_not_counted_twice(tmp_path):
+    """.ci/builds adds a line per artefact, two spaces first, before the phase it ran beside
+    ends; the total is the phases' (their CPU already holds the builds they waited for)."""
+    timeline = tmp_path / "timeline"
+    timeline.write_text("  build k8s-amd64\t600.0\t900.0\t100.0\t0\n"
+                        "tests\t1200.0\t1500.0\t300.0\t0\n")
+    lines = phase("--print", str(timeline)).stdout.strip().splitlines()
+    assert lines[1].split()[:2] == ["build", "k8s-amd64"] and lines[1].startswith("    build")
+    total = lines[-1].split()
+    assert total[:5] == ["total", "20", "min", "00.0", "s"]  # 1,200 s: the phase's alone
+    assert total[6:10] == ["30", "min", "00.0", "s"]  # 1,800 s of CPU, not 2,800

@@ -20,6 +20,7 @@ from k8sdds.cluster import inventory as inv
 
 from . import ssh_support as ss
 from . import vm_support
+from .builds import ENGINES, needs
 from .containerd_support import collect_garbage
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
@@ -556,6 +557,7 @@ def test_ssh_backend_runs_ddsperf_on_the_bare_hosts(bare, tmp_path):
 
 @pytest.mark.ssh
 @requires_hosts
+@needs("vm-arm64", "k8s-arm64", "mqtt-arm64", "zenoh-arm64", "perftest-arm64", *ENGINES)
 def test_the_64_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp_path):
     """The study's 64-bit Pi as a bare host: `k8sdds vm`'s arm64 machine (qemu-system-aarch64,
     an emulated Cortex-A53 running Debian's arm64 system, no node part) on the hosts' LAN.
@@ -643,6 +645,7 @@ def test_the_64_bit_arm_machine_is_checked_and_measured_as_a_bare_host(bare, tmp
 
 @pytest.mark.ssh
 @requires_hosts
+@needs("mqtt-amd64", "zenoh-amd64")
 def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_path):
     import json
 

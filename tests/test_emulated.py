@@ -27,6 +27,7 @@ from k8sdds.testbed.netfilter import pod_chain
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import WIRING, wg_interface
 
+from .builds import needs
 from .conftest import user_python
 from .emulated_support import (
     alive,
@@ -586,6 +587,7 @@ def test_fault_node_link_down_mid_test(tmp_path, env):
     assert manifest["status"] == "complete" and namespaces(name) == []
 
 
+@needs("mqtt-amd64", "zenoh-amd64")
 def test_middlewares_side_by_side_zenoh_peer_and_routed_mqtt_by_qos_and_dds(tmp_path, env):
     for engine in (Mqtt(), Zenoh()):  # make test installs mosquitto and builds the engines
         assert engine.unavailable() is None, engine.unavailable()

@@ -15,6 +15,8 @@ import pytest
 
 from k8sdds.images.dockerfile import DockerfileError, parse
 
+from . import builds
+from .builds import needs
 from .emulated_support import cli, host_mounts
 
 ROOT = Path(__file__).parent.parent
@@ -55,7 +57,7 @@ def _build_reason() -> str | None:
 
 
 @pytest.mark.image
-@pytest.mark.skipif(_build_reason() is not None, reason=_build_reason() or "")
+@needs(*builds.ENGINES, why=_build_reason)
 def test_the_built_image_holds_the_engines_and_they_run(tmp_path):
     before = host_mounts()
     out = tmp_path / "engines.tar"

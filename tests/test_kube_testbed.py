@@ -17,13 +17,18 @@ import pytest
 
 from k8sdds.testbed.kube import kubelets as kube
 
+from .builds import ENGINES, needs
 from .emulated_support import cli, host_mounts, missing, namespaces, root_links
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 from .testbed_cluster_support import ROOT, cluster_env, up_cluster
 from .testbed_cluster_support import run as _run
 
-REASON = missing() or kube.missing()
-pytestmark = [pytest.mark.kubelet, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+def _why() -> str | None:
+    return missing() or kube.missing()
+
+
+pytestmark = [pytest.mark.kubelet, needs("k8s-amd64", *ENGINES, why=_why)]
 
 
 @pytest.fixture(scope="module")

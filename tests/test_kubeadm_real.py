@@ -20,11 +20,10 @@ import pytest
 import yaml
 
 from . import kubeadm_support as ks
+from .builds import ENGINES, needs
 from .ssh_support import check_rows
 
-REASON = ks.missing()
-requires_nodes = pytest.mark.skipif(REASON is not None, reason=REASON or "")
-pytestmark = [pytest.mark.kubelet, pytest.mark.ssh, requires_nodes]
+pytestmark = [pytest.mark.kubelet, pytest.mark.ssh, needs("k8s-amd64", *ENGINES, why=ks.missing)]
 
 # the Weave Net router's status, from its HTTP port on the node's loopback
 WEAVE_STATUS = ("import urllib.request; print(urllib.request.urlopen("

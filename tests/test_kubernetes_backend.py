@@ -24,11 +24,11 @@ from k8sdds.perftest.base import Command
 from k8sdds.runner import NoProgress, Runner, RunOptions
 
 from . import kube_support as ks
+from .builds import needs
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
 
-REASON = ks.missing()
 # skipped with the reason where they cannot run (in CI a skip fails: tests/skip_rule.py)
-pytestmark = [pytest.mark.kube, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+pytestmark = [pytest.mark.kube, needs("k8s-amd64", why=ks.missing)]
 
 HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,duration\n"
 SCHEDULE = HEAD + "1024,false,1,false,0,2\n1024,false,2,false,0,2\n"

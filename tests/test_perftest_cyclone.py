@@ -25,6 +25,7 @@ from k8sdds.model import Test
 from k8sdds.perftest import RoleContext
 from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 
+from .builds import needs
 from .conftest import user_python
 from .emulated_support import namespaces, requires_namespaces
 
@@ -46,7 +47,8 @@ MISSING = ("needs RTI Perftest's sources: PERFTEST_SRC (make test takes "
            "needs cyclonedds-dev, cyclonedds-tools and g++ (make perftest installs them)"
            if any(shutil.which(t) is None for t in TOOLS)
            or not Path("/usr/include/dds/dds.h").exists() else None)
-pytestmark = [pytest.mark.build,
+# `built` runs `make perftest`, which finds what make test's lane built: after it
+pytestmark = [pytest.mark.build, needs("perftest-amd64"),
               pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
 
 
@@ -280,6 +282,7 @@ def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
     "aarch64-linux-gnu-g++", "arm-linux-gnueabihf-g++", "qemu-aarch64-static",
     "qemu-arm-static")), reason="needs Debian's cross g++ for arm64 and armhf and "
     "qemu-user-static (make test installs them)")
+@needs("perftest-arm64", "perftest-armhf")
 def test_the_pis_builds_measure_each_other_under_qemu(built, tmp_path):
     """`make perftest PERFTEST_ARCHES="arm64 armhf"` (docs/how-to/rti-perftest.md), then a Pi
     4's publisher (arm64) and a Pi 3's subscriber (armhf) over loopback, each under qemu-user

@@ -18,6 +18,7 @@ import pytest
 from k8sdds.perftest.rtiperftest import built
 from k8sdds.testbed import netns
 
+from .builds import needs
 from .emulated_support import cli, namespaces, requires_namespaces
 
 pytestmark = [pytest.mark.emulated, requires_namespaces()]
@@ -143,8 +144,13 @@ def test_dds_security_authenticates_and_encrypts_discovery(tmp_path, testbed):
 
 
 PERFTEST = ("--engine", "rtiperftest")
-needs_perftest = pytest.mark.skipif(built() is None, reason="needs perftest_cpp built on "
-                                    "Cyclone DDS (make perftest; make test builds it)")
+
+
+def _no_perftest() -> str | None:
+    return None if built() else "needs perftest_cpp built on Cyclone DDS (make perftest)"
+
+
+needs_perftest = needs("perftest-amd64", why=_no_perftest)
 
 
 @needs_perftest

@@ -12,10 +12,11 @@ from k8sdds.serve import nodes
 
 from . import kube_support as ks
 from . import ssh_support as ss
+from .builds import needs
 
 
 @pytest.mark.kube
-@pytest.mark.skipif(ks.missing() is not None, reason=ks.missing() or "")
+@needs("k8s-amd64", why=ks.missing)
 def test_a_clusters_nodes_with_their_heartbeats(tmp_path):
     plane = ks.ControlPlane(tmp_path / "k8s").start()
     try:

@@ -14,13 +14,18 @@ import pytest
 
 from k8sdds.testbed.kube import kubelets as kube
 
+from .builds import ENGINES, needs
 from .emulated_support import missing
 from .testbed_cluster_support import cluster_env, run, up_cluster
 
-REASON = missing() or kube.missing() or (
-    None if (kube.binaries() / "weaver").exists()
-    else f"Weave Net not built in {kube.binaries()} (.ci/k8s-test-binaries)")
-pytestmark = [pytest.mark.kubelet, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
+
+def _why() -> str | None:
+    return missing() or kube.missing() or (
+        None if (kube.binaries() / "weaver").exists()
+        else f"Weave Net not built in {kube.binaries()} (.ci/k8s-test-binaries)")
+
+
+pytestmark = [pytest.mark.kubelet, needs("k8s-amd64", *ENGINES, why=_why)]
 SAYS = "weave 2.6.5 (DaemonSet kube-system/weave-net, real)"
 HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
 

@@ -1,0 +1,72 @@
+""".ci/builds and the wait for its artefacts (tests/builds.py): `make test` runs the builds
+beside the tests, and a test waits only for what it needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from . import builds
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_every_artefact_has_its_make_target_and_a_lane():
+    listed = subprocess.run([sys.executable, str(builds.BUILDS), "--list"], capture_output=True,
+                            text=True, timeout=30, check=True).stdout
+    assert listed.splitlines()[0] == "lane 1:" and "lane 2:" in listed
+    assert "k8s-amd64" in listed and "vm-armhf" in listed and "perftest-arm64" in listed
+    # make knows how to build each (make -n: nothing runs; one recipe echoed for each)
+    done = subprocess.run(["make", "-n", "--no-print-directory",
+                           *(f"build-{name}" for name in builds.ARTEFACTS)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    for name in builds.ARTEFACTS:
+        assert f"build-{name}" not in done.stderr
+    for name in (*builds.ENGINES, *builds.ARM_ENGINES):
+        assert name in builds.ARTEFACTS
+
+
+def test_an_unknown_artefact_is_a_clear_error():
+    with pytest.raises(ValueError, match="no artefact k8s-sparc"):
+        builds.needs("k8s-sparc")
+    bad = subprocess.run([sys.executable, str(builds.BUILDS), "k8s-sparc"], capture_output=True,
+                         text=True, timeout=30)
+    assert bad.returncode == 2 and "no artefact k8s-sparc" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_a_wait_ends_when_the_artefact_is_built(tmp_path, monkeypatch):
+    monkeypatch.setenv("K8SDDS_BUILDS", str(tmp_path))
+    later = threading.Timer(1.5, (tmp_path / "zenoh-amd64.ok").write_text, args=("0\n",))
+    later.start()
+    started = time.monotonic()
+    waited = builds.wait("zenoh-amd64")
+    assert 1.4 <= time.monotonic() - started and waited >= 1.4
+    assert builds.wait("zenoh-amd64") < 0.5  # built: no wait
+
+
+def test_a_failed_build_fails_the_test_with_its_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("K8SDDS_BUILDS", str(tmp_path))
+    (tmp_path / "k8s-arm64.log").write_text("go: downloading ...\ncannot find module x\n")
+    (tmp_path / "k8s-arm64.failed").write_text("2\n")
+    with pytest.raises(pytest.fail.Exception, match="(?s)build of k8s-arm64 failed.*"
+                       "cannot find module x"):
+        builds.wait("k8s-arm64")
+
+
+def test_an_artefact_the_lanes_never_built_fails_rather_than_waits(tmp_path, monkeypatch):
+    monkeypatch.setenv("K8SDDS_BUILDS", str(tmp_path))
+    (tmp_path / "all.done").write_text("")
+    with pytest.raises(pytest.fail.Exception, match="vm-arm64 was never built"):
+        builds.wait("vm-arm64")
+
+
+def test_without_the_lanes_nothing_is_waited_for(monkeypatch):
+    monkeypatch.delenv("K8SDDS_BUILDS", raising=False)
+    assert builds.wait(*builds.ARTEFACTS) == 0.0  # pytest by hand on a filled cache
