@@ -14,6 +14,7 @@ from k8sdds.model import PATHS, SERVICE_PATHS, Test
 from k8sdds.perftest import Engine
 
 ENGINES = ("ping", "iperf3", "qperf", "ab")
+PUBSUB = "ddsperf"  # the pub/sub traffic measured on the same paths (`--dds`)
 HEADER = ["engine", "datapath", "path", "transport", "latencyTest", "dataLen", "multicast",
           "numSubscribers", "bestEffort", "batchSize", "streams", "duration"]
 DDS_MIN_DURATION = 3.0  # ddsperf spends its first second on discovery
@@ -33,6 +34,7 @@ class Probe:
     metric: str = "throughput_mbps"  # the figure of its rows that column shows
     streams: int = 1
     any_transport: bool = False  # the column takes the engine's rows of every transport
+    pubsub: bool = False  # the pub/sub side (PUBSUB's): the report takes its usual sweep point
 
 
 PROBES = {
@@ -45,9 +47,10 @@ PROBES = {
               Probe("qperf", "udp", True, 64, "qperf UDP RTT (µs)", "latency_us_mean")),
     "ab": (Probe("ab", "tcp", False, 1024, "ab (requests/s)", "requests_per_s", streams=4),),
     # the pub/sub side: the report takes ddsperf's rows of any transport and schedule
-    "ddsperf": (Probe("ddsperf", "udp", False, 1024, "ddsperf (Mb/s)", any_transport=True),
-                Probe("ddsperf", "udp", True, 64, "ddsperf p50 RTT (µs)", "latency_us_p50",
-                      any_transport=True)),
+    PUBSUB: (Probe(PUBSUB, "udp", False, 1024, "ddsperf (Mb/s)", any_transport=True,
+                   pubsub=True),
+             Probe(PUBSUB, "udp", True, 64, "ddsperf p50 RTT (µs)", "latency_us_p50",
+                   any_transport=True, pubsub=True)),
 }
 
 
@@ -66,15 +69,14 @@ def schedule(datapath_names: Sequence[str], paths: Sequence[str], engines: Seque
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(HEADER)
-    chosen = list(engines) + (["ddsperf"] if dds else [])
+    chosen = list(engines) + ([PUBSUB] if dds else [])
     for dp in datapath_names:
         for path in paths_of(dp, paths):
             for engine in chosen:
                 for p in PROBES[engine]:
                     if path in SERVICE_PATHS and not _through_service(p, registry):
                         continue
-                    seconds = max(duration, DDS_MIN_DURATION) if engine == "ddsperf" \
-                        else duration
+                    seconds = max(duration, DDS_MIN_DURATION) if p.pubsub else duration
                     writer.writerow([p.engine, dp, path, p.transport, _b(p.latency),
                                      p.data_len, "false", 1, "false", 0, p.streams,
                                      f"{seconds:g}"])

@@ -211,19 +211,23 @@ BACKEND_BRANCHES = {"k8sdds.results.manifest": "a version 1 manifest's upgrade",
                     "a backend"}
 
 
-def _branches_on_a_backend(path: Path) -> list[int]:
-    """The lines of `path` that compare a value with a backend's name."""
-    from k8sdds.deployment import BACKENDS
-
+def _branches_on(path: Path, names: set[str]) -> list[int]:
+    """The lines of `path` that compare a value with one of `names`."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Compare) and any(
                 isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
-            names = {c.value for c in ast.walk(node)
-                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            if names & set(BACKENDS):
+            literals = {c.value for c in ast.walk(node)
+                        if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if literals & names:
                 found.append(node.lineno)
     return found
+
+
+def _branches_on_a_backend(path: Path) -> list[int]:
+    from k8sdds.deployment import BACKENDS
+
+    return _branches_on(path, set(BACKENDS))
 
 
 def test_no_code_outside_a_backend_branches_on_a_backends_name():
@@ -232,6 +236,20 @@ def test_no_code_outside_a_backend_branches_on_a_backends_name():
     found = {name: lines for name, path in _modules().items()
              if not name.startswith("k8sdds.deployment")
              and (lines := _branches_on_a_backend(path)) and name not in BACKEND_BRANCHES}
+    assert found == {}
+
+
+def test_no_code_outside_the_engines_branches_on_an_engines_name():
+    """What differs by engine is in its record (perftest's registry: its name, probes,
+    ports, parser): `engine == "ddsperf"` elsewhere is a fact kept outside it. The baseline
+    names its pub/sub engine once (baseline.PUBSUB) and marks its probes (Probe.pubsub)."""
+    from k8sdds.perftest import registry
+
+    names = set(registry())
+    assert {"ddsperf", "rtiperftest", "zenoh", "mqtt", "iperf3"} <= names
+    found = {name: lines for name, path in _modules().items()
+             if not name.startswith("k8sdds.perftest")
+             and (lines := _branches_on(path, names))}
     assert found == {}
 
 

@@ -86,12 +86,12 @@ def middleware_notes(manifests: dict[str, dict]) -> list[str]:
     """What RTI Perftest ran on, where the runs measured with it: its banner names the
     middleware underneath (RTI Connext, or Cyclone DDS in k8sdds' build), and a reader
     comparing with RTI's figures must know which."""
-    from k8sdds.perftest.rtiperftest import CYCLONE
+    from k8sdds.perftest.rtiperftest import CYCLONE, RtiPerftest
 
     lines = []
     for m in manifests.values():
         version = (m.get("tools") or {}).get("rtiperftest")
-        used = any(t.get("engine") == "rtiperftest" for t in m.get("tests") or [])
+        used = any(t.get("engine") == RtiPerftest.name for t in m.get("tests") or [])
         if used and isinstance(version, str) and version:
             lines.append(f"rtiperftest: {version}" + (
                 f": RTI Perftest's program on {CYCLONE}, not on RTI Connext"

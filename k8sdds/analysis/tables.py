@@ -218,7 +218,7 @@ def security(thr: pd.DataFrame, lat: pd.DataFrame) -> pd.DataFrame:
 # the columns of the path matrix: each probe of `k8sdds baseline` (baseline.PROBES), the
 # network engines' first and ddsperf's last
 PROBES = sorted((p for probes in baseline.PROBES.values() for p in probes),
-                key=lambda p: p.engine == "ddsperf")
+                key=lambda p: p.pubsub)
 
 
 def _means(runs: Runs) -> dict[str, pd.Series]:
@@ -229,7 +229,7 @@ def _means(runs: Runs) -> dict[str, pd.Series]:
         rv = rv[(rv["engine"] == p.engine) & (rv["latency_test"] == p.latency)]
         if not p.any_transport:
             rv = rv[rv["transport"] == p.transport]
-        if p.engine == "ddsperf":  # the pub/sub side of the comparison: its usual sweep point
+        if p.pubsub:  # the pub/sub side of the comparison: its usual sweep point
             rv = base(rv, keep=("datapath", "path", "placement", "engine", "latency_test"))
         if rv.empty:
             continue
@@ -240,8 +240,7 @@ def _means(runs: Runs) -> dict[str, pd.Series]:
 def matrix(runs: Runs) -> pd.DataFrame:
     """The path matrix: per datapath and path, each network measurement (and ddsperf's)."""
     means = _means(runs)
-    if not any(p.label in means for p in PROBES
-               if p.engine != "ddsperf"):  # no network engine: no matrix
+    if not any(p.label in means for p in PROBES if not p.pubsub):  # no network engine: no matrix
         return pd.DataFrame()
     table = pd.DataFrame(means)
     table.index.names = ["datapath", "path"]
