@@ -36,7 +36,7 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     assert scouts == sorted(scouts) or out["notes"]  # rising, or said
     assert all(v > 0 for _, v, _ in out["steps"])  # every step measured traffic
     assert 0.01 <= out["cpu"] <= 1.0
-    assert out["machine"]["cpus"] == os.cpu_count()
+    assert out["machine"]["cpu_count"] == os.cpu_count()
     assert "link-bound: 16384 B" in proc.stderr and "0.0100 CPU: 1024 B" in proc.stderr
     saved = json.loads(cal.read_text())["boards"]["rpi3b"]
     assert saved["cpu"] == out["cpu"]
@@ -69,7 +69,7 @@ def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monke
     cal = tmp_path / "cal.json"
     calibration.save(calibration.Calibration(
         board="rpi3b", cpu=0.5, target_ratio=0.87, ratio=0.8, link_mbps=95.0,
-        machine={**calibration.this_machine(), "cpu": "Other CPU"},
+        machine={**calibration.this_machine(), "cpu_model": "Other CPU"},
         when="2026-01-01T00:00:00"), cal)
     monkeypatch.setenv("K8SDDS_CALIBRATION", str(cal))
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path / "state"))
@@ -81,7 +81,7 @@ def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monke
     backend.up()
     try:
         saved = json.loads(cal.read_text())["boards"]["rpi3b"]
-        assert saved["machine"]["cpu"] == calibration.this_machine()["cpu"]  # this machine's now
+        assert saved["machine"]["cpu_model"] == calibration.this_machine()["cpu_model"]  # here
         assert saved["cpu"] != 0.5 and len(saved["steps"]) >= 2
         profile = backend.testbed.profiles()["rpi3b"]
         assert profile["cpu"] == saved["cpu"] and profile["cpu_origin"] == "this machine"

@@ -5,6 +5,7 @@ it cannot show; and the netlink messages that find a namespace's NAPI threads.""
 from __future__ import annotations
 
 import json
+import os
 import struct
 from dataclasses import asdict
 
@@ -93,7 +94,7 @@ def test_profiles_take_their_budget_from_this_machines_calibration(tmp_path, mon
     pi3, pi4, wifi = resolve("rpi3b"), resolve("rpi4"), resolve("rpi3b-wifi")
     assert pi3.cpu == 0.06 and wifi.cpu == 0.06 and pi4.cpu == pytest.approx(0.12)
     here = calibration.this_machine()
-    assert f"on this machine ({here['cpu']}, {here['cpus']} CPUs)" in pi3.cpu_from
+    assert f"on this machine ({here['cpu_model']}, {here['cpu_count']} CPUs)" in pi3.cpu_from
     assert "0.87 of the link-bound rate" in pi3.cpu_from
     assert pi3.cpu_origin == pi4.cpu_origin == "this machine"
     assert pi4.cpu_from.startswith("2 x the rpi3b budget")
@@ -107,7 +108,7 @@ def test_without_a_calibration_here_the_release_machines_is_used_and_said(tmp_pa
     monkeypatch.setattr(calibration, "REFERENCE", reference)
     assert resolve("rpi3b").cpu_from.startswith("not calibrated: a guess")
     assert resolve("rpi3b").cpu_origin == "guess"
-    calibration.save(_cal(0.05, {"cpu": "Release CPU", "cpus": 2}), reference)
+    calibration.save(_cal(0.05, {"cpu_model": "Release CPU", "cpu_count": 2}), reference)
     got = resolve("rpi3b")
     assert got.cpu == 0.05 and "on the release machine" in got.cpu_from
     assert "run `k8sdds testbed calibrate` for this machine" in got.cpu_from
@@ -115,28 +116,30 @@ def test_without_a_calibration_here_the_release_machines_is_used_and_said(tmp_pa
 
 
 def test_a_calibration_holds_only_on_the_machine_it_was_made_on():
-    made = {"cpu": "AMD EPYC", "cpus": 2, "kernel": "6.18.44", "udp_loopback_pps": 200_000}
+    made = {"cpu_model": "AMD EPYC", "cpu_count": 2, "kernel": "6.18.44",
+            "udp_loopback_pps": 200_000}
     assert calibration.elsewhere(made, dict(made)) is None
     assert calibration.elsewhere(made, {**made, "udp_loopback_pps": 150_000}) is None
-    assert calibration.elsewhere(made, {**made, "cpu": "Intel(R) Xeon(R) Processor"}) == (
+    assert calibration.elsewhere(made, {**made, "cpu_model": "Intel(R) Xeon(R) Processor"}) == (
         "CPU 'AMD EPYC' there, 'Intel(R) Xeon(R) Processor' here")
-    # one CPU model, another VM: the measured fingerprint tells them apart
+    # one CPU model, another VM: the measured loopback rate tells them apart
     assert calibration.elsewhere(made, {**made, "udp_loopback_pps": 90_000}) == (
         "200000 loopback datagrams a second there, 90000 here")
     old = {k: v for k, v in made.items() if k != "udp_loopback_pps"}
-    assert "no fingerprint measured there" in calibration.elsewhere(old, made)
+    assert "no loopback rate measured there" in calibration.elsewhere(old, made)
 
 
-def test_this_machines_fingerprint_is_measured_and_holds_from_one_measurement_to_the_next():
+def test_this_machines_loopback_rate_is_measured_and_holds_from_one_measurement_to_the_next():
     here = calibration.this_machine()
     assert here["udp_loopback_pps"] > 1000  # a real loopback exchange, not a constant
-    again = {**here, "udp_loopback_pps": calibration.fingerprint()}
+    assert here["cpu_model"] and here["cpu_count"] == os.cpu_count()
+    again = {**here, "udp_loopback_pps": calibration.loopback_pps()}
     assert calibration.elsewhere(here, again) is None
 
 
 def test_a_calibration_file_from_another_machine_is_not_this_machines(tmp_path, monkeypatch):
     monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
-    calibration.save(_cal(0.06, {**calibration.this_machine(), "cpu": "Other CPU"}))
+    calibration.save(_cal(0.06, {**calibration.this_machine(), "cpu_model": "Other CPU"}))
     got = resolve("rpi3b")
     assert got.cpu == 0.06 and got.cpu_origin == "another machine"
     assert "not this machine: CPU 'Other CPU' there" in got.cpu_from
@@ -348,3 +351,17 @@ def test_a_run_calibrates_first_only_a_calibrated_budget_not_made_here():
     rpi4 = replace(resolve("rpi4"), cpu_origin="release", cpu_from="y")
     assert not_here([rpi4]) == {"rpi3b": "y"}  # rpi4 takes the rpi3b budget: that board
     assert round(AUTO.minutes) == 4  # `k8sdds testbed calibrate`'s defaults, as said
+
+
+def test_a_calibration_file_naming_the_cpu_as_before_is_read_with_todays_names(tmp_path):
+    """A file written before 2026-11-29 named the machine's CPU model and count `cpu` and
+    `cpus` (the calibration's own `cpu` is its budget); read, they are `cpu_model` and
+    `cpu_count`, as a run's environment names them."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"version": 1, "boards": {"rpi3b": {
+        "board": "rpi3b", "cpu": 0.07, "target_ratio": 0.87, "ratio": 0.9, "link_mbps": 97.0,
+        "machine": {"cpu": "AMD EPYC", "cpus": 2, "kernel": "6.18.44",
+                    "udp_loopback_pps": 200_000}}}}))
+    [cal] = calibration._read(old).values()
+    assert cal.cpu == 0.07 and cal.machine == {"cpu_model": "AMD EPYC", "cpu_count": 2,
+                                               "kernel": "6.18.44", "udp_loopback_pps": 200_000}

@@ -2,8 +2,8 @@
 
 A remote command is an argv list; it crosses SSH as one shell line, so it is quoted with
 shlex.join and nothing else. Host keys come from known_hosts and are never accepted
-automatically: an unknown host is an error that shows its key's fingerprint and how to
-accept it. Every command and its output go into a per-host log.
+automatically: an unknown host is an error that shows its key (SHA256, as `ssh-keygen -lf`
+shows it) and how to accept it. Every command and its output go into a per-host log.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class Result:
     err: str
 
 
-def fingerprint(key_bytes: bytes) -> str:
-    """OpenSSH's SHA256 fingerprint of a public key blob."""
+def key_sha256(key_bytes: bytes) -> str:
+    """A public key blob as OpenSSH shows it (`ssh-keygen -lf`: SHA256:...)."""
     return "SHA256:" + base64.b64encode(hashlib.sha256(key_bytes).digest()).decode().rstrip("=")
 
 
@@ -93,8 +93,8 @@ class Remote:
         except paramiko.BadHostKeyException as exc:
             raise HostError(f"the host key of {h.address}:{h.port} does not match "
                             f"{self.known_hosts}: it offers {exc.key.get_name()} "
-                            f"{fingerprint(exc.key.asbytes())}, known_hosts has "
-                            f"{fingerprint(exc.expected_key.asbytes())}; if the host was "
+                            f"{key_sha256(exc.key.asbytes())}, known_hosts has "
+                            f"{key_sha256(exc.expected_key.asbytes())}; if the host was "
                             "reinstalled, remove the old line (ssh-keygen -R) and accept the "
                             "new key") from None
         except paramiko.SSHException as exc:
@@ -107,7 +107,7 @@ class Remote:
         self._client = client
 
     def _unknown(self) -> str:
-        """The error for a host whose key is not known: its fingerprint and the remedy."""
+        """The error for a host whose key is not known: its key's SHA256 and the remedy."""
         import paramiko
 
         h = self.host
@@ -117,7 +117,7 @@ class Remote:
                 transport.start_client(timeout=CONNECT_TIMEOUT)
                 key = transport.get_remote_server_key()
                 transport.close()
-            shown = f"{key.get_name()} {fingerprint(key.asbytes())}"
+            shown = f"{key.get_name()} {key_sha256(key.asbytes())}"
         except (OSError, paramiko.SSHException):
             shown = "(its key could not be read)"
         target = f"[{h.address}]:{h.port}" if h.port != 22 else h.address

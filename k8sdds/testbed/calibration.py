@@ -93,7 +93,7 @@ class Calibration:
 
     def describe(self, reference: bool) -> str:
         where = ("on the release machine" if reference else "on this machine") + \
-            f" ({self.machine.get('cpu', '?')}, {self.machine.get('cpus', '?')} CPUs)"
+            f" ({self.machine.get('cpu_model', '?')}, {self.machine.get('cpu_count', '?')} CPUs)"
         board = BOARDS.get(self.board)
         return (f"calibrated {where}, {self.when[:10]}: 1 KiB at {self.ratio:.2f} of the "
                 f"link-bound rate, as the {board.name if board else self.board}'s host "
@@ -101,14 +101,15 @@ class Calibration:
                 + ("; run `k8sdds testbed calibrate` for this machine" if reference else ""))
 
 
-# a calibration holds on a machine whose fingerprint is within this factor of the one it
+# a calibration holds on a machine whose loopback rate (loopback_pps) is within this factor
+# of the one it
 # was made on: on one 2-core VM, 0.3 s measurements in separate processes spread by 1.76
 # times (277,000 to 488,000 a second) and the best of short bursts by 1.6; two VMs of one CPU
 # model differed by 2.3 times in the budget they needed (docs/explanation/fidelity.md)
-FINGERPRINT_FACTOR = 2.0
+LOOPBACK_FACTOR = 2.0
 
 
-def fingerprint(bursts: int = 10, seconds: float = 0.03) -> int:
+def loopback_pps(bursts: int = 10, seconds: float = 0.03) -> int:
     """1 KiB UDP datagrams this machine sends and receives over loopback in a second of one
     process's CPU time (user and system: a busy machine that takes the CPU away from it
     leaves it alike), the best of short bursts (a burst the hypervisor stole from reads
@@ -136,26 +137,30 @@ def fingerprint(bursts: int = 10, seconds: float = 0.03) -> int:
 
 @functools.cache
 def this_machine() -> dict:
-    """What a calibration holds for: CPU model and count, kernel (as a run's manifest has
-    them), and the measured fingerprint (measured once a process)."""
+    """What a calibration holds for: CPU model and count and kernel, named as a run's
+    manifest names them (environment), and the loopback rate (measured once a process)."""
     from k8sdds.environment import capture
 
     env = capture()
-    return {"cpu": env["cpu_model"], "cpus": env["cpu_count"], "kernel": env["kernel"],
-            "udp_loopback_pps": fingerprint()}
+    return {**{key: env[key] for key in MACHINE}, "udp_loopback_pps": loopback_pps()}
+
+
+# what a calibration's machine must share with this one, as environment.capture names it;
+# a file written before 2026-11-29 named the first two `cpu` and `cpus` (read as these)
+MACHINE = {"cpu_model": "CPU", "cpu_count": "CPUs", "kernel": "kernel"}
+OLD_NAMES = {"cpu": "cpu_model", "cpus": "cpu_count"}
 
 
 def elsewhere(made: dict, here: dict) -> str | None:
     """Why a calibration made on the machine `made` describes does not hold on `here` (both
     as this_machine() gives them), or None where it holds. Pure."""
     why = [f"{what} {made.get(key)!r} there, {here.get(key)!r} here"
-           for key, what in (("cpu", "CPU"), ("cpus", "CPUs"), ("kernel", "kernel"))
-           if made.get(key) != here.get(key)]
+           for key, what in MACHINE.items() if made.get(key) != here.get(key)]
     there, now = made.get("udp_loopback_pps"), here.get("udp_loopback_pps")
     if not there:
-        why.append("no fingerprint measured there (a calibration older than k8sdds' "
-                   "fingerprint)")
-    elif now and not 1 / FINGERPRINT_FACTOR <= now / there <= FINGERPRINT_FACTOR:
+        why.append("no loopback rate measured there (a calibration older than k8sdds' "
+                   "measure of it)")
+    elif now and not 1 / LOOPBACK_FACTOR <= now / there <= LOOPBACK_FACTOR:
         why.append(f"{there} loopback datagrams a second there, {now} here")
     return "; ".join(why) or None
 
@@ -163,7 +168,9 @@ def elsewhere(made: dict, here: dict) -> str | None:
 def _read(path: Path) -> dict[str, Calibration]:
     try:
         data = json.loads(path.read_text())
-        return {board: Calibration(**c) for board, c in data["boards"].items()}
+        return {board: Calibration(**{**c, "machine": {OLD_NAMES.get(k, k): v for k, v in
+                                                       c.get("machine", {}).items()}})
+                for board, c in data["boards"].items()}
     except FileNotFoundError:
         return {}
     except (ValueError, KeyError, TypeError) as exc:
