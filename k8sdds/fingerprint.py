@@ -126,7 +126,7 @@ def machine(run: Runner) -> dict:
                   if line.split(":", 1)[0].strip() in ("model name", "Model")), "unknown")
     cpus = sum(1 for line in cpuinfo.splitlines() if line.startswith("processor"))
     return {"kernel": _first(run, ["uname", "-r"], "unknown"), "cpu_model": model,
-            "cpus": cpus or None,
+            "cpu_count": cpus or None,
             "governor": _first(run, ["cat", GOVERNOR], "none (no cpufreq)"),
             "runtime": _first(run, ["containerd", "--version"]),
             "kubelet": _first(run, ["kubelet", "--version"])}
@@ -203,7 +203,7 @@ def rows(prints: Mapping[str, Mapping[str, dict]]) -> list[dict]:
             out.append({
                 "datapath": datapath, "node": name,
                 "kernel": fp.get("kernel", fp.get("error", "")),
-                "CPU": f"{fp.get('cpu_model', '?')} x{fp.get('cpus', '?')}, "
+                "CPU": f"{fp.get('cpu_model', '?')} x{fp.get('cpu_count', '?')}, "
                        f"{fp.get('governor', '?')}" if "cpu_model" in fp else
                        fp.get("not_read", ""),
                 "runtime, kubelet": f"{fp.get('runtime', '?')}; {fp.get('kubelet', '?')}",
@@ -231,7 +231,7 @@ def flat(prints: Mapping[str, Mapping[str, dict]]) -> dict[str, str]:
     for datapath, nodes in sorted(prints.items()):
         for name, fp in sorted(nodes.items()):
             at = f"{datapath} {name}"
-            for key in ("kernel", "cpu_model", "cpus", "governor", "runtime", "kubelet"):
+            for key in ("kernel", "cpu_model", "cpu_count", "governor", "runtime", "kubelet"):
                 if key in fp:
                     out[f"{at} {key}"] = str(fp[key])
             for key in ("name", "version", "mode"):

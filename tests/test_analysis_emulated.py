@@ -220,7 +220,7 @@ def test_the_manifest_holds_each_datapaths_node_fingerprints(run_dir):
         assert fp["interfaces"]["flannel.1"]["kind"] == "vxlan", node
         assert fp["interfaces"]["flannel.1"]["mtu"] == 1450
         assert "generic-receive-offload" in fp["interfaces"]["flannel.1"]["offloads"]
-        assert fp["kernel"] == os.uname().release and fp["cpus"] == os.cpu_count()
+        assert fp["kernel"] == os.uname().release and fp["cpu_count"] == os.cpu_count()
         assert fp["cni"]["mode"] == "VXLAN"
         assert {ifs["eth0"]["mtu"] for ifs in fp["pods"].values()} == {1450}
     for fp in prints["host"].values():

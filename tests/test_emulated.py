@@ -263,7 +263,7 @@ def test_run_two_rows_on_two_datapaths(tmp_path, env):
     assert outcome["repeats"] == 4 and outcome["failed"] == []
     run = outcome["run_dir"]
     manifest = json.loads(open(f"{run}/manifest.json").read())
-    assert manifest["status"] == "complete" and manifest["schema_version"] == SCHEMA_VERSION == 2
+    assert manifest["status"] == "complete" and manifest["schema_version"] == SCHEMA_VERSION == 3
     assert manifest["datapaths"] == ["flannel-hostgw", "flannel-vxlan"]
     assert manifest["environment"]["kernel"] and manifest["tools"]["ddsperf"] != ""
     assert {e["status"] for e in manifest["repeats"].values()} == {"done"}

@@ -64,7 +64,7 @@ def test_the_machine_is_this_one():
 
     got = fp.machine(here)
     assert got["kernel"] == os.uname().release
-    assert got["cpus"] == os.cpu_count()
+    assert got["cpu_count"] == os.cpu_count()
     assert got["cpu_model"] != "unknown"
     assert got["governor"]  # "none (no cpufreq)" on a VM without cpufreq
     assert got["kubelet"] == ("absent" if not shutil.which("kubelet") else got["kubelet"])

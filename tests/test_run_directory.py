@@ -68,13 +68,30 @@ def test_manifest_round_trips(tmp_path):
 def test_a_version_1_run_directory_is_upgraded_when_read(tmp_path):
     assert json.loads((V1 / "manifest.json").read_text())["schema_version"] == 1
     manifest = RunDir(V1).read_manifest()
-    assert manifest.schema_version == SCHEMA_VERSION == 2
+    assert manifest.schema_version == SCHEMA_VERSION == 3
     assert manifest.backend_options == {"testbed": "v1fix"}  # from the cluster it recorded
     assert [t.datapath for t in manifest.tests] == ["host", "host", "flannel-hostgw",
                                                      "flannel-hostgw"]
     assert sorted(manifest.repeats) == [RepeatKey(n, 1) for n in range(1, 5)]
     assert all(e.status == "done" and e.placement for e in manifest.repeats.values())
     assert not list(r for _, reps in manifest.pending() for r in reps)
+
+
+def test_a_version_2_fingerprint_names_its_cpu_count_as_the_environment_does():
+    """Version 2's node fingerprints said `cpus`; read today, `cpu_count` (as `environment`
+    and compare's check name it), every other field as it was."""
+    from k8sdds.results.manifest import upgrade
+
+    old = {"schema_version": 2, "run_id": "r", "backend": "emulated", "tests": [],
+           "fingerprints": {"flannel-vxlan": {"node1": {"cpu_model": "AMD EPYC", "cpus": 2,
+                                                        "kernel": "6.18"}},
+                            "host": {"node1": {"error": "not read"}}}}
+    got = upgrade(old)
+    assert got["schema_version"] == 3
+    assert got["fingerprints"] == {
+        "flannel-vxlan": {"node1": {"cpu_model": "AMD EPYC", "cpu_count": 2, "kernel": "6.18"}},
+        "host": {"node1": {"error": "not read"}}}
+    assert old["fingerprints"]["flannel-vxlan"]["node1"]["cpus"] == 2  # the input untouched
 
 
 def test_an_upgraded_run_is_written_back_at_the_current_version(tmp_path):

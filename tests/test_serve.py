@@ -165,6 +165,33 @@ def test_a_latency_stored_before_revision_4_becomes_the_round_trip(db_url, tmp_p
                                                    "round trip"]
 
 
+def test_a_manifest_stored_before_revision_5_names_its_cpu_count_as_today(db_url):
+    """Revision 0005: a stored manifest of schema version 2 (its fingerprints' `cpus`) is
+    upgraded as a run directory's is when read; one that is no manifest is left as it was."""
+    from sqlalchemy import create_engine, text
+
+    _clear(db_url)
+    engine = create_engine(db_url)
+    store.migrate(engine, "0004")
+    v2 = {"schema_version": 2, "run_id": "20260101-000000-abcd", "backend": "emulated",
+          "tests": [], "fingerprints": {"host": {"node1": {"cpus": 2, "kernel": "6.18"}}}}
+    with engine.begin() as conn:
+        for run_id, manifest in (("20260101-000000-abcd", v2), ("20260102-000000-abcd", {})):
+            conn.execute(text(
+                "INSERT INTO runs (run_id, backend, engine, datapaths, transports, path, "
+                "imported, n_values, manifest) VALUES (:r, 'emulated', 'ddsperf', 'host', "
+                "'udp', '/x', CURRENT_TIMESTAMP, 0, :m)"), {"r": run_id,
+                                                             "m": json.dumps(manifest)})
+    store.migrate(engine)
+    with engine.connect() as conn:
+        got = [g.manifest if isinstance(g.manifest, dict) else json.loads(g.manifest)
+               for g in conn.execute(text("SELECT manifest FROM runs ORDER BY run_id"))]
+    engine.dispose()
+    assert got[0]["schema_version"] == 3
+    assert got[0]["fingerprints"] == {"host": {"node1": {"cpu_count": 2, "kernel": "6.18"}}}
+    assert got[1] == {}
+
+
 def test_runs_are_imported_once_and_read_back_as_written(db_url, tmp_path):
     _clear(db_url)
     paths = _runs(tmp_path / "logs")

@@ -17,7 +17,7 @@ from k8sdds.order import DEFAULT as DEFAULT_ORDER
 
 # 1: the first format. 2: `backend_options`, what the run's backend was given (so --resume
 # uses the same testbed, namespace or inventory).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("running", "complete", "interrupted", "stopped")
 REPEAT_STATUSES = ("done", "failed")
 _KEY = re.compile(r"^test-(\d{1,9})/rep-(\d{1,9})$")
@@ -240,7 +240,20 @@ def _v1_to_v2(data: dict) -> dict:
     return {**data, "backend_options": options, "schema_version": 2}
 
 
-UPGRADES: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
+def _v2_to_v3(data: dict) -> dict:
+    """Version 2's node fingerprints named the CPU count `cpus`; since version 3 it is
+    `cpu_count`, as the run's `environment` names it."""
+    prints = data.get("fingerprints")
+    if isinstance(prints, dict):
+        prints = {datapath: {node: {("cpu_count" if k == "cpus" else k): v
+                                    for k, v in fp.items()} if isinstance(fp, dict) else fp
+                             for node, fp in nodes.items()} if isinstance(nodes, dict)
+                  else nodes for datapath, nodes in prints.items()}
+        data = {**data, "fingerprints": prints}
+    return {**data, "schema_version": 3}
+
+
+UPGRADES: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def upgrade(data: Any) -> dict:
