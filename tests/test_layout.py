@@ -253,6 +253,25 @@ def test_no_code_outside_the_engines_branches_on_an_engines_name():
     assert found == {}
 
 
+# a datapath's name compared outside the CNIs' records, and why it may stay
+DATAPATH_BRANCHES = {"k8sdds.cluster.kubeadm": "crictl's network mode NODE or unknown, not "
+                     "a datapath", "k8sdds.deployment.kubernetes.probes": "a probe pod's "
+                     "side, host or pod, not a datapath"}
+
+
+def test_no_code_outside_the_cnis_branches_on_a_datapaths_name():
+    """What differs by datapath is in its record (model.DATAPATHS, cni's records): a
+    `datapath == "weave"` elsewhere is a fact kept outside it."""
+    from k8sdds import model
+
+    names = set(model.DATAPATHS)
+    assert {"host", "flannel-vxlan", "weave", "kube-router"} <= names
+    found = {name: lines for name, path in _modules().items()
+             if not name.startswith(("k8sdds.cni", "k8sdds.model"))
+             and (lines := _branches_on(path, names)) and name not in DATAPATH_BRANCHES}
+    assert found == {}
+
+
 def test_the_backend_branch_rule_finds_one(tmp_path):
     (tmp_path / "m.py").write_text('def f(o):\n    return o.backend == "ssh"\n')
     assert _branches_on_a_backend(tmp_path / "m.py") == [2]
