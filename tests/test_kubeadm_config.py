@@ -207,7 +207,11 @@ def test_bad_options_are_refused_before_any_host(tmp_path):
         (("init", "--cni", "flannel-vxlan", "--ignore-preflight-errors", "Swap;reboot"),
          "is not a comma-separated list"),
         (("init", "--cni", "flannel-vxlan", "--manifest-url", "file:///etc/passwd"),
-         "is not an http(s) URL"),
+         "is not an https or http URL"),
+        (("install", "--mirror", "-oProxyCommand=touch /tmp/owned"),
+         "'-oProxyCommand=touch /tmp/owned' is not an http, https or file URL"),
+        (("engines", "--mirror", "ftp://mirror.example/debian"), "is not an http, https or "
+         "file URL"),
         (("init", "--cni", "cilium", "--manifest-url", "https://example.org/x.yaml"),
          "installed by its own CLI"),
         (("init", "--cni", "flannel-vxlan", "--kubeadm-config", str(bad)),

@@ -14,7 +14,7 @@ from k8sdds.cli.cluster_parts import (
     cluster_install,
     cluster_load_image,
 )
-from k8sdds.cli.common import choice, err_console, out_console
+from k8sdds.cli.common import choice, err_console, out_console, web_url
 from k8sdds.cli.hosts import (
     CNI,
     CONTAINERD,
@@ -153,7 +153,8 @@ def cluster_init(
         "k8sdds writes: KubeletConfiguration, KubeProxyConfiguration; an InitConfiguration "
         "or ClusterConfiguration is merged over k8sdds's [none]."),
     manifest_url: str | None = typer.Option(
-        None, "--manifest-url", help="Apply the CNI's manifest from this URL on the control "
+        None, "--manifest-url", callback=web_url, help="Apply the CNI's manifest from this "
+        "URL on the control "
         "plane (the online way; the host needs the internet) instead of the copy shipped "
         "with k8sdds [the shipped, pinned copy]."),
     ignore_preflight_errors: str | None = PREFLIGHT,
@@ -180,10 +181,6 @@ def cluster_init(
     plan = cnis.PLANS[choice(cni, list(cnis.PLANS), "--cni")]
     ignore = _preflight(ignore_preflight_errors)
     if manifest_url is not None:
-        if not manifest_url.startswith(("https://", "http://")) or any(
-                c.isspace() for c in manifest_url):
-            raise typer.BadParameter(f"{manifest_url!r} is not an http(s) URL",
-                                     param_hint="--manifest-url")
         if plan.manifest is None:
             raise typer.BadParameter(f"{plan.name} is installed by its own CLI, not a "
                                      "manifest", param_hint="--manifest-url")

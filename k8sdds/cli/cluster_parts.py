@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from k8sdds.cli.common import choice, err_console, out_console
+from k8sdds.cli.common import choice, err_console, out_console, url
 from k8sdds.cli.hosts import (
     CNI,
     CONTAINERD,
@@ -126,7 +126,7 @@ def cluster_engines(inventory: Path = INVENTORY,
                         "each architecture): missing (to a host that lacks them, or holds "
                         "k8sdds' copy), always, never."),
                     mirror: str | None = typer.Option(
-                        None, "--mirror", help="Debian mirror the Debian engines are "
+                        None, "--mirror", callback=url, help="Debian mirror the Debian engines are "
                         "downloaded from [http://deb.debian.org/debian]."),
                     known_hosts: Path | None = KNOWN_HOSTS,
                     dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
@@ -167,7 +167,8 @@ def cluster_install(inventory: Path = INVENTORY,
                                                    "the inventory (give it again for "
                                                    "more) [every host]."),
                     mirror: str | None = typer.Option(
-                        None, "--mirror", help="Debian mirror containerd, runc and the CNI "
+                        None, "--mirror", callback=url, help="Debian mirror containerd, "
+                        "runc and the CNI "
                         "plugins are downloaded from, here, once per architecture "
                         "[http://deb.debian.org/debian]."),
                     known_hosts: Path | None = KNOWN_HOSTS,

@@ -82,6 +82,29 @@ def one_of(new: Any, old: Any, flag: str, old_flag: str) -> Any:
     return new if new is not None else old
 
 
+def _url(value: str | None, schemes: tuple[str, ...], like: str) -> str | None:
+    """`value` if it is a URL of one of `schemes` with no space in it (it becomes an argument
+    of apt, curl or kubectl on a host: `-oProxyCommand=...` is refused before any of them
+    sees it); a usage error otherwise."""
+    if value is None:
+        return None
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in schemes or not rest or any(c.isspace() for c in value):
+        raise typer.BadParameter(f"{value!r} is not an {', '.join(schemes[:-1])} or "
+                                 f"{schemes[-1]} URL (like {like})")
+    return value
+
+
+def url(value: str | None) -> str | None:
+    """A Debian mirror (--mirror): http, https or file. A typer callback."""
+    return _url(value, ("http", "https", "file"), "http://deb.debian.org/debian")
+
+
+def web_url(value: str | None) -> str | None:
+    """A manifest the control plane downloads (--manifest-url): http(s). A typer callback."""
+    return _url(value, ("https", "http"), "https://example.org/kube-flannel.yml")
+
+
 def choice(value: str | None, allowed: list[str], option: str) -> str | None:
     """`value`, lower-cased, if it is one of `allowed`; a usage error naming `option`."""
     return usage(request.choice, value, allowed, option)

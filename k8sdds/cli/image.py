@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from k8sdds.cli.common import err_console, one_of, out_console
+from k8sdds.cli.common import err_console, one_of, out_console, url
 from k8sdds.errors import UserError
 
 image_app = typer.Typer(no_args_is_help=True, help="The engine image of the kubernetes "
@@ -23,7 +23,8 @@ def image_build(
                              "an image index, which ctr reads)."),
     tag: str | None = typer.Option(None, "--tag", help="The image's name [the kubernetes "
                                    "backend's default --image, ghcr.io/k8sdds/engines:0.1]."),
-    mirror: str | None = typer.Option(None, "--mirror", help="Debian mirror for the base "
+    mirror: str | None = typer.Option(None, "--mirror", callback=url, help="Debian mirror "
+                                      "for the base "
                                       "and the packages [http://deb.debian.org/debian]."),
     arch: str | None = typer.Option(None, "--arch", help="The image's architecture: amd64, "
                                     "arm64 (Raspberry Pi OS 64-bit) or arm (32-bit, ARMv7) "

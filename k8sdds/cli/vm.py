@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from k8sdds.cli.common import err_console, out_console
+from k8sdds.cli.common import err_console, out_console, url
 from k8sdds.errors import UserError
 
 vm_app = typer.Typer(no_args_is_help=True, help="An emulated ARM machine (qemu: a Pi 3's "
@@ -32,7 +32,7 @@ def _board(arch: str):
 ARCH = typer.Option("arm64", "--arch", help="The machine's architecture, Debian's name: "
                     "arm64 (a Pi 3's Cortex-A53) or armhf (a Pi 2's Cortex-A7, 32-bit; its "
                     "inventory arch is arm).")
-MIRROR = typer.Option("http://deb.debian.org/debian", "--mirror",
+MIRROR = typer.Option("http://deb.debian.org/debian", "--mirror", callback=url,
                       help="Debian mirror for the machine's packages (its first build only).")
 
 
