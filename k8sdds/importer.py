@@ -32,6 +32,7 @@ from k8sdds.results import RepeatEntry, RepeatKey, RunDir, RunManifest, atomic_w
 from k8sdds.schedule import check_values, load
 
 KINDS = {"throughput-test": False, "latency-test": True}
+BACKEND = "imported"  # an imported run's backend: none of k8sdds' measured it
 TRANSPORTS = {"udp": "udp", "udpv4": "udp", "tcp": "tcp", "tls": "tls"}
 # the CNI names of K8sDDS folders -> datapaths (each CNI record's aliases)
 CNIS = cni.ALIASES
@@ -228,7 +229,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
 def _fill(run: RunDir, run_id: str, src: Source, engines,
           advance: Callable[[int], None] | None = None) -> None:
     manifest = RunManifest(
-        run_id=run_id, backend="imported", tests=[], status="complete",
+        run_id=run_id, backend=BACKEND, tests=[], status="complete",
         command_line=["k8sdds", "import", "k8sdds-data", str(src.root)],
         schedule={}, cluster={"source": str(src.folder)},
         datapaths=[src.datapath], tools={"rtiperftest": "from the logs"},
@@ -300,7 +301,7 @@ def _fill(run: RunDir, run_id: str, src: Source, engines,
             status="failed" if failures else "done", reason="; ".join(failures) or None,
             source=str(path))
         dropped: list[str] = []  # each test's rows written as it is read: memory stays one's
-        run.append_results(records.rows(run_id, "imported", test, 1, {}, parsed,
+        run.append_results(records.rows(run_id, BACKEND, test, 1, {}, parsed,
                                         dropped=dropped))
         del parsed
         unsaid += [f"{path.name}/{d}" for d in dropped]

@@ -597,8 +597,9 @@ def test_a_task_and_the_command_line_take_one_set_of_bounds(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def _copy_run(logs: Path, source: str, name: str, change) -> Path:
-    """A copy of a run directory under a new run id, its results.csv's rows changed."""
+def _copy_run(logs: Path, source: str, name: str, change, manifest_change=None) -> Path:
+    """A copy of a run directory under a new run id, its results.csv's rows changed (and
+    its manifest, by `manifest_change`)."""
     import csv
     import io
     import shutil
@@ -607,6 +608,8 @@ def _copy_run(logs: Path, source: str, name: str, change) -> Path:
     shutil.copytree(logs / source, target)
     manifest = json.loads((target / "manifest.json").read_text())
     manifest["run_id"] = name
+    if manifest_change:
+        manifest_change(manifest)
     (target / "manifest.json").write_text(json.dumps(manifest))
     rows = list(csv.DictReader(io.StringIO((target / "results.csv").read_text())))
     for row in rows:
@@ -644,11 +647,21 @@ def test_impossible_values_huge_numbers_and_linked_reports_never_answer_500(serv
             ("value", "-3.5", "negative"),
             ("data_len", "99999999999999999999", "larger than any test has"),
             ("engine", "=cmd|' /C calc'!A0", "not one k8sdds has"),
-            ("datapath", "<script>alert(1)</script>", "not one k8sdds has"))):
+            ("datapath", "<script>alert(1)</script>", "not one k8sdds has"),
+            ("backend", "=HYPERLINK(\"x\")", "not one k8sdds has"),
+            ("unit", "<b>Mb/s</b>", "not a unit"))):
         name = f"20260201-00000{i}-beef"
         _copy_run(logs, runs[0], name, lambda rows, f=field, v=value: first_summary(rows, f, v))
         status, body = _get(f"{base}/api/imports", token, json.dumps({"run": name}).encode())
         assert status == 422 and said in body and "results.csv, line " in body, body
+    # the manifest's backend and datapaths, which the runs page and /metrics show
+    for i, (field, value) in enumerate((("backend", "<img src=x>"),
+                                        ("datapaths", ["host", "weave\nx{a=\"b\"}"]))):
+        name = f"20260202-00000{i}-beef"
+        _copy_run(logs, runs[0], name, lambda rows: None,
+                  lambda m, f=field, v=value: m.__setitem__(f, v))
+        status, body = _get(f"{base}/api/imports", token, json.dumps({"run": name}).encode())
+        assert status == 422 and "manifest.json" in body and "not one k8sdds has" in body, body
     # a database written before the rule: an infinite value in it
     for run in runs:
         assert _get(f"{base}/api/imports", token, json.dumps({"run": run}).encode())[0] == 201

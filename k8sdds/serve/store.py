@@ -20,6 +20,8 @@ from k8sdds.serve.schema import results, run_tests, runs, tasks
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# a unit as k8sdds writes one (Mb/s, us, %, samples/s, requests, roundtrips, ...): a word
+UNIT = re.compile(r"^[A-Za-z%µ/]{1,16}$")
 BATCH = 5000  # result rows per INSERT
 
 
@@ -86,20 +88,38 @@ INTEGER = 2**63 - 1
 
 @functools.cache
 def _names() -> dict[str, tuple[str, ...]]:
-    """The names a row's engine, datapath and transport can have: what k8sdds measures with
-    and over (a run's table is evidence: a name k8sdds never writes is refused, never served
-    as a label)."""
-    from k8sdds import model, perftest
+    """The names a row's engine, datapath, transport and backend can have: what k8sdds
+    measures with, over and on, or the importer's backend (a run's table is evidence: a name
+    k8sdds never writes is refused, never served as a label)."""
+    from k8sdds import importer, model, perftest
+    from k8sdds.deployment import BACKENDS
 
     return {"engine": tuple(perftest.registry()), "datapath": tuple(model.DATAPATHS),
-            "transport": model.TRANSPORTS}
+            "transport": model.TRANSPORTS, "backend": (*BACKENDS, importer.BACKEND)}
+
+
+def _check_manifest(manifest: dict, where: Path) -> None:
+    """A manifest's backend and datapaths, which the runs page and /metrics show, are names
+    k8sdds has; else the run is refused, with the file, the field and the value."""
+    names = _names()
+    backend = str(manifest.get("backend", ""))
+    if backend not in names["backend"]:
+        raise RunDirError(f"{where / 'manifest.json'}: backend {backend[:40]!r}: not one "
+                          f"k8sdds has (allowed: {', '.join(names['backend'])}); the run is "
+                          "not added")
+    for name in manifest.get("datapaths") or []:
+        if str(name) not in names["datapath"]:
+            raise RunDirError(f"{where / 'manifest.json'}: datapaths: {str(name)[:40]!r}: not "
+                              f"one k8sdds has (allowed: {', '.join(names['datapath'])}); "
+                              "the run is not added")
 
 
 def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
     """The table's rows: its typed columns as the results schema types them, and the whole
     row as written. A value no measurement can have (the rule every row k8sdds writes
-    follows: `records.impossible`), an integer no column holds, or an engine, datapath or
-    transport k8sdds does not have refuses the run."""
+    follows: `records.impossible`), an integer no column holds, an engine, datapath,
+    transport or backend k8sdds does not have, or a unit that is not a word refuses the
+    run."""
     from k8sdds.records import impossible
     from k8sdds.results.schema import BY_NAME
     from k8sdds.results.table import csv_to_rows
@@ -120,6 +140,10 @@ def _rows(run_id: str, text: str, where: Path) -> Iterator[dict]:
                 raise RunDirError(f"{where / 'results.csv'}, line {i}: {column} {name[:40]!r}"
                                   f": not one k8sdds has (allowed: {', '.join(allowed)}); "
                                   "the run is not added")
+        unit = str(row.get("unit") or "")
+        if unit and not UNIT.match(unit):
+            raise RunDirError(f"{where / 'results.csv'}, line {i}: unit {unit[:40]!r}: not a "
+                              "unit (letters, %, µ and /, up to 16); the run is not added")
         out = {"run_id": run_id, "row": row}
         for name in TYPED:
             kind = BY_NAME[name].type
@@ -145,6 +169,7 @@ def add_run(db: Engine, path: Path, include_failed: bool = False) -> bool:
     run_id = manifest.get("run_id") or rundir.run_id
     if not RUN_ID.match(run_id):
         raise RunDirError(f"{path}: run id {run_id!r} is not one k8sdds makes")
+    _check_manifest(manifest, Path(path))
     text = rundir.read_results_text() or ""
     failed = set() if include_failed else failed_repeats(manifest)
     rows = [r for r in _rows(run_id, text, Path(path))
