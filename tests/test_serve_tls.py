@@ -36,19 +36,27 @@ def _pair(where: Path, name: str = "") -> tuple[Path, Path]:
     return cert, key
 
 
-@needs_openssl
 def test_the_service_serves_https_beyond_loopback_as_the_page_says(tmp_path):
-    """The page's line (docs/how-to/serve.md, TLS), run in a folder holding its token,
-    cert.pem and key.pem, on a free port instead of 8443; a client that checks the
-    certificate reads the API with the token, and a plain HTTP request gets no answer."""
+    """The page's lines (docs/how-to/serve.md, TLS), run in a folder holding its token:
+    `serve-cert` for this machine's names instead of the page's (localhost and 127.0.0.1,
+    what the client dials), then `serve` on a free port instead of 8443; a client that
+    trusts tls/ca.pem reads the API with the token, one that does not is refused, and a
+    plain HTTP request gets no answer."""
     from .test_docs_commands import blocks
 
     [block] = [b for b in blocks() if b.page == ROOT / "docs/how-to/serve.md"
-               and b.commands and "--tls-cert" in b.commands[0]]
-    [words] = block.commands
+               and any("--tls-cert" in words for words in b.commands)]
+    made, words = block.commands
+    assert made[:2] == ("k8sdds", "serve-cert")
+    names = {"edge-master": "localhost", "192.168.1.10": "127.0.0.1"}
+    done = invoke(*[names.get(w, w) for w in made[1:]], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert oct((tmp_path / "tls/key.pem").stat().st_mode & 0o777) == "0o600"
+    again = invoke(*[names.get(w, w) for w in made[1:]], cwd=tmp_path)  # nothing replaced
+    assert again.returncode == 2 and "already there: nothing is replaced" in " ".join(
+        again.stderr.split())
     port = _free_port()
     argv = [w.replace(":8443", f":{port}") for w in words[1:]]
-    _pair(tmp_path)
     (tmp_path / "token").write_text(TOKEN + "\n")
     (tmp_path / "logs").mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "k8sdds", *argv, "--out", "logs"],
@@ -56,7 +64,7 @@ def test_the_service_serves_https_beyond_loopback_as_the_page_says(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         _wait_listening(proc, port)
-        checked = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        checked = ssl.create_default_context(cafile=str(tmp_path / "tls/ca.pem"))
         request = urllib.request.Request(f"https://127.0.0.1:{port}/api/runs",
                                          headers={"Authorization": f"Bearer {TOKEN}"})
         with urllib.request.urlopen(request, timeout=30, context=checked) as response:
@@ -101,3 +109,22 @@ def test_what_serve_refuses_before_it_listens(tmp_path):
     assert done.returncode == 2 and "others can read this private key" in " ".join(
         done.stderr.split()) and "chmod 600" in done.stderr
     assert not (tmp_path / "logs").exists()  # refused before anything was made
+
+
+@needs_openssl
+def test_serve_cert_names_each_address_and_refuses_what_is_no_name(tmp_path):
+    """openssl reads what `serve-cert` made: the chain verifies against ca.pem, and each
+    name and address given is a subjectAltName; a name that is neither is refused and
+    nothing is written."""
+    done = invoke("serve-cert", "pi-master.lan", "10.0.0.7", "--days", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    tls = tmp_path / "tls"
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(tls / "ca.pem"),
+                               str(tls / "cert.pem")], capture_output=True, text=True)
+    assert verified.returncode == 0 and verified.stdout.strip().endswith(": OK")
+    alt = subprocess.run(["openssl", "x509", "-in", str(tls / "cert.pem"), "-noout", "-ext",
+                          "subjectAltName"], capture_output=True, text=True, check=True).stdout
+    assert "DNS:pi-master.lan" in alt and "IP Address:10.0.0.7" in alt
+    bad = invoke("serve-cert", "host;rm -rf /", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and "neither an IP address nor a host name" in bad.stderr
+    assert not (tmp_path / "bad").exists()

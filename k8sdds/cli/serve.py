@@ -202,5 +202,51 @@ def _listen_until_stopped(app, host: str, port: int, max_connections: int,
                 timeout_graceful_shutdown=SHUTDOWN_WAIT, **tls)
 
 
+CERT_FILES = ("ca.pem", "cert.pem", "key.pem")
+
+
+def serve_cert(
+    names: list[str] = typer.Argument(..., metavar="NAME", help="The host names and IP "
+                                      "addresses clients reach the service by (each in the "
+                                      "certificate; the first is its subject)."),
+    out: Path = typer.Option(Path("tls"), "--out", help="Folder for ca.pem, cert.pem and "
+                             "key.pem (made if absent; existing files are never replaced) "
+                             "[tls]."),
+    days: int = typer.Option(365, "--days", min=1, max=3650, help="Validity in days [365]."),
+) -> None:
+    """Make a certificate for `k8sdds serve --tls-cert` when you have no CA: a CA of its own
+    (ca.pem: what clients trust, `curl --cacert`), the service's certificate for NAME...
+    signed by it (cert.pem) and its key (key.pem, readable by you only).
+    See docs/how-to/serve.md."""
+    import ipaddress
+
+    from k8sdds import certs
+
+    for each in names:
+        try:
+            ipaddress.ip_address(each)
+        except ValueError:
+            if not each or len(each) > 253 or not all(
+                    part and len(part) <= 63 and part.replace("-", "").isalnum()
+                    for part in each.split(".")):
+                raise typer.BadParameter(f"{each!r} is neither an IP address nor a host "
+                                         "name (letters, digits, - and dots)",
+                                         param_hint="NAME") from None
+    there = [out / f for f in CERT_FILES if (out / f).exists()]
+    if there:
+        raise typer.BadParameter(f"{', '.join(map(str, there))} already there: nothing is "
+                                 "replaced (remove them, or give another --out)",
+                                 param_hint="--out")
+    ca, chain, key = certs.serving(names, days)
+    out.mkdir(parents=True, exist_ok=True)
+    for file, data in zip(CERT_FILES, (ca, chain, key), strict=True):
+        certs.private(out / file, data)
+    (out / "ca.pem").chmod(0o644)  # what clients are given
+    (out / "cert.pem").chmod(0o644)
+    out_console.print(f"{out / 'cert.pem'} for {', '.join(names)}, {days} days; its key "
+                      f"{out / 'key.pem'} (0600); clients trust {out / 'ca.pem'}", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
+    app.command("serve-cert")(serve_cert)

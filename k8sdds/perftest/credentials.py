@@ -166,7 +166,7 @@ def _authority(directory: Path) -> tuple[x509.Certificate, ec.EllipticCurvePriva
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     else:
         cert, key = certs.authority(certs.name("k8sdds test CA", ORGANIZATION))
-        certs.private(key_path, _key_pem(key))
+        certs.private(key_path, certs.key_pem(key))
         certs.private(cert_path, certs.pem(cert))
     return cert, key
 
@@ -178,9 +178,9 @@ def _identity(ident: Identity, role: str, ca_cert: x509.Certificate,
         ca_key, hashes.SHA256())
     cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    certs.private(ident.key, _key_pem(key))
+    certs.private(ident.key, certs.key_pem(key))
     certs.private(ident.certificate, cert_pem)
-    certs.private(ident.keystore, cert_pem + _key_pem(key) + ca_pem)
+    certs.private(ident.keystore, cert_pem + certs.key_pem(key) + ca_pem)
     lo, hi = DOMAINS
     start = cert.not_valid_before_utc.strftime("%Y-%m-%dT%H:%M:%S")
     end = cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%S")
@@ -198,7 +198,3 @@ def _sign(document: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
                   [pkcs7.PKCS7Options.DetachedSignature, pkcs7.PKCS7Options.Text]))
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM,
-                             serialization.PrivateFormat.TraditionalOpenSSL,
-                             serialization.NoEncryption())
