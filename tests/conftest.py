@@ -41,6 +41,17 @@ def pytest_collection_modifyitems(items) -> None:
     items.sort(key=order)
 
 
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """The environment of a `k8sdds` a test starts on the emulated testbed: its state (the
+    testbeds it makes) in the test's own folder, wide lines."""
+    import os
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("K8SDDS_STATE_DIR", str(state))
+    return {**os.environ, "K8SDDS_STATE_DIR": str(state), "COLUMNS": "200"}
+
+
 def user_python() -> str:
     """The interpreter a user's `python3` resolves to: never this virtualenv's."""
     import os
