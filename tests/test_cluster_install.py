@@ -78,3 +78,39 @@ def test_a_host_outside_the_inventory_is_refused_by_name(tmp_path):
     done = invoke("cluster", "install", "-i", str(inv), "--host", "pi9")
     assert done.returncode == 2 and "pi9: not in" in done.stderr and "its hosts: m" in \
         " ".join(done.stderr.split())
+
+
+class _LockedTwice:
+    """A host whose dpkg lock another process holds for two tries (dpkg 1.21's words)."""
+
+    dry_run = False
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, argv, root=False, timeout=600):
+        self.calls.append(argv)
+        if len(self.calls) <= 2:
+            return Result(argv, 2, "", "dpkg: error: dpkg frontend lock was locked by another "
+                          "process with pid 731\nNote: removing the lock file is always wrong, "
+                          "and can damage the locked area\nand the entire system. See "
+                          "<https://wiki.debian.org/Teams/Dpkg/FAQ#db-lock>.\n")
+        return Result(argv, 0, "", "")
+
+
+def test_dpkg_waits_while_another_process_holds_its_lock():
+    """A Pi's daily apt timer holding dpkg's lock is waited for, not a failed install or
+    purge; any other failure is answered at once."""
+    host, pauses = _LockedTwice(), []
+    done = install.dpkg(host, ("--purge", "containerd"), timeout=60, sleep=pauses.append)
+    assert done.code == 0 and len(host.calls) == 3 and pauses == [install.LOCK_PAUSE] * 2
+    assert host.calls[-1][-3:] == ("dpkg", "--purge", "containerd")
+
+    class Broken(_LockedTwice):
+        def run(self, argv, root=False, timeout=600):
+            self.calls.append(argv)
+            return Result(argv, 1, "", "dpkg: error processing archive x.deb (--install)")
+
+    broken = Broken()
+    assert install.dpkg(broken, ("-i", "x.deb"), timeout=60, sleep=pauses.append).code == 1
+    assert len(broken.calls) == 1

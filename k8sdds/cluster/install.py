@@ -39,7 +39,15 @@ from k8sdds.cluster.node_files import (
     STATE,
     SYSCTLS,
 )
-from k8sdds.cluster.remote import HostError, Remote, checked, last_line, remote_copy, remote_file
+from k8sdds.cluster.remote import (
+    HostError,
+    Remote,
+    Result,
+    checked,
+    last_line,
+    remote_copy,
+    remote_file,
+)
 from k8sdds.cni import DEBIAN_CNI
 from k8sdds.errors import UserError
 from k8sdds.images.debian_node import Deb
@@ -47,6 +55,25 @@ from k8sdds.model import DEBIAN_ARCH
 from k8sdds.results import sha256
 
 DPKG = ("env", "DEBIAN_FRONTEND=noninteractive", "dpkg")
+# dpkg refuses while another holds its lock (a Pi's daily apt timer, unattended-upgrades: on
+# the emulated armhf machine, 2026-11-29, `reset --purge` met "dpkg frontend lock was locked
+# by another process"): tried again every LOCK_PAUSE seconds for up to LOCK_WAIT
+LOCKED = ("locked by another process", "FAQ#db-lock")
+LOCK_WAIT, LOCK_PAUSE = 600.0, 10.0
+
+
+def dpkg(remote: Remote, args: tuple[str, ...], timeout: float,
+         sleep: Callable[[float], None] = time.sleep) -> Result:
+    """dpkg `args` as root; while another process holds dpkg's lock, the same again after
+    a pause (the host's log keeps each try), up to LOCK_WAIT seconds."""
+    waited = 0.0
+    while True:
+        done = remote.run((*DPKG, *args), root=True, timeout=timeout)
+        held = done.code != 0 and any(s in done.out + done.err for s in LOCKED)
+        if not held or remote.dry_run or waited >= LOCK_WAIT:
+            return done
+        sleep(LOCK_PAUSE)
+        waited += LOCK_PAUSE
 
 
 def digest(text: str) -> str:
@@ -192,11 +219,10 @@ def _packages(remote: Remote, debs: tuple[Deb, ...], record: Record, sent: Sent)
         staged = [stack.enter_context(remote_copy(remote, d.path, "deb", sha256(d.path)))
                   for d in wanted]
         sent.bytes += sum(d.path.stat().st_size for d in wanted)
-        done = remote.run((*DPKG, "-i", *staged), root=True, timeout=1800)
+        done = dpkg(remote, ("-i", *staged), timeout=1800)
         if done.code != 0:
             # what dpkg left unpacked or half-configured is taken away: the host as it was
-            remote.run((*DPKG, "--purge", *(d.package for d in wanted)), root=True,
-                       timeout=600)
+            dpkg(remote, ("--purge", *(d.package for d in wanted)), timeout=600)
             raise HostError(f"{remote.host.name}: dpkg -i failed: {last_line(done)[:300]} "
                             "(nothing installed)")
     record.packages += [d.package for d in wanted if d.package not in record.packages]
@@ -332,8 +358,9 @@ def purge(remote: Remote) -> list[str]:
         remote.run(("rmdir", "--ignore-fail-on-non-empty", CNI_BIN), root=True)
     if record.packages:
         # the named packages before what they depend on
-        checked(remote, (*DPKG, "--purge", *reversed(record.packages)), root=True,
-                timeout=1800)
+        purged = dpkg(remote, ("--purge", *reversed(record.packages)), timeout=1800)
+        if purged.code != 0 and not remote.dry_run:
+            raise HostError(f"dpkg --purge: {last_line(purged)[:200]}")
         said.append(f"{len(record.packages)} Debian packages purged")
         if "containerd" in record.packages:  # the images and state of the containerd it made
             checked(remote, ("rm", "-rf", "/var/lib/containerd", "/run/containerd",
