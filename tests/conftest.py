@@ -13,11 +13,10 @@ pytest_plugins = ["tests.skip_rule",  # in CI a skip is a failure
 # The order the modules run in. `make test` runs the suite in two processes (pytest-xdist,
 # --dist loadfile, in collection order: the first module to one, the second to the other,
 # then one more each, then whichever is free takes the next) beside the builds (.ci/builds).
-# The Pi tutorial, the longest, first: on a filled cache it starts at once; on an empty one
-# its process waits for its builds (leaving their lanes the cores) while the other runs the
-# modules that need nothing built, the longest of them first; then the modules that wait for
-# a build, in FIRST's order (the three with real kubelets mostly fall to one process, one
-# after the other), so the short ones fill the gaps at the end.
+# The longest first (FIRST), so that the short ones fill the gaps at the end; on a filled
+# cache that is the whole order. While builds are pending (an empty cache), the modules that
+# wait for one go after those that need nothing built, in FIRST's order, except the Pi
+# tutorial, still first: its process waits for its builds while the other runs the rest.
 FIRST = ["test_pi_tutorial", "test_kube_testbed", "test_kubeadm_real",
          "test_baseline_emulated",
          "test_kube_router_testbed", "test_weave_testbed", "test_kubernetes_backend",
@@ -26,9 +25,9 @@ FIRST = ["test_pi_tutorial", "test_kube_testbed", "test_kubeadm_real",
 
 
 def pytest_collection_modifyitems(items) -> None:
-    from .builds import has_needs
+    from .builds import waits
 
-    waiting = {item.module.__name__ for item in items if item.module and has_needs(item)}
+    waiting = {item.module.__name__ for item in items if item.module and waits(item)}
     rank = {name: i for i, name in enumerate(FIRST)}
 
     def order(item) -> tuple[int, int]:

@@ -67,6 +67,24 @@ def test_an_artefact_the_lanes_never_built_fails_rather_than_waits(tmp_path, mon
         builds.wait("vm-arm64")
 
 
+class _Item:
+    def __init__(self, *names):
+        self.marks = [builds.needs(*names).mark] if names else []
+
+    def iter_markers(self, name):
+        return iter(self.marks)
+
+
+def test_only_a_test_needing_a_pending_build_goes_after_the_others(monkeypatch):
+    """.ci/builds names what was still to build when the tests started; on a filled cache
+    nothing, and every module keeps its place (the longest first)."""
+    monkeypatch.setenv("K8SDDS_BUILDS_PENDING", "zenoh-amd64,vm-arm64")
+    assert builds.waits(_Item("zenoh-amd64", "k8s-amd64"))
+    assert not builds.waits(_Item("k8s-amd64")) and not builds.waits(_Item())
+    monkeypatch.setenv("K8SDDS_BUILDS_PENDING", "")
+    assert not builds.waits(_Item("zenoh-amd64"))
+
+
 def test_without_the_lanes_nothing_is_waited_for(monkeypatch):
     monkeypatch.delenv("K8SDDS_BUILDS", raising=False)
     assert builds.wait(*builds.ARTEFACTS) == 0.0  # pytest by hand on a filled cache
