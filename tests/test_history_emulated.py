@@ -32,7 +32,9 @@ def _run(tmp_path: Path, testbed: str, *extra: str) -> Path:
 def test_a_profile_change_midway_is_found_with_the_profile_named(tmp_path):
     (tmp_path / "s.csv").write_text(SCHEDULE)
     testbed = "kdh" + str(os.getpid() % 1000)
-    runs = [_run(tmp_path, testbed) for _ in range(3)]
+    # four before: beside the Pi tutorial's emulated ARM machine one unlimited run read 189
+    # Mb/s among 350 and 406, and with three the change (to 68) was not significant
+    runs = [_run(tmp_path, testbed) for _ in range(4)]
     # the reference budget as shipped: no calibration in a test (its own tests calibrate)
     runs += [_run(tmp_path, testbed, "--profile", "rpi3b", "--no-calibrate")
              for _ in range(3)]
@@ -42,7 +44,7 @@ def test_a_profile_change_midway_is_found_with_the_profile_named(tmp_path):
     said = json.loads(done.stdout)
     print("history:", [(r["run_id"], round(r["mean"], 1)) for r in said["series"]])
     [change] = said["changes"]
-    assert change["run_id"] == runs[3].name and change["regression"] is True
+    assert change["run_id"] == runs[4].name and change["regression"] is True
     assert any(line.startswith("profiles: ") and "rpi3b" in line
                for line in change["changed_with"]), change["changed_with"]
     assert "regression beyond 10 %" in done.stderr
