@@ -125,6 +125,8 @@ def test_serve_cert_names_each_address_and_refuses_what_is_no_name(tmp_path):
     alt = subprocess.run(["openssl", "x509", "-in", str(tls / "cert.pem"), "-noout", "-ext",
                           "subjectAltName"], capture_output=True, text=True, check=True).stdout
     assert "DNS:pi-master.lan" in alt and "IP Address:10.0.0.7" in alt
-    bad = invoke("serve-cert", "host;rm -rf /", "--out", str(tmp_path / "bad"))
-    assert bad.returncode == 2 and "neither an IP address nor a host name" in bad.stderr
-    assert not (tmp_path / "bad").exists()
+    for name in ("host;rm -rf /", "héllo.lan", "-lead.lan"):  # the second: a traceback once
+        bad = invoke("serve-cert", "--out", str(tmp_path / "bad"), "--", name)
+        assert bad.returncode == 2 and "neither an IP address nor a host name" in " ".join(
+            bad.stderr.split()), (name, bad.stderr)
+        assert "Traceback" not in bad.stderr and not (tmp_path / "bad").exists()

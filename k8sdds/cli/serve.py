@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 
 import typer
@@ -203,6 +204,9 @@ def _listen_until_stopped(app, host: str, port: int, max_connections: int,
 
 
 CERT_FILES = ("ca.pem", "cert.pem", "key.pem")
+# a DNS name as a certificate holds it: dot-separated ASCII labels of up to 63 characters
+HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
 
 
 def serve_cert(
@@ -218,19 +222,17 @@ def serve_cert(
     (ca.pem: what clients trust, `curl --cacert`), the service's certificate for NAME...
     signed by it (cert.pem) and its key (key.pem, readable by you only).
     See docs/how-to/serve.md."""
-    import ipaddress
-
     from k8sdds import certs
+    from k8sdds.results import atomic_write
 
     for each in names:
         try:
             ipaddress.ip_address(each)
         except ValueError:
-            if not each or len(each) > 253 or not all(
-                    part and len(part) <= 63 and part.replace("-", "").isalnum()
-                    for part in each.split(".")):
+            if not HOST_NAME.fullmatch(each) or len(each) > 253:
                 raise typer.BadParameter(f"{each!r} is neither an IP address nor a host "
-                                         "name (letters, digits, - and dots)",
+                                         "name (ASCII letters, digits, - and dots; an "
+                                         "international name in its xn-- form)",
                                          param_hint="NAME") from None
     there = [out / f for f in CERT_FILES if (out / f).exists()]
     if there:
@@ -239,10 +241,9 @@ def serve_cert(
                                  param_hint="--out")
     ca, chain, key = certs.serving(names, days)
     out.mkdir(parents=True, exist_ok=True)
-    for file, data in zip(CERT_FILES, (ca, chain, key), strict=True):
-        certs.private(out / file, data)
-    (out / "ca.pem").chmod(0o644)  # what clients are given
-    (out / "cert.pem").chmod(0o644)
+    certs.private(out / "key.pem", key)  # the secret first: the others are what clients get
+    atomic_write(out / "cert.pem", chain, mode=0o644)
+    atomic_write(out / "ca.pem", ca, mode=0o644)
     out_console.print(f"{out / 'cert.pem'} for {', '.join(names)}, {days} days; its key "
                       f"{out / 'key.pem'} (0600); clients trust {out / 'ca.pem'}", highlight=False)
 

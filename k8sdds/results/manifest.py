@@ -16,7 +16,8 @@ from k8sdds.order import BEFORE, ORDERS
 from k8sdds.order import DEFAULT as DEFAULT_ORDER
 
 # 1: the first format. 2: `backend_options`, what the run's backend was given (so --resume
-# uses the same testbed, namespace or inventory).
+# uses the same testbed, namespace or inventory). 3: the fingerprints' CPU count named
+# `cpu_count`, as `environment` names it (2 said `cpus`).
 SCHEMA_VERSION = 3
 STATUSES = ("running", "complete", "interrupted", "stopped")
 REPEAT_STATUSES = ("done", "failed")
@@ -243,13 +244,15 @@ def _v1_to_v2(data: dict) -> dict:
 def _v2_to_v3(data: dict) -> dict:
     """Version 2's node fingerprints named the CPU count `cpus`; since version 3 it is
     `cpu_count`, as the run's `environment` names it."""
+    def renamed(fp: Any) -> Any:
+        return {("cpu_count" if k == "cpus" else k): v for k, v in fp.items()} \
+            if isinstance(fp, dict) else fp
+
     prints = data.get("fingerprints")
     if isinstance(prints, dict):
-        prints = {datapath: {node: {("cpu_count" if k == "cpus" else k): v
-                                    for k, v in fp.items()} if isinstance(fp, dict) else fp
-                             for node, fp in nodes.items()} if isinstance(nodes, dict)
-                  else nodes for datapath, nodes in prints.items()}
-        data = {**data, "fingerprints": prints}
+        data = {**data, "fingerprints": {
+            datapath: {node: renamed(fp) for node, fp in nodes.items()}
+            if isinstance(nodes, dict) else nodes for datapath, nodes in prints.items()}}
     return {**data, "schema_version": 3}
 
 
