@@ -61,8 +61,8 @@ test:
 	@$(PHASE) "k8sdds and its test extras" -- $(MAKE) --no-print-directory install $(VENV)/.test-extras
 	@$(PHASE) ruff -- $(BIN)/ruff check .
 	@$(PHASE) "tests, two processes, the builds beside them" -- $(PYTHON) .ci/builds -- \
-	  $(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive"
-	@$(PHASE) "tests, exclusive" -- $(BIN)/pytest -q -rs -m exclusive
+	  $(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive" --durations=25
+	@$(PHASE) "tests, exclusive" -- $(BIN)/pytest -q -rs -m exclusive --durations=5
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
 docs: $(BIN)/k8sdds $(VENV)/.test-extras
