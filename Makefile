@@ -13,10 +13,11 @@ unexport PYTHONDONTWRITEBYTECODE
 OTAVA  := 0.8.0
 # Debian packages: the engine (ddsperf), the namespace tooling (iproute2, nftables for the
 # nodes' masquerade), userspace WireGuard for the encrypted datapaths where the kernel has
-# none, and the network baseline engines (ping, iperf3, qperf, ab with nginx)
+# none, the network baseline engines (ping, iperf3, qperf, ab with nginx), mosquitto, and
+# clang-19, libbpf's headers and bpftool for the emulated Cilium's eBPF programs
 APT_PACKAGES := cyclonedds-tools iproute2 iputils-ping procps python3-venv wireguard-go \
                 wireguard-tools nftables iptables ipset ethtool iperf3 qperf apache2-utils nginx-light \
-                mosquitto
+                mosquitto clang-19 libbpf-dev bpftool
 
 # and what only the tests need: a real browser for the report test, openssl to check signatures,
 # etcd for the real kube-apiserver the kubernetes backend is tested against, sshd for the

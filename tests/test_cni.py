@@ -43,7 +43,7 @@ def test_the_emulated_wiring_covers_every_datapath_that_has_one():
     # what the emulated testbed wires (docs/explanation/datapaths.md), written out
     assert set(WIRING) == {"host", "flannel-hostgw", "flannel-vxlan", "flannel-wireguard",
                            "kube-router", "weave", "weave-encrypted", "calico-vxlan",
-                           "calico-ipip"}
+                           "calico-ipip", "cilium-vxlan", "cilium-native"}
     wired = {d.name for d in cni.DATAPATHS.values() if d.wiring is not None or d.host_network}
     assert set(WIRING) == wired
 

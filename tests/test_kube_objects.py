@@ -139,7 +139,19 @@ def test_cni_detection_of_each_plugin():
     assert cni.detect([_ds("calico-node", env={"CALICO_IPV4POOL_VXLAN": "Always"})],
                       {}).datapath == "calico-vxlan"
     assert cni.detect([_ds("calico-node")], {}).datapath == "calico"
-    assert cni.detect([_ds("cilium")], {}).datapath == "cilium"
+    # cilium-config as Cilium 1.14+ writes it (routing-mode, tunnel-protocol), and before
+    # (tunnel: vxlan, geneve or disabled)
+    config = ("kube-system", "cilium-config")
+    assert cni.detect([_ds("cilium")], {}).datapath == "cilium-vxlan"  # Cilium's default
+    for data, datapath in (({"routing-mode": "tunnel", "tunnel-protocol": "vxlan"},
+                            "cilium-vxlan"),
+                           ({"routing-mode": "native"}, "cilium-native"),
+                           ({"tunnel": "disabled"}, "cilium-native"),
+                           ({"tunnel": "vxlan"}, "cilium-vxlan"),
+                           ({"routing-mode": "tunnel", "tunnel-protocol": "geneve"}, "unknown")):
+        found = cni.detect([_ds("cilium")], {config: {"data": data}})
+        assert found.datapath == datapath, data
+    assert "geneve" in found.cni
     found = cni.detect([proxy], {})
     assert found.datapath == "unknown" and "no known CNI" in found.cni
 

@@ -99,3 +99,33 @@ def test_middlewares_side_by_side_zenoh_peer_and_routed_mqtt_by_qos_and_dds(tmp_
     svg = (tmp_path / "report" / "middlewares.svg").read_text()
     assert 'id="middleware-zenoh (routed)"' in svg and 'id="middleware-mqtt QoS 2"' in svg
     assert namespaces(name) == []
+
+
+@needs("mqtt-amd64", "zenoh-amd64")
+def test_dds_zenoh_and_mqtt_run_on_both_cilium_datapaths(tmp_path, env):
+    """One schedule of the three middlewares on Cilium's two modes, each wired by its eBPF
+    programs (the programs at work: tests/test_emulated.py)."""
+    sch = tmp_path / "cilium.csv"
+    sch.write_text("engine,transport,topology,mqttQos," + HEADER +
+                   "ddsperf,udp,,,1024,false,1,false,0,false\n"
+                   "zenoh,tcp,peer,,1024,false,1,false,0,false\n"
+                   "mqtt,tcp,,,1024,false,1,false,0,false\n")
+    name = "kdc" + str(os.getpid() % 1000)
+    proc = cli("run", "--sch", str(sch), "--datapath", "cilium-native,cilium-vxlan",
+               "--duration", "2", "--out", str(tmp_path / "logs"), "--testbed", name,
+               "--json", "--no-plot", env=env)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["failed"] == [] and outcome["repeats"] == 6, outcome
+    run = outcome["run_dir"]
+    manifest = json.loads(open(f"{run}/manifest.json").read())
+    assert manifest["datapaths"] == ["cilium-native", "cilium-vxlan"]
+    df = pd.read_csv(f"{run}/results.csv")
+    s = df[(df.kind == "summary") & (df.role == "sub0")]
+    for datapath in ("cilium-native", "cilium-vxlan"):
+        got = s[s.datapath == datapath].set_index(["engine", "metric"]).value
+        for engine in ("ddsperf", "zenoh", "mqtt"):
+            assert got[(engine, "throughput_mbps")] > 1.0, (datapath, engine)
+            assert got[(engine, "lost")] == 0, (datapath, engine)
+    assert set(df.path) == {"pod-pod-cross-node"}
+    assert namespaces(name) == []

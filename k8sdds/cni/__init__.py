@@ -53,11 +53,13 @@ def detect(daemonsets: Iterable[Mapping], config_maps: Mapping[tuple[str, str], 
 
 
 def tunnel_ports() -> tuple[int, ...]:
-    """The UDP ports of every tunnel a wiring uses (VXLAN, the L2 segments', WireGuard's)."""
+    """The UDP ports of every tunnel a wiring uses (VXLAN, the L2 segments', WireGuard's,
+    Cilium's)."""
     ports = []
     for d in DATAPATHS.values():
         w = d.wiring
-        if isinstance(w, (base.Vxlan, base.L2Segment)):
+        if isinstance(w, (base.Vxlan, base.L2Segment)) or (isinstance(w, base.Ebpf)
+                                                           and w.tunnel):
             ports.append(w.port)
         if isinstance(w, base.WireGuard) or (isinstance(w, base.L2Segment) and w.encrypted):
             ports.append(base.TUNNEL.port)

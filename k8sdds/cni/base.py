@@ -68,7 +68,21 @@ class L2Segment:
     encrypted: bool = False
 
 
-Wiring = Routed | Vxlan | Ipip | WireGuard | L2Segment
+@dataclass(frozen=True)
+class Ebpf:
+    """No bridge and no netfilter on a pod's path: each pod alone behind its veth (a /32),
+    tc programs moving its packets (k8sdds/testbed/bpf/datapath.c): into a pod of the same
+    node, to the tunnel device `tunnel` (a VXLAN device in collect-metadata mode, the remote
+    node the tunnel key) or, without one, to the uplink after a FIB lookup (native routing,
+    a route per node's pod CIDR); and from the uplink or the tunnel straight into the pod's
+    namespace."""
+
+    tunnel: str | None = None  # the VXLAN device; None: native routing
+    port: int = 8472  # its UDP port
+    vni: int = 2  # the VNI every packet carries (Cilium's: the sender's identity)
+
+
+Wiring = Routed | Vxlan | Ipip | WireGuard | L2Segment | Ebpf
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,9 @@ class Datapath:
     multicast_across_nodes: bool
     host_network: bool = False  # processes run in the node, not in pods (the baseline)
     encryption: str = "none"
-    pod_prefix: int = 24  # 24: a routed /24 per node; 16: one L2 segment over all nodes
+    # 24: a routed /24 per node; 16: one L2 segment over all nodes; 32: each pod alone
+    # behind its veth, no bridge (the pod's default route on-link)
+    pod_prefix: int = 24
     kernel_links: tuple[str, ...] = ()  # link types the emulation needs from the kernel
     unencrypted: str | None = None  # the same datapath without encryption, to price it
     wiring: Wiring | None = None  # the emulated testbed's wiring (None: nothing to wire)

@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 
+from k8sdds.cni.base import Ebpf
 from k8sdds.model import Datapath
 from k8sdds.testbed.netns import run
 
@@ -58,6 +59,10 @@ def datapath_unavailable(dp: Datapath) -> str | None:
             return reason
     if dp.encryption.startswith("WireGuard"):
         return wireguard()[1]
+    if isinstance(dp.wiring, Ebpf):
+        from k8sdds.testbed import ebpf
+
+        return ebpf.unavailable()
     if getattr(dp.wiring, "firewall", False):
         missing = [tool for tool in ("iptables-restore", "ipset") if shutil.which(tool) is None]
         if missing:

@@ -105,6 +105,10 @@ class Layout:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
         return self.load_state().cgroups.get(node.name)
 
+    def pod_namespace(self, node: Node, pod: str) -> str:
+        """The network namespace of pod `pod` on `node`."""
+        return f"{self.spec.name}-{node.name}-{pod}"
+
     def pods_of(self, node: Node, state: State | None = None) -> list[tuple[str, str]]:
         """The pods on `node`, as (name, address)."""
         return pods_on(node, state or self.load_state())
@@ -113,6 +117,11 @@ class Layout:
 def pods_on(node: Node, state: State) -> list[tuple[str, str]]:
     """The pods on `node` as `state` records them, as (name, address)."""
     return [(p["name"], p["address"]) for p in state.pods.values() if p["node"] == node.name]
+
+
+def host_veth(pod: str) -> str:
+    """The node-side end of a pod's veth (interface names have at most 15 characters)."""
+    return f"v{pod}"[:15]
 
 
 TESTBED_NAME = re.compile(r"^[a-z][a-z0-9-]{0,11}$")

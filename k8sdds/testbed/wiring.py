@@ -9,12 +9,14 @@ is Open vSwitch's kernel datapath there and a second bridge here, and the VXLAN 
 head-end replication), a WireGuard device per node for flannel wireguard and under the weave
 VXLAN for weave encrypted (kernel WireGuard where the kernel has it, else wireguard-go; on a
 node that runs its board's own programs, the board's wireguard-go under qemu-user, so the
-encryption costs the board's time), nothing for the host.
+encryption costs the board's time), k8sdds' own tc programs for cilium (k8sdds.testbed.ebpf:
+no bridge, no netfilter on a pod's path), nothing for the host.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -25,10 +27,10 @@ from functools import partial
 from pathlib import Path
 
 from k8sdds import model
-from k8sdds.cni.base import TUNNEL, Ipip, L2Segment, Routed, Vxlan, WireGuard
+from k8sdds.cni.base import TUNNEL, Ebpf, Ipip, L2Segment, Routed, Vxlan, WireGuard
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import capabilities, netfilter, netns, userspace
-from k8sdds.testbed.layout import Layout, Node
+from k8sdds.testbed import capabilities, ebpf, netfilter, netns, userspace
+from k8sdds.testbed.layout import Layout, Node, host_veth
 from k8sdds.testbed.netns import ip, run
 from k8sdds.testbed.profiles import PROFILES
 
@@ -38,7 +40,7 @@ class Wiring:
     setup: Callable[[Layout], None]
     teardown: Callable[[Layout], None]
     # called when a node's pods change, with its pods as (name, address)
-    pods: Callable[[Node, Sequence[tuple[str, str]]], None] | None = None
+    pods: Callable[[Layout, Node, Sequence[tuple[str, str]]], None] | None = None
 
 
 def _nothing(tb: Layout) -> None:
@@ -73,7 +75,7 @@ def _firewall_teardown(tb: Layout) -> None:
     _routed_teardown(tb)
 
 
-def _firewall_pods(node: Node, pods: Sequence[tuple[str, str]]) -> None:
+def _firewall_pods(tb: Layout, node: Node, pods: Sequence[tuple[str, str]]) -> None:
     netfilter.sync_pods(node.ns, pods)
 
 
@@ -277,7 +279,59 @@ def _segment_teardown(seg: L2Segment, tb: Layout) -> None:
         _wg_teardown(tb)
 
 
-def _wiring(kind: object) -> Wiring:
+# ---- Cilium's eBPF datapath: cilium-vxlan, cilium-native ---------------------------------
+def _ebpf_setup(kind: Ebpf, mtu: int, tb: Layout) -> None:
+    reason = ebpf.unavailable()
+    if reason:
+        raise TestbedError(f"no eBPF datapath here: {reason}")
+    for node in tb.nodes:
+        if kind.tunnel:  # one device for every remote node: the programs give the remote end
+            ip("link", "add", kind.tunnel, "mtu", str(node.shrink(mtu)), "type", "vxlan",
+               "external", "dstport", str(kind.port), ns=node.ns)
+            ip("link", "set", kind.tunnel, "up", ns=node.ns)
+    if not kind.tunnel:
+        _routed_setup(tb)  # what the uplink's FIB lookup finds (Cilium: auto-direct-node-routes)
+    for node in tb.nodes:
+        _ebpf_pods(kind, tb, node, tb.pods_of(node))
+
+
+def _link(ns: str, dev: str) -> dict:
+    return json.loads(ip("-j", "link", "show", "dev", dev, ns=ns).stdout)[0]
+
+
+def _ebpf_pods(kind: Ebpf, tb: Layout, node: Node, pods: Sequence[tuple[str, str]]) -> None:
+    """The node's programs compiled for its pods and attached: on each pod's host veth, and
+    on the tunnel device or the uplink."""
+    endpoints = []
+    for name, address in pods:
+        host = _link(node.ns, host_veth(name))
+        mac = _link(tb.pod_namespace(node, name), "eth0")["address"]
+        endpoints.append(ebpf.Endpoint(address, host["ifindex"], mac, host["address"]))
+    remotes = [ebpf.OtherNode(r.pod_cidr, r.address) for r in tb.nodes if r is not node]
+    header = ebpf.config(bool(kind.tunnel), kind.vni, _link(node.ns, "eth0")["ifindex"],
+                         _link(node.ns, kind.tunnel)["ifindex"] if kind.tunnel else 0,
+                         endpoints, remotes)
+    obj = ebpf.build(header, tb.state_file.with_suffix(".bpf") / node.name)
+    for name, _ in pods:
+        ebpf.attach(node.ns, host_veth(name), obj, ebpf.FROM_CONTAINER)
+    if kind.tunnel:
+        ebpf.attach(node.ns, kind.tunnel, obj, ebpf.FROM_OVERLAY)
+    else:
+        ebpf.attach(node.ns, "eth0", obj, ebpf.FROM_NETDEV)
+
+
+def _ebpf_teardown(kind: Ebpf, tb: Layout) -> None:
+    for node in tb.nodes:
+        if kind.tunnel:
+            ip("link", "del", kind.tunnel, ns=node.ns, check=False)
+        else:
+            ebpf.detach(node.ns, "eth0")
+    if not kind.tunnel:
+        _routed_teardown(tb)
+    shutil.rmtree(tb.state_file.with_suffix(".bpf"), ignore_errors=True)
+
+
+def _wiring(kind: object, mtu: int) -> Wiring:
     """The setup and teardown a CNI record's wiring asks for (a registry by its kind)."""
     if isinstance(kind, Routed) and kind.firewall:
         return Wiring(_firewall_setup, _firewall_teardown, _firewall_pods)
@@ -291,10 +345,13 @@ def _wiring(kind: object) -> Wiring:
         return Wiring(partial(_wg_setup, route_pods=True), _wg_teardown)
     if isinstance(kind, L2Segment):
         return Wiring(partial(_segment_setup, kind), partial(_segment_teardown, kind))
+    if isinstance(kind, Ebpf):
+        return Wiring(partial(_ebpf_setup, kind, mtu), partial(_ebpf_teardown, kind),
+                      partial(_ebpf_pods, kind))
     raise TypeError(f"no wiring for {kind!r}")
 
 
 # the datapaths the emulated testbed wires, from the CNI records (k8sdds/cni)
 WIRING: dict[str, Wiring] = {
-    name: (Wiring(_nothing, _nothing) if dp.host_network else _wiring(dp.wiring))
+    name: (Wiring(_nothing, _nothing) if dp.host_network else _wiring(dp.wiring, dp.mtu))
     for name, dp in model.DATAPATHS.items() if dp.host_network or dp.wiring is not None}
