@@ -162,6 +162,45 @@ def test_windows_line_ends_and_blank_lines_change_nothing():
     assert _summary(parse(spaced, "sub0", False)) == base
 
 
+# the end of a latency publisher's log on the kubernetes backend (2026-11-29, Perftest on
+# Cyclone in a pod): Perftest's note on stderr came between its summary's header and row on
+# stdout, as the pod's log took the two streams
+INTERLEAVED = """\
+           256,           78,       57,     54.4,       24,     4006,    0.00
+
+One-way Latency Summary:
+Sample Size (Bytes), Ave (μs), Std (μs), \
+Min (μs), Max (μs), 50% (μs), \
+90% (μs), 99% (μs), 99.99% (μs), \
+99.9999% (μs), CPU (%)
+Finishing test due to timer...
+                256,       57,     54.4,       24,     4006,       53,       68,      114,\
+        3078,          4006,    0.39
+Test ended.
+"""
+
+
+def test_a_note_on_stderr_among_the_summarys_lines_is_passed_over():
+    result = parse(INTERLEAVED, "pub", True)
+    assert not result.failure
+    s = _summary(result)
+    assert (s["latency_us_mean"], s["latency_us_p50"], s["latency_us_p99"]) == (114, 106, 228)
+    # "Waiting for data ..." between an interval section's header and its rows, as a
+    # subscriber prints it: the rows are still the section's
+    sub = ("Interval Throughput for 256 Bytes:\n"
+           "Length (Bytes), Total Samples,  Samples/s, Avg Samples/s,     Mbps,  Avg Mbps, "
+           "Lost Samples, Lost Samples (%), CPU (%)\nWaiting for data ...\n"
+           "           256,         15220,       4913,          4913,     10.1,      10.1,"
+           "            0,             0.00,   11.50\n\nThroughput Summary:\n"
+           "Sample Size (Bytes), Total Samples, Avg Samples/s,    Avg Mbps, Lost Samples, "
+           "Lost Samples (%), CPU (%)\n"
+           "                256,         15255,          5085,        10.4,            0,"
+           "             0.00,   11.50\nFinishing test...\nTest ended.\n")
+    got = parse(sub, "sub0", False)
+    assert _summary(got)["throughput_mbps"] == 10.4
+    assert _samples(got, "throughput_mbps") == [10.1]
+
+
 def test_truncated_files_fail_instead_of_inventing_numbers():
     text = (R / "csv-throughput-sub-tls.log").read_text()
     cut = text[: text.index("Throughput Summary:") + 60]  # header cut mid-way, no row

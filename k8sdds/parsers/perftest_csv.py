@@ -61,8 +61,8 @@ def numeric(series) -> np.ndarray:
 class Sections:
     """The CSV sections of 3.x and 4.x (`Throughput Summary:`, `Interval Throughput:`, ...):
     a title, blank lines, a header, then rows with as many commas as the header, to the
-    first line that is not one. Read line by line across pieces; rows gathered and read by
-    pandas a batch at a time."""
+    first blank line, title or line of other commas (a note among the rows is passed over).
+    Read line by line across pieces; rows gathered and read by pandas a batch at a time."""
 
     BATCH = 200_000  # rows of an interval section read at a time
 
@@ -90,6 +90,11 @@ class Sections:
         if self.state == "rows":
             if line.count(",") == self.width - 1:
                 self.rows.append(line)
+                return
+            if "," not in line and line.strip() and not line.rstrip().endswith(":"):
+                # a note among the rows ("Waiting for data ...", or "Finishing test due to
+                # timer..." on stderr, which a pod's log interleaves with stdout's rows as
+                # their buffers are written): the section goes on
                 return
             self._flush(values, samples)
             self.state = "seek"  # and this line may be the next title
