@@ -15,7 +15,8 @@ from k8sdds.vm.machine import Spec
 
 from .cli_support import invoke
 
-SPEC = Spec("arm1", "10.252.0.14/24", "10.252.0.1", "kkbr", "ssh-ed25519 AAAA test\n")
+SPEC = Spec("arm1", "10.252.0.14/24", "10.252.0.1", "kkbr", "ssh-ed25519 AAAA test\n",
+            cpus=1)
 
 
 def test_qemu_emulates_a_pi_3s_core_with_the_disk_the_seed_and_a_tap():
@@ -33,6 +34,18 @@ def test_qemu_emulates_a_pi_3s_core_with_the_disk_the_seed_and_a_tap():
     tap = machine.tap_name("arm1")
     assert f"tap,id=net,ifname={tap},script=no,downscript=no" in argv
     assert "-serial" in argv and argv[argv.index("-serial") + 1] == "file:/m/console.log"
+
+
+def test_a_machine_has_a_pis_four_cores_as_threads_at_most_this_machines(monkeypatch):
+    disk = Disk(Path("/cache/vm/d"), BOARDS["arm64"])
+    for here, cores in ((16, 4), (4, 4), (2, 2), (1, 1), (None, 1)):
+        monkeypatch.setattr("os.cpu_count", lambda here=here: here)
+        spec = Spec("arm1", "10.252.0.14/24", "10.252.0.1", "kkbr", "ssh-ed25519 AAAA t\n")
+        argv = machine.qemu_argv(disk, spec, Path("/l"), Path("/s"), Path("/c"))
+        assert argv[argv.index("-smp") + 1] == str(cores), here
+    assert argv[argv.index("-accel") + 1] == "tcg,thread=multi"  # one host thread a core
+    with pytest.raises(UserError, match="9 CPUs; 1 to 8"):
+        Spec("arm1", "10.252.0.14/24", "10.252.0.1", "kkbr", "k\n", cpus=9).check()
 
 
 def test_the_32_bit_board_is_a_pi_2s_core_on_qemu_system_arm():

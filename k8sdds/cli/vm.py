@@ -58,6 +58,9 @@ def vm_up(
                              "with (an authorized_keys file)."),
     memory: int = typer.Option(1024, "--memory", min=256, help="Its RAM in MiB (a Pi 3's: "
                                "1024)."),
+    cpus: int | None = typer.Option(None, "--cpus", min=1, max=8, help="Its cores, each a "
+                                    "thread of QEMU's [a Pi's 4, or this machine's where it "
+                                    "has fewer]."),
     arch: str = ARCH,
     mirror: str = MIRROR,
     known_hosts: Path | None = typer.Option(None, "--known-hosts", help="Also append its host "
@@ -71,7 +74,7 @@ def vm_up(
     from k8sdds.vm.machine import STATE, Machine, Spec
 
     spec = Spec(name, address, gateway, bridge, read_text(key, "authorized key"), arch,
-                memory)
+                memory, *([cpus] if cpus else []))
     spec.check()
     machine = Machine(STATE / name, spec)
     seconds = machine.up(disk(_board(arch), _say, mirror), _say)

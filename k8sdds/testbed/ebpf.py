@@ -10,6 +10,7 @@ import hashlib
 import ipaddress
 import json
 import shutil
+import sys
 import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -132,8 +133,17 @@ def hits(ns: str, devices: Sequence[str]) -> dict[str, int]:
                     continue
                 for entry in json.loads(run(["bpftool", "-j", "map", "dump", "id",
                                              str(map_id)]).stdout):
-                    counts[PROGRAMS[int(entry["key"])]] += int(entry["value"])
+                    entry = entry.get("formatted", entry)  # by its BTF, if tc loaded it
+                    counts[PROGRAMS[_number(entry["key"])]] += _number(entry["value"])
     return counts
+
+
+def _number(field: int | list[str]) -> int:
+    """A map's key or value as bpftool prints it: a number (with the map's BTF) or its
+    bytes in hex, little-endian as this machine's."""
+    if isinstance(field, int):
+        return field
+    return int.from_bytes(bytes(int(b, 16) for b in field), sys.byteorder)
 
 
 # the kernel's features the programs use, by mode (a fingerprint says them)

@@ -43,8 +43,8 @@ def add(tb: Layout, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
     ip("link", "set", veth, *(() if alone else ("master", "cni0")), "up", ns=node.ns)
     ip("addr", "add", f"{pod.address}/{prefix}", "dev", "eth0", ns=pod.ns)
     ip("link", "set", "eth0", "mtu", str(mtu), "up", ns=pod.ns)
-    ip("route", "add", "default", "via", node.gateway, *(("onlink",) if alone else ()),
-       ns=pod.ns)
+    ip("route", "add", "default", "via", node.gateway,
+       *(("dev", "eth0", "onlink") if alone else ()), ns=pod.ns)
     if alone:  # the node's own way to it (its programs skip the node's routes)
         ip("route", "replace", f"{pod.address}/32", "dev", veth, ns=node.ns)
     if state.hops.get(node.name):  # its node's kernel cost per hop, in the pod's stack too

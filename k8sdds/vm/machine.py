@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from k8sdds.cluster.remote import ssh_answers
@@ -24,6 +24,15 @@ from k8sdds.vm.image import BOARDS, SEED_LABEL, Disk, run
 
 BOOT_TIMEOUT_S = 600.0  # TCG boots a Debian arm64 in about 1-3 minutes on 2 busy cores
 STATE = Path("/run/k8sdds/vm")  # the machines `k8sdds vm up` started
+
+
+PI_CORES = 4  # a Raspberry Pi 2's, 3's, 4's and 5's
+
+
+def default_cpus() -> int:
+    """A Pi's cores, or this machine's where it has fewer (more vCPUs than host threads
+    only wait for each other)."""
+    return max(1, min(PI_CORES, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,9 @@ class Spec:
     authorized_keys: str  # root's (text of an authorized_keys file)
     arch: str = "arm64"
     memory_mb: int = 1024  # a Pi 3's
-    cpus: int = 1
+    # a Pi's four cores, each a thread of QEMU's (multi-threaded TCG), at most this
+    # machine's own
+    cpus: int = field(default_factory=lambda: default_cpus())
 
     def check(self) -> None:
         """A clear error for a value qemu or the guest would trip over."""
@@ -52,6 +63,9 @@ class Spec:
             raise UserError(f"machine {self.name}: address {self.address} must be IPv4 with "
                             f"its prefix length (10.0.0.5/24), the gateway {self.gateway} "
                             "in its network")
+        if not 1 <= self.cpus <= 8:
+            raise UserError(f"machine {self.name}: {self.cpus} CPUs; 1 to 8 (QEMU's virt "
+                            "board with a GICv2)")
         if self.arch not in BOARDS:
             raise UserError(f"machine {self.name}: arch {self.arch!r}: one of "
                             f"{', '.join(BOARDS)}")
@@ -87,7 +101,8 @@ def qemu_argv(disk: Disk, spec: Spec, layer: Path, seed: Path, console: Path) ->
     system (the layer) and the seed as virtio disks, a virtio NIC on the tap. Pure."""
     board = disk.board
     return [board.qemu, "-M", "virt", "-cpu", board.cpu, "-smp", str(spec.cpus),
-            "-m", str(spec.memory_mb), "-accel", "tcg", "-nodefaults", "-no-user-config",
+            "-m", str(spec.memory_mb), "-accel", "tcg,thread=multi", "-nodefaults",
+            "-no-user-config",
             "-display", "none", "-serial", f"file:{console}", "-monitor", "none",
             "-kernel", str(disk.kernel), "-initrd", str(disk.initrd),
             "-append", f"root=LABEL=k8sdds-root rw console={board.console} net.ifnames=0 "
@@ -170,7 +185,8 @@ class Machine:
                                 stderr=open(self.folder / "qemu.log", "wb"),
                                 start_new_session=True)
         (self.folder / "qemu.pid").write_text(str(proc.pid))
-        say(f"{self.spec.name}: booting ({disk.board.cpu}, {self.spec.memory_mb} MiB, "
+        say(f"{self.spec.name}: booting ({self.spec.cpus} x {disk.board.cpu}, "
+            f"{self.spec.memory_mb} MiB, "
             f"console: {self.console})")
         try:
             return self._wait_ssh(proc, started, timeout)
