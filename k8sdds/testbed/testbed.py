@@ -173,6 +173,7 @@ class Testbed(Layout):
             netns.delete(ns)
         cgroups.remove_testbed(self.spec.name)  # found by name: also if the state is lost
         shutil.rmtree(self.state_file.with_suffix(".keys"), ignore_errors=True)  # WireGuard
+        shutil.rmtree(self.state_file.with_suffix(".bpf"), ignore_errors=True)  # eBPF's
         try:
             self.state_file.unlink()
         except FileNotFoundError:
