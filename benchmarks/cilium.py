@@ -12,14 +12,12 @@ Usage: .venv/bin/python benchmarks/cilium.py [--repeats 5] [--duration 5] [--pro
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds, mean_interval  # benchmarks/common.py
+from common import k8sdds, mean_interval, need_root  # benchmarks/common.py
 
 from k8sdds.analysis.stats import summarize
 from k8sdds.analysis.verdict import Side, noise, word
@@ -30,19 +28,13 @@ FIGURES = (("throughput_mbps", "sub0", "throughput (Mb/s)", False),
            ("latency_us_p50", "pub", "p50 round trip (µs)", True))
 
 
-def side(values: list[float]) -> Side:
-    s = summarize(values)
-    return Side(s.mean, s.ci_low, s.ci_high, s.n)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="repeats of each cell, in rounds")
     ap.add_argument("--duration", type=float, default=5, help="seconds per repeat")
     ap.add_argument("--profile", default=None, help="edge profile of every worker")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("run as root: the emulated backend needs network namespaces")
+    need_root()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         sch = Path(tmp) / "cilium.csv"
@@ -70,7 +62,7 @@ def main() -> None:
                 base = list(rows[(rows.datapath == "host") & (rows.data_len == size)].value)
                 cell = mean_interval(values, 0 if metric.startswith("throughput") else 1)
                 if datapath != "host" and values and base:
-                    a, b = side(values), side(base)
+                    a, b = Side.of(summarize(values)), Side.of(summarize(base))
                     change = (a.mean / b.mean - 1) * 100
                     cell += f" ({a.mean / b.mean:.2f} of host, {word(metric, change, noise(a, b))})"
                 cells.append(cell)

@@ -16,6 +16,12 @@ from k8sdds.perftest.base import engine_path
 from k8sdds.testbed import netns
 
 
+def need_root() -> None:
+    """Exit with why unless run as root (the emulated backend's namespaces)."""
+    if os.geteuid() != 0:
+        sys.exit("run as root: the emulated backend needs network namespaces")
+
+
 def k8sdds(*args: str) -> dict:
     """`python -m k8sdds ARGS --json`; exit with its message if it fails, print any failed
     repeats, return the outcome (run_dir, repeats, failed, wall_s, ...)."""

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds  # benchmarks/common.py
+from common import k8sdds, need_root  # benchmarks/common.py
 
 from k8sdds import model
 from k8sdds.testbed import capabilities, netns
@@ -86,8 +84,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5, help="seconds per measurement")
     ap.add_argument("--profile", default=None, help="edge profile of every worker")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("run as root: the emulated backend needs network namespaces")
+    need_root()
     names, skipped = [], []
     for name in WIRING:
         reason = capabilities.datapath_unavailable(model.datapath(name))

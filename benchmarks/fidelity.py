@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds  # benchmarks/common.py
+from common import k8sdds, need_root  # benchmarks/common.py
 from fidelity_cells import (
     DATAPATHS,
     KEY,
@@ -169,8 +169,7 @@ def main() -> None:
         print(tree.pivot_table(index=["transport", "data_len"], columns="datapath",
                                values="ratio")[list(DATAPATHS)].round(2).to_string())
         return
-    if os.geteuid() != 0:
-        sys.exit("run as root: the emulated backend needs network namespaces")
+    need_root()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         if args.calibrate:

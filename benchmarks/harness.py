@@ -18,13 +18,12 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds  # benchmarks/common.py
+from common import k8sdds, need_root  # benchmarks/common.py
 
 from k8sdds.parsers.ddsperf import parse
 from k8sdds.testbed import netns
@@ -138,8 +137,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5, help="seconds per test")
     ap.add_argument("--skip-table", action="store_true")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("run as root: the emulated backend needs network namespaces")
+    need_root()
     transparency(args.pairs, args.duration)
     overhead()
     if not args.skip_table:

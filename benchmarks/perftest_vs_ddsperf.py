@@ -17,14 +17,12 @@ Usage: .venv/bin/python benchmarks/perftest_vs_ddsperf.py [--repeats 3] [--durat
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
-from common import k8sdds, mean_interval, ratio_interval  # benchmarks/common.py
+from common import k8sdds, mean_interval, need_root, ratio_interval  # benchmarks/common.py
 
 TESTBED = "kdpv"
 HEADER = "engine,dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest\n"
@@ -56,8 +54,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="repeats of each test (rounds)")
     ap.add_argument("--duration", type=float, default=5, help="seconds per test")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("run as root: the emulated backend needs network namespaces")
+    need_root()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         sch = Path(tmp) / "side-by-side.csv"

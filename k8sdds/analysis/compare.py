@@ -15,7 +15,7 @@ import pandas as pd
 from k8sdds.analysis import verdict
 from k8sdds.analysis.cells import roles
 from k8sdds.analysis.load import PARAMS, Runs, load, repeat_values
-from k8sdds.analysis.stats import Significance, Summary, significance, summarize
+from k8sdds.analysis.stats import Significance, significance, summarize
 from k8sdds.errors import UserError
 
 BOUND = re.compile(r"^(?P<metric>[a-z0-9_]+):(?P<pct>[+-]\d+(?:\.\d+)?)%$")
@@ -98,8 +98,8 @@ def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str
             change = (ratio - 1) * 100
             rows.append({"test": _label(key, shown), "metric": metric,
                          "baseline": sa.mean, "contender": sb.mean,
-                         "baseline_pm_pct": _side(sa).half_pct,
-                         "contender_pm_pct": _side(sb).half_pct,
+                         "baseline_pm_pct": verdict.Side.of(sa).half_pct,
+                         "contender_pm_pct": verdict.Side.of(sb).half_pct,
                          "ratio": ratio, "change_pct": change,
                          "n_baseline": len(xa), "n_contender": len(xb),
                          "p_value": sig.p_value if sig else None,
@@ -109,10 +109,6 @@ def compare(baseline: Path | Runs, contender: Path | Runs, metrics: Sequence[str
         raise UserError(f"{_name(baseline)} and {_name(contender)} have no test and metric "
                         f"in common (metrics: {', '.join(metrics)})")
     return rows
-
-
-def _side(s: Summary) -> verdict.Side:
-    return verdict.Side(s.mean, s.ci_low, s.ci_high, s.n)
 
 
 def said(metric: str, change: float, sig: Significance | None, test: str, n_a: int,

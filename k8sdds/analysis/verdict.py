@@ -37,6 +37,11 @@ class Side:
             return None
         return (self.high - self.low) / 2 / abs(self.mean) * 100
 
+    @classmethod
+    def of(cls, summary) -> Side:
+        """The side a `stats.Summary` of repeat values gives."""
+        return cls(summary.mean, summary.ci_low, summary.ci_high, summary.n)
+
     def apart(self, other: Side) -> bool:
         """The two intervals do not overlap."""
         return self.high < other.low or self.low > other.high
