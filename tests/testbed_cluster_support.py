@@ -17,7 +17,10 @@ from .kube_support import fixed_paths
 ROOT = Path(__file__).parent.parent
 SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
            "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes",
-           "net.netfilter.nf_conntrack_max")
+           "net.netfilter.nf_conntrack_max",
+           # Cilium's agent's (the node shows it the values it sets)
+           "net.core.bpf_jit_enable", "kernel.unprivileged_bpf_disabled",
+           "kernel.timer_migration")
 
 
 def sysctls() -> dict[str, str]:

@@ -156,6 +156,10 @@ class ClusterCni:
     # a node-view file each node gets its own machine id in (/etc/machine-id, which the CNI
     # names its peer by); None: the CNI reads none
     machine_id: str | None = None
+    # machine-wide sysctls the CNI sets (/proc/sys path -> its value): each node shows them
+    # with that value, read-only, so the machine keeps its own
+    sysctls: Mapping[str, str] = field(default_factory=dict)
+    bpf_fs: bool = False  # a BPF filesystem of the node's own at /sys/fs/bpf, for its maps
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,17 @@ def in_view(docs: list[dict], view: Path, host_paths: Mapping[str, str]) -> list
                 host = volume.get("hostPath")
                 if host and host["path"] in host_paths:
                     host["path"] = str(view / host_paths[host["path"]])
+    return docs
+
+
+def bounded(docs: list[dict], allowed: frozenset[str]) -> list[dict]:
+    """Each container's added capabilities (as `CAP_` less names) within `allowed`: a runtime
+    cannot give a container one its own bounding set lacks. Pure."""
+    for doc in objects(docs):
+        for c in containers(doc):
+            caps = ((c.get("securityContext") or {}).get("capabilities") or {})
+            if caps.get("add"):
+                caps["add"] = [cap for cap in caps["add"] if cap in allowed]
     return docs
 
 

@@ -1,14 +1,51 @@
-"""Cilium: an eBPF datapath, VXLAN between nodes by default or native routing; installed by
-its own CLI on a kubeadm cluster. The emulated testbed wires each mode with k8sdds' own tc
-programs (k8sdds/testbed/bpf/datapath.c, see base.Ebpf)."""
+"""Cilium: an eBPF datapath, VXLAN between nodes (its default) or native routing. The emulated
+testbed wires each mode with k8sdds' own tc programs (k8sdds/testbed/bpf/datapath.c, see
+base.Ebpf); the testbed cluster and `cluster init` run Cilium itself.
+
+Real: Cilium publishes a Helm chart, not a manifest. k8sdds ships the chart of the v1.19.0 module
+rendered by Helm (k8sdds/manifests/cilium.yaml, the values beside it), in images built here from
+the module: the agent's on Debian with clang-19 (the agent compiles its BPF programs from the
+module's sources at its start, as upstream's image does with its LLVM 19), the operator's on
+busybox. v1.19.0 is the newest release whose agent, CNI plugin and operator resolve on the Go
+module proxy. What each install changes (`adapt`): native routing's three cilium-config keys.
+What the testbed changes beside (`testbed_adapt`, nothing else):
+* the host paths are node-private (the node view), never this machine's /run, /etc or /opt;
+* three init containers go: `mount-cgroup` and `apply-sysctl-overwrites` enter the mount
+  namespace of this machine's PID 1 (to mount cgroup2, and to write /etc/sysctl.d and restart
+  systemd-sysctl), `mount-bpf-fs` mounts a BPF filesystem the node already has (its own, at
+  /sys/fs/bpf in its mount namespace: the record's `bpf_fs`);
+* no mount propagation: each node's mounts are private to it, which the runtime refuses for
+  HostToContainer; everything the agent reads is mounted before it starts;
+* the machine-wide sysctls the agent sets (`SYSCTLS`) are shown to it as set, read-only, in the
+  node: the machine keeps its own;
+* no socket load balancing (it needs the pods' cgroup v2 and this machine runs cgroup v1):
+  kube-proxy serves Services, as on every other datapath.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
-from k8sdds.cni.base import Argv, Cni, Datapath, Detected, Ebpf, Install, Reset, named, where
+from k8sdds.cni.base import (
+    Argv,
+    ClusterCni,
+    Cni,
+    Datapath,
+    Detected,
+    Ebpf,
+    Image,
+    Install,
+    Reset,
+    UpstreamManifest,
+    containers,
+    named,
+    objects,
+    where,
+)
+from k8sdds.cni.flannel import POD_CIDR  # kubeadm's usual pod range, as flannel's
 
-VERSION = "1.17.4"
+VERSION = "1.19.0"  # built here (.ci/k8s-versions), rendered in k8sdds/manifests/cilium.yaml
 CONFIG_MAPS = (("kube-system", "cilium-config"),)
 VXLAN = "cilium-vxlan"
 NATIVE = "cilium-native"
@@ -26,10 +63,68 @@ DATAPATHS = (
              wiring=Ebpf()),
 )
 
+# what native routing sets in cilium-config (the chart's routingMode=native,
+# ipv4NativeRoutingCIDR and autoDirectNodeRoutes): the nodes share one L2 segment
+NATIVE_CONFIG = {"routing-mode": "native", "auto-direct-node-routes": "true"}
 
-def installer(install: Install, kubeconfig: str) -> Argv:
-    return ("cilium", "install", "--kubeconfig", kubeconfig, "--version", VERSION, "--set",
-            "ipam.mode=kubernetes")
+# the sysctls the agent sets machine-wide (the module's pkg/datapath/loader/base.go), with the
+# values it sets; its per-namespace ones (rp_filter, fib_multipath_use_neigh) are the node's
+SYSCTLS = {"net/core/bpf_jit_enable": "1", "kernel/unprivileged_bpf_disabled": "1",
+           "kernel/timer_migration": "0"}
+
+HOST_PATHS = {"/var/run/cilium": "cilium-run", "/run/cilium/cgroupv2": "cilium-cgroupv2",
+              "/var/run/netns": "cilium-netns", "/opt/cni/bin": "cni-bin",
+              "/etc/cni/net.d": "net.d", "/lib/modules": "cilium-modules",
+              "/run/xtables.lock": "xtables.lock", "/proc": "cilium-proc"}
+# init containers the testbed leaves out (see the module's text)
+NOT_ON_TESTBED = ("mount-cgroup", "apply-sysctl-overwrites", "mount-bpf-fs")
+
+
+def config_map(docs: list[dict]) -> dict:
+    for doc in objects(docs):
+        if doc.get("kind") == "ConfigMap" and doc["metadata"]["name"] == "cilium-config":
+            return doc
+    raise ValueError("the Cilium manifest has no cilium-config ConfigMap")
+
+
+def _routing(docs: list[dict], datapath: str, pod_cidr: str) -> list[dict]:
+    if datapath == NATIVE:
+        config_map(docs)["data"].update(NATIVE_CONFIG, **{"ipv4-native-routing-cidr": pod_cidr})
+    return docs
+
+
+def adapt(install: Install, docs: list[dict]) -> list[dict]:
+    """kubeadm: the install's routing mode."""
+    return _routing(docs, install.datapath, install.pod_cidr)
+
+
+def url_steps(install: Install, kubectl: Argv) -> list[Argv]:
+    """--manifest-url: a rendered manifest runs VXLAN unless told; native routing is patched in
+    and the agents restarted."""
+    import json
+
+    if install.datapath != NATIVE:
+        return []
+    data = {**NATIVE_CONFIG, "ipv4-native-routing-cidr": install.pod_cidr}
+    return [(*kubectl, "-n", "kube-system", "patch", "configmap", "cilium-config", "--type",
+             "merge", "-p", json.dumps({"data": data})),
+            (*kubectl, "-n", "kube-system", "rollout", "restart", "daemonset/cilium")]
+
+
+def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
+                  workers: int) -> list[dict]:
+    """The rendered manifest's objects, adapted to the testbed (see the module's text)."""
+    for doc in objects(docs):
+        spec = ((doc.get("spec") or {}).get("template") or {}).get("spec")
+        if not spec:
+            continue
+        if spec.get("initContainers"):
+            spec["initContainers"] = [c for c in spec["initContainers"]
+                                      if c["name"] not in NOT_ON_TESTBED]
+        for c in containers(doc):
+            for mount in c.get("volumeMounts") or []:
+                mount.pop("mountPropagation", None)
+    return _routing(docs, datapath, network)
 
 
 def datapath(conf: Mapping) -> str | None:
@@ -53,8 +148,33 @@ def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detec
 CNI = Cni(
     "cilium",
     DATAPATHS,
-    installs=(Install("cilium", "10.244.0.0/16", VXLAN),),
-    installer=installer, detect=detect, config_maps=CONFIG_MAPS,
-    reset=Reset(files=("/opt/cni/bin/cilium-cni",), links=("cilium_host", "cilium_vxlan"),
-                chains=("CILIUM_",)),
+    manifest=UpstreamManifest(
+        "cilium.yaml", "ead402d7e1fdbbd19282b57794deb0e2bb6495a202bca21d3d3c6cf9ee6de92c",
+        f"https://github.com/cilium/cilium/tree/v{VERSION}/install/kubernetes/cilium"),
+    installs=(Install(VXLAN, POD_CIDR, VXLAN), Install(NATIVE, POD_CIDR, NATIVE)),
+    adapt=adapt, url_steps=url_steps, detect=detect, config_maps=CONFIG_MAPS,
+    images=(
+        # the agent on Debian with what upstream's runtime image gives it: clang (LLVM 19, to
+        # compile its datapath at start), iproute2, iptables, ipset, kmod
+        Image("quay.io/cilium/cilium", "cilium-agent",
+              {"/usr/bin/cilium-agent": "cilium-agent", "/usr/bin/cilium-dbg": "cilium-dbg",
+               "/opt/cni/bin/cilium-cni": "cilium-cni", "/var/lib/cilium/bpf": "cilium-bpf",
+               "/init-container.sh": "cilium-init-container",
+               "/install-plugin.sh": "cilium-install-plugin",
+               "/cni-uninstall.sh": "cilium-cni-uninstall"},
+              apt=("clang-19", "iproute2", "iptables", "ipset", "kmod", "ca-certificates"),
+              run=("ln -s /usr/bin/clang-19 /usr/local/bin/clang",),
+              tag_of=lambda v: f"v{v}"),
+        Image("quay.io/cilium/operator-generic", "cilium-operator-generic",
+              {"/usr/local/bin/cilium-operator-generic": "cilium-operator-generic"},
+              entrypoint=("/usr/local/bin/cilium-operator-generic",), tag_of=lambda v: f"v{v}"),
+    ),
+    testbed=ClusterCni((VXLAN, NATIVE),
+                       ("cilium-agent", "cilium-cni", "cilium-dbg", "cilium-operator-generic",
+                        "cilium-bpf", "cilium-init-container", "cilium-install-plugin",
+                        "cilium-cni-uninstall"),
+                       ("kube-system", "cilium"), HOST_PATHS, testbed_adapt,
+                       sysctls=SYSCTLS, bpf_fs=True),
+    reset=Reset(files=("/opt/cni/bin/cilium-cni", "/var/run/cilium", "/var/lib/cilium"),
+                links=("cilium_host", "cilium_net", "cilium_vxlan"), chains=("CILIUM_",)),
 )

@@ -179,8 +179,7 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
         foreign.packages(recipe, options.arch)
     cache = Path(options.cache or cache_dir())
     cache.mkdir(parents=True, exist_ok=True)
-    digests = [f"{dest}={sha256(src)}"
-               for dest, src in sorted(files.items())]
+    digests = [f"{dest}={_digest(Path(src))}" for dest, src in sorted(files.items())]
     seed = "\n".join([text, *digests, *entrypoint])
     archive = cache / f"{name}-{key(recipe, seed, options)}.tar"
     with one_builder(archive):
@@ -191,6 +190,16 @@ def assemble(recipe: Recipe, text: str, options: BuildOptions,
         with tempfile.TemporaryDirectory(prefix="build-", dir=cache) as work:
             _image(Path(work), base, recipe, options, say, archive, files, entrypoint)
     return archive
+
+
+def _digest(src: Path) -> str:
+    """A file's SHA-256, or a folder's: of each file's path and SHA-256, in order."""
+    if not src.is_dir():
+        return sha256(src)
+    h = hashlib.sha256()
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        h.update(f"{path.relative_to(src)}={sha256(path)}\n".encode())
+    return h.hexdigest()
 
 
 def run_tool(argv: Sequence[str], what: str, env: dict | None = None) -> None:
@@ -289,11 +298,14 @@ def platform_flags(arch: str) -> list[str]:
 
 
 def _add(rootfs: Path, files: Mapping[str, Path]) -> None:
-    """Copy each file into the image's root at its path (mode kept)."""
+    """Copy each file (or folder) into the image's root at its path (modes kept)."""
     for dest, src in files.items():
         target = rootfs / dest.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
+        if Path(src).is_dir():
+            shutil.copytree(src, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, target)
 
 
 def _pack(work: Path, rootfs: Path, tag: str, archive: Path, config: Sequence[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,27 @@ VIEW = {"net.d": "dir", "cni-bin": "dir", "xtables.lock": "file",
            for record in cni.CNIS.values() if record.testbed
            for name in record.testbed.host_paths.values()
            if name not in ("net.d", "cni-bin", "xtables.lock")}}
+
+
+# the capabilities by number (linux/capability.h), as a pod's securityContext names them
+CAPABILITIES = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
+    "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
+    "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
+    "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
+    "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
+    "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE")
+
+
+def bounding_set(status: str | None = None) -> frozenset[str]:
+    """The capabilities runc can give a container here: this process's bounding set (a
+    sandbox may lack some, CAP_SYS_RESOURCE on this kind of machine). `status`: the text of
+    /proc/self/status."""
+    if status is None:
+        status = Path("/proc/self/status").read_text()
+    mask = next(int(line.split()[1], 16) for line in status.splitlines()
+                if line.startswith("CapBnd:"))
+    return frozenset(name for bit, name in enumerate(CAPABILITIES) if mask >> bit & 1)
 
 
 @dataclass(frozen=True)
@@ -143,12 +165,14 @@ def in_namespaces(holder: int, argv: list[str]) -> list[str]:
 OVERLAID = {"/var/lib": "/var/lib/k8sdds", "/var/log": None}
 
 
-def mount_private(holder: int, files: NodeFiles) -> None:
+def mount_private(holder: int, files: NodeFiles, sysctls: Mapping[str, str] | None = None,
+                  bpf_fs: bool = False) -> None:
     """Inside the node's mount namespace only: /var/lib and /var/log as overlays, its own
-    /run/containerd, /var/lib/cni and node view, and the sysctls the kubelet checks shown
-    with the values it wants."""
-    sysctls = files.run / "sysctl"
-    sysctls.mkdir(parents=True, exist_ok=True)
+    /run/containerd, /var/lib/cni and node view, the sysctls the kubelet checks (and the CNI's
+    machine-wide `sysctls`) shown with the values they want, and with `bpf_fs` a BPF
+    filesystem of its own at /sys/fs/bpf."""
+    shadows = files.run / "sysctl"
+    shadows.mkdir(parents=True, exist_ok=True)
     steps = []
     for tree, keep in OVERLAID.items():
         layer = files.run / "overlay" / tree.strip("/").replace("/", "-")
@@ -169,8 +193,10 @@ def mount_private(holder: int, files: NodeFiles) -> None:
         steps.append(["mount", "--bind", str(source), target])
     for name in VIEW:
         steps.append(["mount", "--bind", str(files.own(name)), str(files.view / name)])
-    for key, value in KUBELET_SYSCTLS.items():
-        shadow = sysctls / key.replace("/", ".")
+    if bpf_fs:
+        steps.append(["mount", "-t", "bpf", "k8sdds-node", "/sys/fs/bpf"])
+    for key, value in {**KUBELET_SYSCTLS, **(sysctls or {})}.items():
+        shadow = shadows / key.replace("/", ".")
         shadow.write_text(value + "\n")
         steps.append(["mount", "--bind", str(shadow), f"/proc/sys/{key}"])
         steps.append(["mount", "-o", "remount,bind,ro", f"/proc/sys/{key}"])

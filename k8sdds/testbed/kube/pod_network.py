@@ -40,6 +40,10 @@ class PodNetwork:
         """Whether the testbed wires the datapath (else the CNI does)."""
         return True
 
+    def node_mounts(self) -> dict:
+        """What each node's mount namespace gives the CNI (node.mount_private's keywords)."""
+        return {}
+
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
         """Build (or find cached) what the CNI's pods need, before any node starts."""
 
@@ -93,6 +97,9 @@ class Real(PodNetwork):
     def wires_testbed(self) -> bool:
         return False
 
+    def node_mounts(self) -> dict:
+        return {"sysctls": self.part.sysctls, "bpf_fs": self.part.bpf_fs}
+
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
         """The record's images, built once and cached, named localhost/k8sdds/<name>:<version>."""
         from k8sdds.images.kubernetes import built_version, cni_image, split
@@ -124,6 +131,7 @@ class Real(PodNetwork):
         images = {c["image"]: self.built.get(split(c["image"])[0], c["image"])
                   for d in base.objects(docs) for c in base.containers(d)}
         docs = base.in_view(manifests.pin(docs, images), view, self.part.host_paths)
+        docs = base.bounded(docs, agent.bounding_set())
         return self.part.adapt(docs, self.datapath, view, POD_NETWORK, workers)
 
     def start(self, kubeconfig: Path, view: Path, workers: int) -> None:
@@ -176,6 +184,10 @@ def apply(kubeconfig: Path, docs: list[dict], what: str) -> None:
 
     api = config.new_client_from_config(str(kubeconfig))
     for doc in docs:
+        for c in base.containers(doc):  # numbers where the client wants quantity strings
+            for kind in ("limits", "requests"):
+                amounts = (c.get("resources") or {}).get(kind) or {}
+                amounts.update({k: str(v) for k, v in amounts.items()})
         try:
             utils.create_from_dict(api, doc)
         except utils.FailToCreateError as exc:
