@@ -10,6 +10,8 @@ busybox. v1.19.0 is the newest release whose agent, CNI plugin and operator reso
 module proxy. What each install changes (`adapt`): native routing's three cilium-config keys.
 What the testbed changes beside (`testbed_adapt`, nothing else):
 * the host paths are node-private (the node view), never this machine's /run, /etc or /opt;
+  the CNI plugin finds the agent's socket there through CILIUM_SOCK, which the runtime's
+  environment passes on to it;
 * three init containers go: `mount-cgroup` and `apply-sysctl-overwrites` enter the mount
   namespace of this machine's PID 1 (to mount cgroup2, and to write /etc/sysctl.d and restart
   systemd-sysctl), `mount-bpf-fs` mounts a BPF filesystem the node already has (its own, at
@@ -174,7 +176,8 @@ CNI = Cni(
                         "cilium-bpf", "cilium-init-container", "cilium-install-plugin",
                         "cilium-cni-uninstall"),
                        ("kube-system", "cilium"), HOST_PATHS, testbed_adapt,
-                       sysctls=SYSCTLS, bpf_fs=True),
+                       sysctls=SYSCTLS, bpf_fs=True,
+                       plugin_env={"CILIUM_SOCK": "{view}/cilium-run/cilium.sock"}),
     reset=Reset(files=("/opt/cni/bin/cilium-cni", "/var/run/cilium", "/var/lib/cilium"),
                 links=("cilium_host", "cilium_net", "cilium_vxlan"), chains=("CILIUM_",)),
 )

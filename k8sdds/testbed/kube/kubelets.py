@@ -7,6 +7,7 @@ recorded before they are used). What the control plane's daemons are is control_
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -80,12 +81,14 @@ class Kubelets:
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         self.state_file.write_text(json.dumps(state))
 
-    def _spawn(self, name: str, argv: list[str], ns: str | None = None) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], ns: str | None = None,
+               env: dict[str, str] | None = None) -> subprocess.Popen:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.run_dir / f"{name}.log", "ab")
         full = ["nsenter", f"--net=/run/netns/{ns}", "--", *argv] if ns else argv
         proc = subprocess.Popen(full, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, **env} if env else None)
         log.close()
         self._record(pids=[proc.pid])
         return proc
@@ -182,7 +185,8 @@ class Kubelets:
         cni.configure(node, files)
         (files.run / "resolv.conf").write_text("nameserver 127.0.0.1\n")
         containerd = self._spawn(f"{node.name}-containerd", agent.in_namespaces(
-            holder.pid, ["containerd", "--config", str(files.run / "containerd.toml")]))
+            holder.pid, ["containerd", "--config", str(files.run / "containerd.toml")]),
+            env=cni.plugin_env(files.view))
         agent.wait_socket(files.socket, containerd, f"containerd on {node.name}")
         for image in images:
             _import(holder.pid, files, image, node.name)

@@ -44,6 +44,10 @@ class PodNetwork:
         """What each node's mount namespace gives the CNI (node.mount_private's keywords)."""
         return {}
 
+    def plugin_env(self, view: Path) -> dict[str, str]:
+        """What the container runtime's environment passes on to the CNI's plugin."""
+        return {}
+
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
         """Build (or find cached) what the CNI's pods need, before any node starts."""
 
@@ -99,6 +103,9 @@ class Real(PodNetwork):
 
     def node_mounts(self) -> dict:
         return {"sysctls": self.part.sysctls, "bpf_fs": self.part.bpf_fs}
+
+    def plugin_env(self, view: Path) -> dict[str, str]:
+        return {k: v.format(view=view) for k, v in self.part.plugin_env.items()}
 
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
         """The record's images, built once and cached, named localhost/k8sdds/<name>:<version>."""
