@@ -142,16 +142,22 @@ def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detec
     if "cilium" not in named(ds) or "operator" in (ds.get("metadata") or {}).get("name", ""):
         return None
     conf = (config_maps.get(CONFIG_MAPS[0]) or {}).get("data") or {}
-    said = [conf.get("routing-mode"), conf.get("tunnel-protocol") or conf.get("tunnel")]
+    found = datapath(conf)
+    said = [conf.get("routing-mode")]
+    if found != NATIVE:  # a tunnel's protocol (native routing leaves the key as it was)
+        said.append(conf.get("tunnel-protocol") or conf.get("tunnel"))
+    if conf.get("kube-proxy-replacement") == "true" and conf.get(
+            "enable-bpf-masquerade") == "true":
+        said.append("eBPF host routing")
     mode = ", ".join(str(word) for word in said if word) or "vxlan"
-    return Detected(datapath(conf) or "unknown", f"cilium ({mode})", where(ds))
+    return Detected(found or "unknown", f"cilium ({mode})", where(ds))
 
 
 CNI = Cni(
     "cilium",
     DATAPATHS,
     manifest=UpstreamManifest(
-        "cilium.yaml", "ead402d7e1fdbbd19282b57794deb0e2bb6495a202bca21d3d3c6cf9ee6de92c",
+        "cilium.yaml", "054a5ff114458f7dbe24fe5dc1ac14df2526363bd93678ead9f02035679d5ff8",
         f"https://github.com/cilium/cilium/tree/v{VERSION}/install/kubernetes/cilium"),
     installs=(Install(VXLAN, POD_CIDR, VXLAN), Install(NATIVE, POD_CIDR, NATIVE)),
     adapt=adapt, url_steps=url_steps, detect=detect, config_maps=CONFIG_MAPS,
