@@ -160,6 +160,9 @@ class ClusterCni:
     # with that value, read-only, so the machine keeps its own
     sysctls: Mapping[str, str] = field(default_factory=dict)
     bpf_fs: bool = False  # a BPF filesystem of the node's own at /sys/fs/bpf, for its maps
+    # a node-view directory where each node shows its own cgroup v2 subtree as a cgroup2
+    # root (the CNI attaches socket programs to the root it finds: never this machine's)
+    cgroup2: str | None = None
     # what the CNI's plugin reads from its environment (the runtime passes its own on), each
     # value's "{view}" the node view: where it finds its agent when its host path moved there
     plugin_env: Mapping[str, str] = field(default_factory=dict)

@@ -20,8 +20,10 @@ What the testbed changes beside (`testbed_adapt`, nothing else):
   HostToContainer; everything the agent reads is mounted before it starts;
 * the machine-wide sysctls the agent sets (`SYSCTLS`) are shown to it as set, read-only, in the
   node: the machine keeps its own;
-* no socket load balancing (it needs the pods' cgroup v2 and this machine runs cgroup v1):
-  kube-proxy serves Services, as on every other datapath.
+* the cgroup2 root the agent finds (/run/cilium/cgroupv2) is the node's own cgroup v2
+  subtree (`cgroup2`): with kube-proxy replaced, Cilium 1.19 attaches its socket programs
+  to that root whatever the chart says of socket load balancing, and this machine's own
+  root would take every socket of the machine.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ NATIVE_CONFIG = {"routing-mode": "native", "auto-direct-node-routes": "true"}
 SYSCTLS = {"net/core/bpf_jit_enable": "1", "kernel/unprivileged_bpf_disabled": "1",
            "kernel/timer_migration": "0"}
 
-HOST_PATHS = {"/var/run/cilium": "cilium-run", "/run/cilium/cgroupv2": "cilium-cgroupv2",
+# (the agent finds its cgroup2 root inside /var/run/cilium, a mount within it on a host)
+HOST_PATHS = {"/var/run/cilium": "cilium-run", "/run/cilium/cgroupv2": "cilium-run/cgroupv2",
               "/var/run/netns": "cilium-netns", "/opt/cni/bin": "cni-bin",
               "/etc/cni/net.d": "net.d", "/lib/modules": "cilium-modules",
               "/run/xtables.lock": "xtables.lock", "/proc": "cilium-proc"}
@@ -182,7 +185,7 @@ CNI = Cni(
                         "cilium-bpf", "cilium-init-container", "cilium-install-plugin",
                         "cilium-cni-uninstall"),
                        ("kube-system", "cilium"), HOST_PATHS, testbed_adapt,
-                       sysctls=SYSCTLS, bpf_fs=True,
+                       sysctls=SYSCTLS, bpf_fs=True, cgroup2="cilium-run/cgroupv2",
                        plugin_env={"CILIUM_SOCK": "{view}/cilium-run/cilium.sock"}),
     reset=Reset(files=("/opt/cni/bin/cilium-cni", "/var/run/cilium", "/var/lib/cilium"),
                 links=("cilium_host", "cilium_net", "cilium_vxlan"), chains=("CILIUM_",)),

@@ -173,6 +173,25 @@ def hybrid_unified() -> list[Path]:
     return _mounted_below_root("cgroup2")
 
 
+def unified_dir(root: str) -> Path:
+    """`root` in the cgroup v2 hierarchy (a hybrid system's unified one, else the v2 root),
+    made if absent: where runc puts the processes of the containers under it. Removed with
+    it (`remove_everywhere`). A v1-only system has none: refused."""
+    from k8sdds.errors import TestbedError
+
+    unified = hybrid_unified()
+    if unified:
+        top = unified[0]
+    elif (V2_ROOT / "cgroup.controllers").exists():
+        top = V2_ROOT
+    else:
+        raise TestbedError("this machine has no cgroup v2 hierarchy: a node cannot be given "
+                           "its own cgroup2 root")
+    path = top / root.lstrip("/")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def dirs(root: str) -> list[Path]:
     """`root` and its ancestors, in every hierarchy, top first."""
     out = []

@@ -180,7 +180,7 @@ class Kubelets:
         procs.wait_own_mounts(holder)
         self._record(holders={**self._state().get("holders", {}), node.name: holder.pid},
                      namespaces=[procs.mount_namespace(holder.pid)])
-        agent.mount_private(holder.pid, files, **cni.node_mounts())
+        agent.mount_private(holder.pid, files, **cni.node_mounts(cgroup_root))
         (files.run / "containerd.toml").write_text(agent.containerd_config(files))
         cni.configure(node, files)
         (files.run / "resolv.conf").write_text("nameserver 127.0.0.1\n")

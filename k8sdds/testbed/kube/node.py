@@ -166,11 +166,12 @@ OVERLAID = {"/var/lib": "/var/lib/k8sdds", "/var/log": None}
 
 
 def mount_private(holder: int, files: NodeFiles, sysctls: Mapping[str, str] | None = None,
-                  bpf_fs: bool = False) -> None:
+                  bpf_fs: bool = False, cgroup2: tuple[Path, str] | None = None) -> None:
     """Inside the node's mount namespace only: /var/lib and /var/log as overlays, its own
     /run/containerd, /var/lib/cni and node view, the sysctls the kubelet checks (and the CNI's
-    machine-wide `sysctls`) shown with the values they want, and with `bpf_fs` a BPF
-    filesystem of its own at /sys/fs/bpf."""
+    machine-wide `sysctls`) shown with the values they want; with `bpf_fs` a BPF filesystem
+    of its own at /sys/fs/bpf, with `cgroup2` (a cgroup v2 directory, a node-view name) that
+    directory shown there as the node's cgroup2 root."""
     shadows = files.run / "sysctl"
     shadows.mkdir(parents=True, exist_ok=True)
     steps = []
@@ -195,6 +196,8 @@ def mount_private(holder: int, files: NodeFiles, sysctls: Mapping[str, str] | No
         steps.append(["mount", "--bind", str(files.own(name)), str(files.view / name)])
     if bpf_fs:
         steps.append(["mount", "-t", "bpf", "k8sdds-node", "/sys/fs/bpf"])
+    if cgroup2:
+        steps.append(["mount", "--bind", str(cgroup2[0]), str(files.view / cgroup2[1])])
     for key, value in {**KUBELET_SYSCTLS, **(sysctls or {})}.items():
         shadow = shadows / key.replace("/", ".")
         shadow.write_text(value + "\n")

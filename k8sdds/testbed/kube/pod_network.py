@@ -40,8 +40,9 @@ class PodNetwork:
         """Whether the testbed wires the datapath (else the CNI does)."""
         return True
 
-    def node_mounts(self) -> dict:
-        """What each node's mount namespace gives the CNI (node.mount_private's keywords)."""
+    def node_mounts(self, cgroup_root: str) -> dict:
+        """What each node's mount namespace gives the CNI (node.mount_private's keywords;
+        `cgroup_root`: the node's cgroup, its pods' parent)."""
         return {}
 
     def plugin_env(self, view: Path) -> dict[str, str]:
@@ -101,8 +102,13 @@ class Real(PodNetwork):
     def wires_testbed(self) -> bool:
         return False
 
-    def node_mounts(self) -> dict:
-        return {"sysctls": self.part.sysctls, "bpf_fs": self.part.bpf_fs}
+    def node_mounts(self, cgroup_root: str) -> dict:
+        mounts = {"sysctls": self.part.sysctls, "bpf_fs": self.part.bpf_fs}
+        if self.part.cgroup2:
+            from k8sdds.testbed import cgroups
+
+            mounts["cgroup2"] = (cgroups.unified_dir(cgroup_root), self.part.cgroup2)
+        return mounts
 
     def plugin_env(self, view: Path) -> dict[str, str]:
         return {k: v.format(view=view) for k, v in self.part.plugin_env.items()}
