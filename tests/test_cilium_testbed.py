@@ -75,9 +75,13 @@ def _measured(cluster, tmp_path, datapath: str, cni: str) -> None:
     """The schedule runs with nothing lost; the run detects `datapath` and says `cni`."""
     outcome, rundir = run(cluster, tmp_path, SCHEDULE)
     assert outcome["repeats"] == 4 and outcome["failed"] == []
-    found = json.loads((rundir / "manifest.json").read_text())["cluster"]
+    manifest = json.loads((rundir / "manifest.json").read_text())
+    found = manifest["cluster"]
     assert (found["datapath"], found["cni"], found["cni_daemonset"]) == (
         datapath, cni, "kube-system/cilium")
+    for fp in manifest["fingerprints"][datapath].values():  # which Cilium, which mode
+        assert fp["cni"]["name"] == cni
+        assert fp["cni"]["version"] == "localhost/k8sdds/cilium:1.19.0"
     df = pd.read_csv(rundir / "results.csv")
     s = df[df.kind == "summary"].set_index(["test", "role", "metric"]).value
     for test in (1, 3, 4):  # real pods, real bytes, across the two nodes

@@ -271,7 +271,7 @@ def test_tune_with_a_host_down_says_which_and_does_the_others(hosts, tmp_path):
 
 
 # the recorded-command tests: for the CNIs whose images for these manifests cannot be built
-# here (weave, calico, cilium) these are the tests; flannel's and kube-router's run for real in
+# here (weave, calico) these are the tests; flannel's and kube-router's run for real in
 # test_kubeadm_real.py (and are recorded here too).
 # These stand-ins, first on the PATH of the SSH sessions, record each command they get (with
 # the host it ran on, from SSH_CONNECTION, and the files it was given) and answer as kubeadm
@@ -311,7 +311,7 @@ def kube_hosts(tmp_path_factory):
     d = tmp_path_factory.mktemp("kubeadm")
     bin_dir = d / "bin"
     bin_dir.mkdir()
-    for name in ("kubeadm", "kubectl", "rm", "find", "cilium"):
+    for name in ("kubeadm", "kubectl", "rm", "find"):
         (bin_dir / name).write_text(STANDIN.format(python=sys.executable,
                                                    calls=str(d / "calls.jsonl")))
         (bin_dir / name).chmod(0o755)
@@ -456,9 +456,6 @@ def test_each_cni_gets_its_pod_network_and_manifest(kube_hosts, tmp_path):
         config = _config(calls[1])
         assert config["ClusterConfiguration"]["networking"]["podSubnet"] == cni.pod_cidr
         applied = [c for c in calls if c["argv"][0] == "kubectl" and "apply" in c["argv"]]
-        if cni.manifest is None:  # cilium: its CLI
-            assert calls[-1]["argv"][:2] == ["cilium", "install"] and not applied
-            continue
         (apply,) = applied
         text = apply["files"][apply["argv"][-1]]
         assert manifests.adapt(cni, manifests.shipped(cni.cni)) == text  # shipped, adapted

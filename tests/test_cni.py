@@ -28,8 +28,6 @@ def test_each_install_is_detected_as_its_datapath_from_its_own_manifest(name):
     """What `cluster init --cni` applies is what the kubernetes backend then detects."""
     plan = cni.PLANS[name]
     assert plan.install.datapath in cni.DATAPATHS
-    if plan.manifest is None:
-        return  # installed by its own CLI: nothing to read here
     objs = base.objects(manifests.adapted(plan, manifests.shipped(plan.cni)))
     sets = [o for o in objs if o.get("kind") == "DaemonSet"]
     maps = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objs
@@ -73,8 +71,8 @@ def test_every_image_an_upstream_manifest_runs_can_be_built_here():
 
 # host directories an upstream manifest mounts that are not the CNI's own state: the
 # iptables lock, D-Bus's machine id, the shared CNI state (`cluster reset` removes
-# /var/lib/cni whatever the CNI)
-SHARED_HOST_PATHS = ("/run/xtables.lock", "/var/lib/dbus", "/var/lib/cni")
+# /var/lib/cni whatever the CNI), the named network namespaces
+SHARED_HOST_PATHS = ("/run/xtables.lock", "/var/lib/dbus", "/var/lib/cni", "/run/netns")
 
 
 def test_cluster_reset_removes_the_state_each_upstream_manifest_mounts():
@@ -85,16 +83,17 @@ def test_cluster_reset_removes_the_state_each_upstream_manifest_mounts():
 
     from k8sdds.cluster import kubeadm
 
-    state = re.compile(r"^/(?:var/lib|run|var/run|var/log)/[^/]+")
-    removed = [f for f in kubeadm.RESET_FILES if f.startswith("/")]
+    state = re.compile(r"^/(?:var/lib|run|var/log)/[^/]+")
+    removed = [f.replace("/var/run/", "/run/", 1) for f in kubeadm.RESET_FILES
+               if f.startswith("/")]  # /var/run is /run
     checked = set()
     for record in cni.CNIS.values():
-        if record.name in ("host", "cilium"):  # no manifest: installed by their own CLI
+        if record.manifest is None:  # the host: nothing to install
             continue
         for o in base.objects(manifests.documents(manifests.shipped(record))):
             spec = (o.get("spec") or {}).get("template", {}).get("spec", {})
             for v in spec.get("volumes") or []:
-                path = (v.get("hostPath") or {}).get("path", "")
+                path = (v.get("hostPath") or {}).get("path", "").replace("/var/run/", "/run/", 1)
                 found = state.match(path)
                 if not found or path.startswith(SHARED_HOST_PATHS):
                     continue
@@ -102,7 +101,7 @@ def test_cluster_reset_removes_the_state_each_upstream_manifest_mounts():
                 assert any(found.group(0) == f or found.group(0).startswith(f + "/")
                            for f in removed), (record.name, path)
     assert {"/run/flannel", "/var/lib/kube-router", "/var/lib/weave",
-            "/var/lib/calico"} <= checked
+            "/var/lib/calico", "/run/cilium"} <= checked
     listing = "kube-router-pod-subnets\nKUBE-SRC-ABC\nweave-k?Z;25^M}|1s7P3|H9i;*;MhG\nmine\n"
     assert kubeadm.cluster_sets(listing) == ["kube-router-pod-subnets", "KUBE-SRC-ABC",
                                              "weave-k?Z;25^M}|1s7P3|H9i;*;MhG"]

@@ -213,7 +213,7 @@ def test_bad_options_are_refused_before_any_host(tmp_path):
         (("engines", "--mirror", "ftp://mirror.example/debian"), "is not an http, https or "
          "file URL"),
         (("init", "--cni", "cilium", "--manifest-url", "https://example.org/x.yaml"),
-         "installed by its own CLI"),
+         "'cilium' is not one of"),  # one install per mode: cilium-vxlan, cilium-native
         (("init", "--cni", "flannel-vxlan", "--kubeadm-config", str(bad)),
          "document 1: kind 'Pod'"),
         (("init", "--cni", "bogus"), "bogus"),

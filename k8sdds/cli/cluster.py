@@ -181,9 +181,6 @@ def cluster_init(
     plan = cnis.PLANS[choice(cni, list(cnis.PLANS), "--cni")]
     ignore = _preflight(ignore_preflight_errors)
     if manifest_url is not None:
-        if plan.manifest is None:
-            raise typer.BadParameter(f"{plan.name} is installed by its own CLI, not a "
-                                     "manifest", param_hint="--manifest-url")
         plan = replace(plan, url=manifest_url)
     extra = kubeadm.extra_config(kubeadm_config) if kubeadm_config else []
     if not dry_run and plan.manifest is not None and manifest_url is None:

@@ -118,10 +118,6 @@ def init(remote: Remote, cni: Plan, extra: list[dict] = (), ignore: str | None =
                          secret, f"--from-file={secret}=/dev/stdin"),
                 root=True, stdin=secrets.token_urlsafe(32))
         done.append(f"Secret {secret}")
-    if cni.manifest is None and cni.cni.installer:  # cilium: its CLI installs it
-        step = cni.cni.installer(cni.install, ADMIN)
-        checked(remote, step, root=True, timeout=900)
-        return [*done, shlex.join(step[:2] + step[4:6])]
     if url:
         for step in url_steps(cni, KUBECTL):
             checked(remote, step, root=True)

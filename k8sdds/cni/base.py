@@ -206,12 +206,10 @@ class Cni:
 
     name: str
     datapaths: tuple[Datapath, ...]
-    manifest: UpstreamManifest | None = None  # None: installed by its own CLI (or not at all)
+    manifest: UpstreamManifest | None = None  # None: nothing to install (the host)
     installs: tuple[Install, ...] = ()
     adapt: Callable[[Install, list[dict]], list[dict]] = _no_adapt  # the install's changes
     url_steps: Callable[[Install, Argv], list[Argv]] = _no_steps  # the same, by URL
-    # no manifest: (install, admin kubeconfig) -> the command that installs it
-    installer: Callable[[Install, str], Argv] | None = None
     detect: Detect | None = None
     config_maps: tuple[tuple[str, str], ...] = ()  # (namespace, name) detection reads
     images: tuple[Image, ...] = ()

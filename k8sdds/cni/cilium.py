@@ -187,6 +187,7 @@ CNI = Cni(
                        ("kube-system", "cilium"), HOST_PATHS, testbed_adapt,
                        sysctls=SYSCTLS, bpf_fs=True, cgroup2="cilium-run/cgroupv2",
                        plugin_env={"CILIUM_SOCK": "{view}/cilium-run/cilium.sock"}),
-    reset=Reset(files=("/opt/cni/bin/cilium-cni", "/var/run/cilium", "/var/lib/cilium"),
+    reset=Reset(files=("/opt/cni/bin/cilium-cni", "/var/run/cilium", "/var/lib/cilium",
+                       "/sys/fs/bpf/cilium"),
                 links=("cilium_host", "cilium_net", "cilium_vxlan"), chains=("CILIUM_",)),
 )

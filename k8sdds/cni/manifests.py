@@ -23,7 +23,7 @@ def shipped(cni: Cni) -> str:
     from k8sdds.guarded import read_bytes
 
     if cni.manifest is None:
-        raise UserError(f"{cni.name} is installed by its own CLI; it has no manifest")
+        raise UserError(f"{cni.name} has no manifest: nothing to install")
     where = path(cni.manifest)
     data = read_bytes(where, "CNI manifest")
     got = hashlib.sha256(data).hexdigest()
@@ -62,7 +62,7 @@ def adapt(plan: Plan, text: str) -> str:
 
 
 def images(plan: Plan) -> list[str]:
-    """The images the install's pods run (none for a CNI installed by its own CLI)."""
+    """The images the install's pods run."""
     if plan.manifest is None:
         return []
     docs = adapted(plan, shipped(plan.cni))
