@@ -14,7 +14,7 @@ import yaml
 from cryptography import x509
 
 from k8sdds import cni as detection
-from k8sdds.cni import flannel, kube_router, manifests, weave
+from k8sdds.cni import cilium, flannel, kube_router, manifests, weave
 from k8sdds.errors import UserError
 from k8sdds.images.kubernetes import built_version
 from k8sdds.testbed.kube import forward, node, pki
@@ -186,6 +186,58 @@ def test_the_upstream_weave_manifest_adapted_to_the_testbed(datapath):
             == (("Secret", "weave-passwd") in objs))
     found = detection.detect([objs[("DaemonSet", "weave-net")]], {})
     assert found.datapath == datapath
+
+
+@pytest.mark.parametrize("datapath", ["cilium-vxlan", "cilium-native"])
+def test_the_rendered_cilium_manifest_adapted_to_the_testbed(datapath):
+    """No init container that enters PID 1's mount namespace or mounts a BPF filesystem, no
+    mount propagation, no capability this machine's bounding set lacks, every host path but
+    the agent's /proc/sys views node-private, native routing's keys where asked; the agent
+    and operator in the images built here."""
+    real = cni.Real(datapath, record=cilium.CNI, built={
+        "quay.io/cilium/cilium": "localhost/k8sdds/cilium:1.19.0",
+        "quay.io/cilium/operator-generic": "localhost/k8sdds/operator-generic:1.19.0"})
+    objs = {(d["kind"], d["metadata"]["name"]): d
+            for d in detection.base.objects(real.documents(FILES.view, 2))}
+    spec = objs[("DaemonSet", "cilium")]["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == [
+        "config", "clean-cilium-state", "install-cni-binaries"]
+    every = spec["initContainers"] + spec["containers"]
+    assert not [m for c in every for m in c.get("volumeMounts", []) if "mountPropagation" in m]
+    allowed = node.bounding_set()
+    added = {cap for c in every
+             for cap in c.get("securityContext", {}).get("capabilities", {}).get("add", [])}
+    assert added and added <= allowed
+    paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    assert paths - {str(FILES.view / n) for n in cilium.HOST_PATHS.values()} == {
+        "/proc/sys/net", "/proc/sys/kernel", "/sys/fs/bpf"}  # the node's own, shadowed
+    assert all(name in node.VIEW for name in cilium.HOST_PATHS.values())
+    images = {c["image"] for c in every}
+    assert images == {"localhost/k8sdds/cilium:1.19.0"}
+    [operator] = objs[("Deployment", "cilium-operator")]["spec"]["template"]["spec"][
+        "containers"]
+    assert operator["image"] == "localhost/k8sdds/operator-generic:1.19.0"
+    conf = objs[("ConfigMap", "cilium-config")]["data"]
+    assert (conf["kube-proxy-replacement"], conf["enable-bpf-masquerade"]) == ("true", "true")
+    found = detection.detect([objs[("DaemonSet", "cilium")]],
+                             {("kube-system", "cilium-config"): {"data": conf}})
+    assert found.datapath == datapath
+    if datapath == "cilium-native":
+        assert conf["routing-mode"] == "native"
+        assert conf["ipv4-native-routing-cidr"] == "10.244.0.0/16"
+        assert found.cni == "cilium (native, eBPF host routing)"
+    else:
+        assert found.cni == "cilium (tunnel, vxlan, eBPF host routing)"
+
+
+def test_the_bounding_set_names_each_capability_by_its_bit():
+    """CapBnd as /proc/self/status shows it here: every capability but CAP_SYS_RESOURCE
+    (bit 24), up to CAP_CHECKPOINT_RESTORE (40)."""
+    status = "Name:\tpython3\nCapBnd:\t000001fffeffffff\nCapAmb:\t0000000000000000\n"
+    caps = node.bounding_set(status)
+    assert "SYS_RESOURCE" not in caps and {"NET_ADMIN", "SYS_ADMIN", "BPF"} <= caps
+    assert len(caps) == 40
+    assert node.bounding_set("CapBnd:\t0000000000003000\n") == {"NET_ADMIN", "NET_RAW"}
 
 
 def test_the_shipped_flannel_manifest_is_the_pinned_upstream_one():
