@@ -6,8 +6,10 @@ Real: Cilium publishes a Helm chart, not a manifest. k8sdds ships the chart of t
 rendered by Helm (k8sdds/manifests/cilium.yaml, the values beside it), in images built here from
 the module: the agent's on Debian with clang-19 (the agent compiles its BPF programs from the
 module's sources at its start, as upstream's image does with its LLVM 19), the operator's on
-busybox. v1.19.0 is the newest release whose agent, CNI plugin and operator resolve on the Go
-module proxy. What each install changes (`adapt`): native routing's three cilium-config keys.
+busybox. 1.19 is the newest minor whose agent, CNI plugin and operator resolve on the Go module
+proxy (1.20's need a gobgp/v4 commit and sigs.k8s.io/mcs-api/controllers v0.5.2, both
+refused); v1.19.0 is the release first tried and pinned. What each install changes (`adapt`):
+native routing's three cilium-config keys.
 What the testbed changes beside (`testbed_adapt`, nothing else):
 * the host paths are node-private (the node view), never this machine's /run, /etc or /opt;
   the CNI plugin finds the agent's socket there through CILIUM_SOCK, which the runtime's
