@@ -19,17 +19,10 @@ from k8sdds.testbed import cgroups
 from k8sdds.testbed.kube import kubelets as kube
 
 from .builds import ENGINES, needs
-from .emulated_support import missing
-from .testbed_cluster_support import cluster_env, run, up_cluster
+from .testbed_cluster_support import cluster_env, run, up_cluster, why_not
 
-
-def _why() -> str | None:
-    return missing() or kube.missing() or (
-        None if (kube.binaries() / "cilium-agent").exists()
-        else f"Cilium not built in {kube.binaries()} (.ci/k8s-test-binaries)")
-
-
-pytestmark = [pytest.mark.kubelet, needs("k8s-amd64", *ENGINES, why=_why)]
+pytestmark = [pytest.mark.kubelet,
+              needs("k8s-amd64", *ENGINES, why=lambda: why_not("cilium-agent", "Cilium"))]
 SAYS = "cilium 1.19.0 (DaemonSet kube-system/cilium, real)"
 # DDS (throughput, then round trips), Zenoh and MQTT, pod to pod across the two workers
 SCHEDULE = ("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,batchSize,"

@@ -12,20 +12,11 @@ import subprocess
 import pandas as pd
 import pytest
 
-from k8sdds.testbed.kube import kubelets as kube
-
 from .builds import ENGINES, needs
-from .emulated_support import missing
-from .testbed_cluster_support import cluster_env, run, up_cluster
+from .testbed_cluster_support import cluster_env, run, up_cluster, why_not
 
-
-def _why() -> str | None:
-    return missing() or kube.missing() or (
-        None if (kube.binaries() / "kube-router").exists()
-        else f"kube-router not built in {kube.binaries()} (.ci/k8s-test-binaries)")
-
-
-pytestmark = [pytest.mark.kubelet, needs("k8s-amd64", *ENGINES, why=_why)]
+pytestmark = [pytest.mark.kubelet,
+              needs("k8s-amd64", *ENGINES, why=lambda: why_not("kube-router", "kube-router"))]
 
 
 @pytest.fixture(scope="module")

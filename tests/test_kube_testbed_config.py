@@ -106,13 +106,19 @@ def test_the_forwarder_carries_both_directions():
         assert client.recv(100) == b"HELLO"
 
 
+def _applied(real: cni.Real, workers: int) -> dict:
+    """The objects the testbed's real CNI applies, by (kind, name)."""
+    return {(d["kind"], d["metadata"]["name"]): d
+            for d in detection.base.objects(real.documents(FILES.view, workers))}
+
+
 def _flannel(datapath: str) -> dict:
     """What the testbed's real flannel applies: the shipped manifest, the images built here,
     the testbed's host paths."""
     real = cni.Real(datapath, record=flannel.CNI, built={
         "ghcr.io/flannel-io/flannel": "localhost/k8sdds/flannel:v0.28.9",
         "ghcr.io/flannel-io/flannel-cni-plugin": "localhost/k8sdds/flannel-cni-plugin:v0.9.1"})
-    return {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view, 2)}
+    return _applied(real, 2)
 
 
 @pytest.mark.parametrize("datapath, backend", [("flannel-vxlan", "vxlan"),
@@ -145,7 +151,7 @@ def test_the_upstream_kube_router_manifest_adapted_to_the_testbed():
     kubeadm manifest has it), in the image built here, every host path node-private."""
     real = cni.Real("kube-router", record=kube_router.CNI, built={
         "docker.io/cloudnativelabs/kube-router": "localhost/k8sdds/kube-router:v2.1.0"})
-    objs = {(d["kind"], d["metadata"]["name"]): d for d in real.documents(FILES.view, 2)}
+    objs = _applied(real, 2)
     spec = objs[("DaemonSet", "kube-router")]["spec"]["template"]["spec"]
     [router] = spec["containers"]
     assert {"--run-router=true", "--run-firewall=true", "--run-service-proxy=false"} <= set(
@@ -168,8 +174,7 @@ def test_the_upstream_weave_manifest_adapted_to_the_testbed(datapath):
     real = cni.Real(datapath, record=weave.CNI, built={
         "weaveworks/weave-kube": "localhost/k8sdds/weave-kube:2.6.5",
         "weaveworks/weave-npc": "localhost/k8sdds/weave-npc:2.6.5"})
-    objs = {(d["kind"], d["metadata"]["name"]): d
-            for d in detection.base.objects(real.documents(FILES.view, 3))}
+    objs = _applied(real, 3)
     spec = objs[("DaemonSet", "weave-net")]["spec"]["template"]["spec"]
     assert "initContainers" not in spec
     [router] = [c for c in spec["containers"] if c["name"] == "weave"]
@@ -197,8 +202,7 @@ def test_the_rendered_cilium_manifest_adapted_to_the_testbed(datapath):
     real = cni.Real(datapath, record=cilium.CNI, built={
         "quay.io/cilium/cilium": "localhost/k8sdds/cilium:1.19.0",
         "quay.io/cilium/operator-generic": "localhost/k8sdds/operator-generic:1.19.0"})
-    objs = {(d["kind"], d["metadata"]["name"]): d
-            for d in detection.base.objects(real.documents(FILES.view, 2))}
+    objs = _applied(real, 2)
     spec = objs[("DaemonSet", "cilium")]["spec"]["template"]["spec"]
     assert [c["name"] for c in spec["initContainers"]] == [
         "config", "clean-cilium-state", "install-cni-binaries"]

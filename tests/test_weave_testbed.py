@@ -12,20 +12,11 @@ import subprocess
 import pandas as pd
 import pytest
 
-from k8sdds.testbed.kube import kubelets as kube
-
 from .builds import ENGINES, needs
-from .emulated_support import missing
-from .testbed_cluster_support import cluster_env, run, up_cluster
+from .testbed_cluster_support import cluster_env, run, up_cluster, why_not
 
-
-def _why() -> str | None:
-    return missing() or kube.missing() or (
-        None if (kube.binaries() / "weaver").exists()
-        else f"Weave Net not built in {kube.binaries()} (.ci/k8s-test-binaries)")
-
-
-pytestmark = [pytest.mark.kubelet, needs("k8s-amd64", *ENGINES, why=_why)]
+pytestmark = [pytest.mark.kubelet,
+              needs("k8s-amd64", *ENGINES, why=lambda: why_not("weaver", "Weave Net"))]
 SAYS = "weave 2.6.5 (DaemonSet kube-system/weave-net, real)"
 HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
 

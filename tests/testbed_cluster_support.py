@@ -31,6 +31,18 @@ def sysctls() -> dict[str, str]:
     return out
 
 
+def why_not(binary: str, cni: str) -> str | None:
+    """Why a real CNI's testbed cluster cannot come up here (its `binary` not built, or no
+    testbed cluster at all), or None: a test module's `needs(why=...)`."""
+    from k8sdds.testbed.kube import kubelets as kube
+
+    from .emulated_support import missing
+
+    return missing() or kube.missing() or (
+        None if (kube.binaries() / binary).exists()
+        else f"{cni} not built in {kube.binaries()} (.ci/k8s-test-binaries)")
+
+
 def cluster_env(tmp_path_factory) -> dict:
     """The environment of a module's cluster: its own state directory, wide output."""
     return {**os.environ, "COLUMNS": "200",

@@ -177,8 +177,6 @@ def unified_dir(root: str) -> Path:
     """`root` in the cgroup v2 hierarchy (a hybrid system's unified one, else the v2 root),
     made if absent: where runc puts the processes of the containers under it. Removed with
     it (`remove_everywhere`). A v1-only system has none: refused."""
-    from k8sdds.errors import TestbedError
-
     unified = hybrid_unified()
     if unified:
         top = unified[0]
