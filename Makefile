@@ -80,8 +80,9 @@ check: $(BIN)/k8sdds $(VENV)/.test-extras
 ## clients, which the demo does not run
 install: system-deps $(BIN)/k8sdds
 
-## engines: k8sdds-mqtt (Go), k8sdds-zenoh (Rust; also the Zenoh router), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
-engines: build-mqtt-amd64 build-mqtt-arm64 build-mqtt-armhf build-zenoh-amd64
+## engines: k8sdds-mqtt (Go), k8sdds-zenoh (Rust; also the Zenoh router), k8sdds-discovery (C on Debian's Cyclone DDS, which it installs), cached in $K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin, for this machine and for a Pi (mqtt and discovery: arm64 and armhf; zenoh: arm64, where Debian's aarch64-linux-gnu-gcc is); without a toolchain, that engine is left out and says it is not built
+engines: build-mqtt-amd64 build-mqtt-arm64 build-mqtt-armhf build-zenoh-amd64 \
+         build-discovery-amd64 build-discovery-arm64 build-discovery-armhf
 	@$(MAKE) --no-print-directory build-zenoh-arm64 \
 	  || echo "the zenoh engine is not built for arm64 (above: why); the arm64 image goes without it"
 
@@ -97,6 +98,15 @@ build-zenoh-%:
 	elif [ "$*" != amd64 ] && ! command -v aarch64-linux-gnu-gcc >/dev/null; then \
 	  echo "no aarch64-linux-gnu-gcc: the zenoh engine is not built for $*"; \
 	else ARCH=$* ENGINES=zenoh engines/build; fi
+
+# k8sdds-discovery (engines/discovery) for one Debian architecture: Cyclone DDS's headers and
+# IDL compiler, and the architecture's gcc (Debian's cross gcc for a Pi); the Pis' Cyclone
+# DDS comes from Debian's packages, as Perftest's does
+DISCOVERY_GCC = $(subst arm64,gcc-aarch64-linux-gnu,$(subst armhf,gcc-arm-linux-gnueabihf,$(subst amd64,gcc,$(1))))
+build-discovery-%: $(BIN)/k8sdds
+	@$(MAKE) --no-print-directory system-deps APT_PACKAGES="cyclonedds-dev cyclonedds-tools $(call DISCOVERY_GCC,$*)"
+	@if [ "$*" = "$$(dpkg --print-architecture)" ]; then $(PYTHON) engines/discovery/build.py; \
+	else $(BIN)/python engines/discovery/build.py --arch $*; fi
 
 ## perftest: RTI Perftest's own program (perftest_cpp) built on Cyclone DDS from PERFTEST_SRC
 ## (engines/perftest: k8sdds' implementation of Perftest's middleware interface), for this

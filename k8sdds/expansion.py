@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from k8sdds import model
+from k8sdds import capacity, model
 from k8sdds.errors import ScheduleError
 from k8sdds.model import Test
 
@@ -52,6 +52,14 @@ def problem(test: Test) -> tuple[str, str, str, str] | None:
                 "node-node", "use a pod datapath, or path=node-node")
     if test.path in ("node-pod", "pod-node", "node-node"):
         return None  # unicast between a node and a pod: discovery goes by peers
+    if test.placement == "same-node" and not dp.multicast_same_node:
+        if test.multicast or test.discovery == "multicast":
+            column, value = ("multicast", "true") if test.multicast else ("discovery",
+                                                                          "multicast")
+            return (column, value, "multicast does not reach even a pod on the same node on "
+                    "this datapath (dropped, as Cilium drops it without its multicast "
+                    "feature)", "use discovery=peers and multicast=false, or another datapath")
+        return None
     if test.placement == "same-node" or dp.multicast_across_nodes:
         return None
     if test.multicast:
@@ -70,7 +78,9 @@ def expand_where_applicable(tests: Sequence[Test], datapath_names: Sequence[str]
     """Select rows `from_i..to_i` (0-based, inclusive) and run them once per datapath; a row
     that names its own datapath runs once, on that one. Tests are grouped by datapath (in the
     order given), so each datapath is set up once. A row a datapath cannot carry is left out
-    there (with `strict`: a ScheduleError); a row no datapath of the run carries is an error."""
+    there (with `strict`: a ScheduleError); a row no datapath of the run carries is an error.
+    A row whose stream is a share of the path's capacity gets its capacity test before it
+    (`capacity.added`)."""
     selected = [t for t in tests
                 if (from_i is None or t.row >= from_i) and (to_i is None or t.row <= to_i)]
     if not selected:
@@ -104,7 +114,7 @@ def expand_where_applicable(tests: Sequence[Test], datapath_names: Sequence[str]
                 f"{_where(path, t.line, t.row)}, column '{mine[0].column}': value "
                 f"{mine[0].value!r}: no datapath of this run can carry it ({said}); "
                 f"{mine[0].fix}")
-    return Expansion(out, left)
+    return Expansion(capacity.added(out), left)
 
 
 def expand(tests: Sequence[Test], datapath_names: Sequence[str], path: str | Path = "schedule",

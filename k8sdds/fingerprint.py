@@ -1,8 +1,10 @@
 """A node's environment fingerprint: what decides a network figure besides the test itself.
 The MTU and the NIC offloads of every interface on the measured path (the pods' interfaces,
 bridge, tunnel, uplink), the kernel, the CPU model, count and governor, the network sysctls
-k8sdds tunes or reads, the container runtime and kubelet versions, and the CNI. Two runs that
-differ in one of these do not measure the same thing (`compare` and `history` say so).
+k8sdds tunes or reads, the container runtime and kubelet versions, the CNI, and whether
+multicast crossed from one node to the others (probed where the backend can:
+testbed.multicast). Two runs that differ in one of these do not measure the same thing
+(`compare` and `history` say so).
 
 The probes are argv lists each backend runs its own way (in the node's namespaces, over SSH);
 what they print is parsed here, with no I/O (`node`, given a runner)."""
@@ -191,6 +193,15 @@ def _interface(name: str, link: Mapping) -> str:
                                                                    else "")
 
 
+def _multicast(probe: Mapping) -> str:
+    """`to node2 arrived, node3 arrived (pods from node1)`; "" where none was probed."""
+    arrived = probe.get("arrived") or {}
+    if not arrived:
+        return ""
+    said = ", ".join(f"{n} {'arrived' if ok else 'lost'}" for n, ok in sorted(arrived.items()))
+    return f"to {said} ({probe.get('between', '?')} from {probe.get('from', '?')})"
+
+
 def rows(prints: Mapping[str, Mapping[str, dict]]) -> list[dict]:
     """One compact row per datapath and node: what the report and the service's run page
     show. Pure."""
@@ -217,7 +228,8 @@ def rows(prints: Mapping[str, Mapping[str, dict]]) -> list[dict]:
                                   for role, ifs in sorted(pods.items())),
                 "buffers": ", ".join(f"{k.rsplit('.', 1)[1]} {sysctl[k]}" for k in
                                      ("net.core.rmem_max", "net.core.wmem_max")
-                                     if k in sysctl)})
+                                     if k in sysctl),
+                "multicast": _multicast(fp.get("multicast") or {})})
     return out
 
 
@@ -239,6 +251,9 @@ def flat(prints: Mapping[str, Mapping[str, dict]]) -> dict[str, str]:
                     out[f"{at} cni {key}"] = str(fp["cni"][key])
             for engine, version in sorted((fp.get("engines") or {}).items()):
                 out[f"{at} engine {engine}"] = str(version)
+            for receiver, arrived in sorted(((fp.get("multicast") or {}).get("arrived")
+                                             or {}).items()):
+                out[f"{at} multicast to {receiver}"] = "arrived" if arrived else "lost"
             for key, value in sorted((fp.get("sysctls") or {}).items()):
                 out[f"{at} {key}"] = value
             places = [("", fp.get("interfaces") or {})] + [

@@ -11,6 +11,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("guarded", "flags", "caches", "layers"),
     ("cni",),
     ("model",),
+    ("capacity",),  # the capacity a load share is taken of: expansion adds its tests
     ("order", "environment", "fingerprint", "parsers", "stopping", "expansion"),
     ("results",),
     ("certs",),

@@ -16,7 +16,10 @@ from k8sdds import cni
 from k8sdds.cni.base import Datapath
 
 TRANSPORTS = ("udp", "tcp", "tls", "dtls")
-PLACEMENTS = ("cross-node", "same-node")
+# cross-node: the publisher on the first worker, the subscribers round-robin over the others;
+# same-node: all on one; spread: every role round-robin over all the workers (a discovery
+# test's participants, evenly)
+PLACEMENTS = ("cross-node", "same-node", "spread")
 # the network path between the driver (publisher, client) and the other roles
 # pod-service and external-nodeport go through a Service (kube-proxy): kubernetes only
 PATHS = ("node-node", "pod-pod-same-node", "pod-pod-cross-node", "node-pod", "pod-node",
@@ -27,6 +30,10 @@ DISCOVERIES = ("multicast", "peers", "cds")
 # how messages go from the publisher to the subscribers: directly, or through a broker or
 # router the run deploys as one more role (MQTT's broker, Zenoh's router)
 TOPOLOGIES = ("peer", "routed")
+# the stream beside a round-trip test (`load`): its sender runs on the driver's node, its
+# receiver on the node of the role after the driver, so it crosses the same path
+STREAM, SINK = "stream", "sink"
+BESIDE = {STREAM: 0, SINK: 1}  # role -> the index of the role whose node it shares
 # the roles of a node, in an emulated testbed's spec as in a cluster's inventory
 NODE_ROLES = ("control-plane", "worker")
 
@@ -59,6 +66,11 @@ class Test:
     streams: int = 1  # parallel streams (iperf3 -P)
     topology: str = ""  # "": the engine's own (routed for mqtt, peer for the others)
     mqtt_qos: int = -1  # MQTT QoS 0, 1 or 2; -1: from bestEffort (0 if true, else 1)
+    # a stream beside a round-trip test, between the same nodes: "N%" of the path's capacity
+    # (the same engine's throughput at load_len, measured in the run), "max" (as fast as it
+    # goes); "": none
+    load: str = ""
+    load_len: int = 0  # the stream's sample size in bytes; 0: no stream
     no_print: bool = False
     number: int = 0  # 1-based position in the run (after expansion over datapaths)
 
@@ -67,6 +79,12 @@ class Test:
         added by whoever knows the datapath: `effective_path`)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in ("row", "line", "number", "no_print", "path")}
+
+    @property
+    def load_share(self) -> float | None:
+        """The stream's rate as a share of the path's capacity (0.75 for "75%"); None for
+        "max" and for no stream."""
+        return float(self.load[:-1]) / 100 if self.load.endswith("%") else None
 
     @property
     def effective_path(self) -> str:

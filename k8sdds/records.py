@@ -12,20 +12,28 @@ from typing import Any
 
 from k8sdds import parsers
 from k8sdds.guarded import read_bytes, text_pieces
-from k8sdds.model import Test
-from k8sdds.parsers import Parsed, Value
+from k8sdds.model import BESIDE, Test
+from k8sdds.parsers import Parsed, Value, counters
 from k8sdds.parsers.base import MAX_SAMPLES, thinning_step
 from k8sdds.parsers.latency import definition
 from k8sdds.results.schema import test_values
 
 USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
 DATAPATH = "datapath"  # the pseudo role its figures are recorded under
+NODE = f"{counters.ROLE}:"  # a node's sampled counters: key NODE + its name, role `node`
+
+
+def measures_round_trips(test: Test, role: str) -> bool:
+    """Whether `role`'s log holds round trips: a latency test's, but for the stream beside
+    it (`load`), a throughput pair."""
+    return test.latency_test and role not in BESIDE
 
 
 def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str,
                advance: Callable[[int], None] | None = None) -> dict[str, Parsed]:
     """Parse each role's log of one repeat with `parser` (the engine's; a missing log parses
-    as a failure); `advance(n)`: n more bytes of a log read (a progress bar's)."""
+    as a failure), and each node's sampled counters (counters-NODE.log, under `NODE` +
+    its name); `advance(n)`: n more bytes of a log read (a progress bar's)."""
     parse, stream = parsers.PARSERS[parser], parsers.STREAMS.get(parser)
     out = {}
     for role in roles:
@@ -35,7 +43,7 @@ def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str,
             continue
         # never through a link, never a FIFO; engines may print bytes that are not UTF-8
         if stream is not None:  # a piece at a time: a long log is never held whole
-            reading = stream(role, test.latency_test)
+            reading = stream(role, measures_round_trips(test, role))
             for piece in text_pieces(log, "log", follow=False, advance=advance):
                 reading.feed(piece)
             out[role] = reading.result()
@@ -43,7 +51,12 @@ def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str,
         data = read_bytes(log, "log", follow=False)
         if advance is not None:
             advance(len(data))
-        out[role] = parse(data.decode("utf-8", errors="replace"), role, test.latency_test)
+        out[role] = parse(data.decode("utf-8", errors="replace"), role,
+                          measures_round_trips(test, role))
+    for log in sorted(rep_dir.glob(f"{counters.PREFIX}*.log")):
+        node = log.name[len(counters.PREFIX):-len(".log")]
+        data = read_bytes(log, "log", follow=False)
+        out[NODE + node] = counters.parse(data.decode("utf-8", errors="replace"))
     usage = rep_dir / USAGE
     if os.path.lexists(usage):
         out[DATAPATH] = datapath_usage(read_bytes(usage, "usage", follow=False)
@@ -130,7 +143,15 @@ def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str,
     base = {"run_id": run_id, "test": test.number, "repeat": repeat, "backend": backend,
             **test_values(test)}
     out = []
-    for role, result in parsed.items():
+    for key, result in parsed.items():
+        # a node's counters name their node; a role's node is where it was placed
+        role, node = ((counters.ROLE, key[len(NODE):]) if key.startswith(NODE)
+                      else (key, nodes.get(key, "")))
+        if role == counters.ROLE and node not in nodes.values():
+            if dropped is not None:  # a file's name is no evidence of a node
+                dropped.append(f"{counters.PREFIX}{node[:40]}.log: no role of the repeat ran "
+                               "on such a node; left out")
+            continue
         for v in thinned(result, dropped, role).all_values():
             why = impossible(v.metric, v.value, v.unit, v.t)
             if why:
@@ -138,7 +159,6 @@ def rows(run_id: str, backend: str, test: Test, repeat: int, nodes: Mapping[str,
                     at = "" if v.t is None else f" at {v.t:g} s"
                     dropped.append(f"{role}.log: {v.metric} {v.value!r}{at}: {why}; left out")
                 continue
-            node = nodes.get(role, "")
             out.append({**base, "role": role, "node": node, "kind": v.kind,
                         "t": v.t, "metric": v.metric, "value": v.value, "unit": v.unit,
                         "arch": arches.get(node, ""), "definition": definition(v.metric)})

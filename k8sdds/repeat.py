@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from k8sdds import model, records, stopping
+from k8sdds.capacity import StreamRate
 from k8sdds.deployment import Backend, Handle
 from k8sdds.errors import DeploymentError
 from k8sdds.model import Test
@@ -27,22 +28,44 @@ def discovery_of(test: Test, no_multicast: str = "") -> str:
     if test.transport in ("tcp", "tls") or test.effective_path in ("node-pod", "pod-node"):
         return "peers"
     dp = model.datapath(test.datapath)
-    if dp.multicast_across_nodes or test.placement == "same-node":
+    if dp.multicast_across_nodes or (test.placement == "same-node"
+                                     and dp.multicast_same_node):
         return "multicast"
     return "peers"
 
 
 
+def probe_refuses(prints: Mapping[str, dict] | None, nodes: set[str]) -> str:
+    """Why multicast cannot be used between `nodes`, from the datapath's fingerprints (its
+    multicast probe, testbed.multicast's record: at the datapath's first repeat, on every
+    backend); "" where it arrived at each of them, or was not probed (the datapath's record
+    then decides)."""
+    for fp in (prints or {}).values():
+        probe = (fp.get("multicast") if isinstance(fp, dict) else None) or {}
+        arrived, sender = probe.get("arrived") or {}, probe.get("from")
+        missed = sorted(n for n in nodes if n != sender and arrived.get(n) is False)
+        if sender in nodes and missed:
+            return (f"this run's multicast probe from {sender} did not arrive at "
+                    f"{', '.join(missed)}")
+    return ""
+
+
 def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: RepeatKey,
                arches: Mapping[str, str],
-               fingerprinted: Callable[[dict[str, dict]], None] | None = None
-               ) -> RepeatEntry:
+               fingerprinted: Callable[[dict[str, dict]], None] | None = None,
+               probed: Mapping[str, dict] | None = None,
+               stream: StreamRate | None = None) -> RepeatEntry:
     """Run one repeat of `test` with `engine` on `backend`: deploy, start the followers, then
     the driver, wait (bounded), stop, collect, parse, store its rows; always tears down;
     returns its manifest entry. With `fingerprinted`, the nodes' fingerprints are taken once
     deployed, before any role starts (a probe between a follower's start and the driver's
     delayed the driver past ddsperf's wait for its peers on an emulated ARM node), and
-    handed to it (a probe that fails is said in them, never fails the repeat)."""
+    handed to it (a probe that fails is said in them, never fails the repeat). Where the
+    fingerprints (those taken, or `probed`: the datapath's, taken at an earlier repeat) say
+    multicast did not cross between the placed nodes, discovery left to the datapath goes
+    by peers, and a test that asks for multicast fails before any role starts, saying so.
+    `stream`: the rate of the stream beside a round trip (`load`), kept in the entry; one
+    without a rate fails the repeat before anything is deployed."""
     rep_dir = run.repeat_dir(key)
     rep_dir.mkdir(parents=True, exist_ok=True)
     roles = list(engine.roles(test))
@@ -51,14 +74,33 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
     handles: dict[str, Handle] = {}
     codes: dict[str, int | None] = {}
     try:
+        if stream is not None:
+            entry.stream = stream.record()
+            if stream.missing:
+                raise _Refused(stream.missing)
         placement = backend.deploy(test, roles, key.repeat,
                                         engine.service_ports(test))
         entry.placement = {r: p.node for r, p in placement.items()}
         if fingerprinted is not None:  # before any role starts: nothing delays a start
-            fingerprinted(_fingerprint(backend, placement))
-        endpoints = {r: placement[r].address for r in roles}
-        discovery = discovery_of(test, backend.limits().no_multicast)
+            probed = _fingerprint(backend, placement)
+            fingerprinted(probed)
+        refused = probe_refuses(probed, {p.node for p in placement.values()})
+        discovery = discovery_of(test, backend.limits().no_multicast or refused)
         entry.discovery = discovery
+        if refused and (test.multicast or discovery == "multicast"):
+            column, instead = (("multicast=true", "multicast=false") if test.multicast
+                               else ("discovery=multicast", "discovery=peers"))
+            raise _Refused(f"{refused}: {column} cannot work between these nodes; use "
+                           f"{instead}")
+        # the instant every role (and each node's counter sampler) has been started by,
+        # which roles that start together wait for (a discovery test's participants), and
+        # each node's counters count from
+        sampled = list(dict.fromkeys(p.node for p in placement.values())) \
+            if engine.node_traffic else []
+        start_at = time.time() + backend.start_lead(len(roles) + len(sampled))
+        if sampled:
+            backend.count_traffic(sampled, rep_dir, start_at)
+        endpoints = {r: placement[r].address for r in roles}
         commands = {}
         secrets_dir = run.secrets_path.resolve()
         engine.secrets(test, roles, str(secrets_dir))
@@ -68,7 +110,8 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
             ctx = RoleContext(role=role, address=placement[role].address,
                               interface=placement[role].interface, endpoints=endpoints,
                               discovery=discovery, config_dir=config_seen,
-                              secrets_dir=secrets_seen, ports=ports)
+                              secrets_dir=secrets_seen, ports=ports, start_at=start_at,
+                              stream_rate=stream.rate if stream else 0.0)
             cmd = engine.command(test, ctx)
             for name, content in cmd.files.items():
                 (rep_dir / name).write_text(content)
@@ -84,9 +127,9 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
                 handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
             # the client would only fail to connect: say why instead
             codes.update(backend.stop(list(handles.values())))
-            raise _NotListening(f"{followers[0]} did not listen on TCP port "
-                                f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
-                                f"(see {followers[0]}.log)")
+            raise _Refused(f"{followers[0]} did not listen on TCP port "
+                           f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
+                           f"(see {followers[0]}.log)")
         handles[driver] = backend.start(placement[driver], commands[driver],
                                              rep_dir / f"{driver}.log")
         backend.ready([handles[driver]])
@@ -108,7 +151,7 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
             codes.update(backend.stop(draining))
     except DeploymentError as exc:  # this repeat could not be deployed; the run goes on
         entry.reason = f"deployment failed: {exc}"
-    except _NotListening as exc:
+    except _Refused as exc:
         entry.reason = str(exc)
     finally:
         backend.teardown()
@@ -128,8 +171,9 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
 LISTEN_TIMEOUT = 10.0  # seconds a server gets to open its port
 
 
-class _NotListening(Exception):
-    """A server role never opened its port; the repeat fails with this reason."""
+class _Refused(Exception):
+    """The repeat cannot go on as asked, by what the run itself found (a server role never
+    opened its port, multicast did not cross): it fails with this reason."""
 
 
 # usage keys that are levels (memory, load), recorded as read at the end, not differenced

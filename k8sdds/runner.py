@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from k8sdds import environment, records, schedule, stopping
+from k8sdds import capacity, environment, records, schedule, stopping
 from k8sdds.deployment import Backend
 from k8sdds.errors import EngineUnavailable, RunStopped, ScheduleError, UserError
 from k8sdds.expansion import summary
@@ -179,7 +179,10 @@ class Runner:
                 entry = one_repeat(
                     self.backend, self.engines[test.engine], run, test, key, self._arches,
                     None if test.datapath in manifest.fingerprints else
-                    functools.partial(manifest.fingerprints.__setitem__, test.datapath))
+                    functools.partial(manifest.fingerprints.__setitem__, test.datapath),
+                    manifest.fingerprints.get(test.datapath),
+                    capacity.stream(test, manifest.tests, run.read_results_text()
+                                    if test.load_share is not None else ""))
                 manifest.repeats[key] = entry
                 try:
                     run.write_manifest(manifest)

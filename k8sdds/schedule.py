@@ -15,10 +15,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from k8sdds import model, perftest
+from k8sdds import capacity, model, perftest
 from k8sdds.errors import ScheduleError
 from k8sdds.expansion import expand, expand_where_applicable  # noqa: F401 - the schedule's API
 from k8sdds.model import (
+    BESIDE,
     DISCOVERIES,
     PATHS,
     PLACEMENTS,
@@ -76,6 +77,13 @@ def _choice(options: Sequence[str]) -> Callable[[str], str]:
     return parse
 
 
+def _load(text: str) -> str:
+    value = capacity.canonical(text)
+    if value is None:
+        raise _Bad(capacity.ALLOWED)
+    return value
+
+
 # column name in the CSV -> (field of Test, parser)
 COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "dataLen": ("data_len", _number(int, 1, 2**31 - 1)),
@@ -98,6 +106,8 @@ COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "streams": ("streams", _number(int, 1, 128)),
     "topology": ("topology", _choice(TOPOLOGIES)),
     "mqttQos": ("mqtt_qos", _number(int, 0, 2)),
+    "load": ("load", _load),
+    "loadLen": ("load_len", _number(int, 1, 2**31 - 1)),
 }
 FIELD_TO_COLUMN = {f: c for c, (f, _) in COLUMNS.items()}
 
@@ -255,6 +265,13 @@ def _row(path: Path, line: int, row: int, cells: dict[str, str], defaults: Defau
         raise ScheduleError(f"{_where(path, line, row)}, column 'placement': value "
                             f"'same-node': path {values['path']} crosses nodes; leave "
                             "placement empty or set cross-node")
+    if values.get("load"):
+        values.setdefault("load_len", capacity.LOAD_LEN)
+    elif values.get("load_len"):
+        raise ScheduleError(f"{_where(path, line, row)}, column 'loadLen': value "
+                            f"{values['load_len']}: loadLen is the sample size of the stream "
+                            "beside a round-trip test; set load too (a share of the path's "
+                            "capacity, or max)")
     test = Test(row=row, line=line, **values)
     problem = check(test, limits, engines)
     if problem:
@@ -286,7 +303,7 @@ def beyond_machine(test: Test, engine: Engine, limits: Limits) -> tuple[str, Any
     budget shows figures lower than its board's, silently, so such a test is refused."""
     if not limits.node_cpus or not limits.machine_cpus:
         return None
-    roles = [r for r in engine.roles(test) if r not in engine.hubs]
+    roles = [r for r in engine.roles(test) if r not in engine.hubs and r not in BESIDE]
     busy = 1 if test.placement == "same-node" else min(len(roles), len(limits.node_cpus))
     budgets = [cpu for cpu in limits.node_cpus[:busy] if cpu]
     if sum(budgets) <= limits.machine_cpus + 1e-9:
@@ -359,6 +376,13 @@ def check(test: Test, limits: Limits, engines: Mapping[str, Engine]
         takes = [n for n, e in engines.items() if test.mqtt_qos in e.qos_levels]
         return ("mqtt_qos", test.mqtt_qos, f"mqttQos is MQTT's QoS: for engine="
                 f"{' or '.join(takes)} only")
+    if test.load and not test.latency_test:
+        return ("load", test.load, "load is a stream beside a round-trip test; set "
+                "latencyTest=true")
+    if test.load and not engine.under_load:
+        takes = [n for n, e in engines.items() if e.under_load]
+        return ("load", test.load, f"{test.engine} runs no stream beside its round trip; "
+                f"load is for engine={' or '.join(takes)}")
     if test.streams != 1 and not engine.parallel_streams:
         return ("streams", test.streams,
                 f"{test.engine} runs one stream; streams is for iperf3 (-P) and ab (-c)")

@@ -37,8 +37,9 @@ def _registry() -> dict:
 ARTEFACTS = _registry()
 # what an engine image carries, for this machine and for the Pis (.ci/builds' names): a test
 # whose image must carry them waits for all, so that one image is built, not one a build
-ENGINES = ("mqtt-amd64", "zenoh-amd64", "perftest-amd64")
-ARM_ENGINES = ("mqtt-arm64", "mqtt-armhf", "zenoh-arm64", "perftest-arm64", "perftest-armhf")
+ENGINES = ("mqtt-amd64", "zenoh-amd64", "perftest-amd64", "discovery-amd64")
+ARM_ENGINES = ("mqtt-arm64", "mqtt-armhf", "zenoh-arm64", "perftest-arm64", "perftest-armhf",
+               "discovery-arm64", "discovery-armhf")
 LONGEST = 2 * 3600.0  # a lane that never ends: the waiting test fails after this
 
 

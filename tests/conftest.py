@@ -1,8 +1,19 @@
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config) -> None:
+    """SIGTERM as Ctrl-C (KeyboardInterrupt): the session, and each worker, tears down what
+    its fixtures brought up (testbeds, clusters, ARM machines) instead of dying on the spot;
+    `.ci/builds` passes a SIGTERM it gets on to the tests."""
+    def interrupted(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -39,6 +39,7 @@ class FakeBackend:
     ran: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat) deployed
     logs: dict[str, Path] = field(default_factory=lambda: dict(LOGS))  # what pub, sub print
     fingerprinted: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat)
+    multicast: dict | None = None  # the multicast probe's record its fingerprints hold
 
     def limits(self) -> Limits:
         return Limits(max_subscribers=8, paths=PATHS)
@@ -54,6 +55,12 @@ class FakeBackend:
 
     def use_datapath(self, name: str) -> None:
         self.wired.append(name)
+
+    def start_lead(self, roles: int) -> float:
+        return 0.0
+
+    def count_traffic(self, nodes, folder, start) -> None:
+        return None
 
     def deploy(self, test: Test, roles: Sequence[str], repeat: int = 1,
                service_ports: Sequence[tuple[int, str]] = ()) -> Mapping[str, Placement]:
@@ -99,7 +106,9 @@ class FakeBackend:
 
     def fingerprint(self, placement) -> dict:
         self.fingerprinted.append(self.ran[-1])
-        return {p.node: {"kernel": "fake"} for p in placement.values()}
+        return {p.node: {"kernel": "fake", **({"multicast": self.multicast}
+                                              if self.multicast else {})}
+                for p in placement.values()}
 
     def usage(self) -> dict[str, float]:
         return {"softirq_s": 0.0}

@@ -41,8 +41,13 @@ def run_dir(tmp_path_factory):
     outcome = json.loads(proc.stdout)
     assert outcome["failed"] == []
     # the run ends with the answer: the datapath against the host baseline, in words
-    assert [line.split(":")[0] for line in outcome["answer"]] == ["flannel-vxlan"]
+    # and what 1 and 2 subscribers of 4096 B cost, per datapath (unicast only: no multicast
+    # row ran)
+    assert [line.split(":")[0] for line in outcome["answer"]] == [
+        "flannel-vxlan", "1 to N subscribers on flannel-vxlan (ddsperf udp 4096 B)",
+        "1 to N subscribers on host (ddsperf udp 4096 B)"]
     assert outcome["answer"][0].startswith("flannel-vxlan: throughput ")
+    assert outcome["answer"][1].endswith("no multicast on it in these runs")
     return Path(outcome["run_dir"])
 
 

@@ -13,7 +13,7 @@ DEFAULTS = {"datapath": "flannel-vxlan", "path": "pod-pod-cross-node", "engine":
             "transport": "udp", "data_len": 1024, "multicast": False, "num_subscribers": 1,
             "best_effort": False, "batch_size": 0, "latency_test": False,
             "placement": "cross-node", "secure": False, "streams": 1, "topology": "",
-            "mqtt_qos": -1}
+            "mqtt_qos": -1, "load": "", "load_len": 0}
 
 
 def _row(**over) -> dict:

@@ -15,7 +15,7 @@ from .conftest import fake_run
 COMMON = {"engine": "ddsperf", "transport": "udp", "multicast": False, "num_subscribers": 1,
           "best_effort": False, "batch_size": 0, "latency_test": False,
           "placement": "cross-node", "secure": False, "streams": 1, "topology": "",
-          "mqtt_qos": -1}
+          "mqtt_qos": -1, "load": "", "load_len": 0}
 
 
 def _thr(rows):

@@ -3,6 +3,8 @@ beside the tests, and a test waits only for what it needs."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -88,3 +90,67 @@ def test_only_a_test_needing_a_pending_build_goes_after_the_others(monkeypatch):
 def test_without_the_lanes_nothing_is_waited_for(monkeypatch):
     monkeypatch.delenv("K8SDDS_BUILDS", raising=False)
     assert builds.wait(*builds.ARTEFACTS) == 0.0  # pytest by hand on a filled cache
+
+
+def _fake_project(tmp_path: Path) -> Path:
+    """A copy of .ci/builds beside a Makefile whose every build writes its name and then
+    sleeps long (a compiler, a debootstrap under qemu-user: something a stop must end)."""
+    root = tmp_path / "project"
+    (root / ".ci").mkdir(parents=True)
+    (root / ".ci" / "builds").write_text(builds.BUILDS.read_text())
+    (root / "Makefile").write_text("build-%:\n\t@echo $* >> started\n\t@sleep 4321.5\n")
+    return root
+
+
+def _sleeping(root: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "sleep 4321.5" in line]
+
+
+def _stopped(root: Path, argv: list[str], signum: int, group: bool, head_start: str):
+    proc = subprocess.Popen([sys.executable, str(root / ".ci" / "builds"), "--", *argv],
+                            cwd=root, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**{k: v for k, v in os.environ.items()
+                                    if k != "K8SDDS_TIMELINE"},  # not CI's own timeline
+                                 "K8SDDS_BUILDS": str(root / "out"),
+                                 "K8SDDS_BUILDS_HEAD_START": head_start})
+    deadline = time.monotonic() + 20
+    while len(_started(root)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_started(root)) == 2, proc.stdout  # each lane's first build under way
+    time.sleep(1.0)
+    (os.killpg if group else os.kill)(proc.pid, signum)
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out
+
+
+def _started(root: Path) -> list[str]:
+    return (root / "started").read_text().split() if (root / "started").exists() else []
+
+
+@pytest.mark.parametrize("signum,group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
+def test_a_stop_before_the_tests_ends_every_build_and_starts_no_other(tmp_path, signum,
+                                                                        group):
+    """Ctrl-C (SIGINT to the whole group, as a terminal sends it) or a SIGTERM to .ci/builds
+    alone, while the lanes build: the builds under way end with their children, no lane
+    starts the next, nothing is left behind."""
+    root = _fake_project(tmp_path)
+    code, out = _stopped(root, ["true"], signum, group, head_start="600")
+    assert code == 130, out
+    assert sorted(_started(root)) == ["discovery-amd64", "k8s-amd64"], out
+    assert _sleeping(root) == []
+    assert "Traceback" not in out
+
+
+def test_a_sigterm_while_the_tests_run_reaches_them_and_ends_the_builds(tmp_path):
+    root = _fake_project(tmp_path)
+    told = tmp_path / "told"
+    tests = (f"import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: "
+             f"(open({str(told)!r}, 'w').write('teardown'), sys.exit(3))); time.sleep(600)")
+    code, out = _stopped(root, [sys.executable, "-c", tests], signal.SIGTERM, False,
+                         head_start="0")
+    assert code == 130, out
+    assert told.read_text() == "teardown"  # the tests got it, and their time to tear down
+    assert sorted(_started(root)) == ["discovery-amd64", "k8s-amd64"], out
+    assert _sleeping(root) == []

@@ -198,6 +198,54 @@ def test_a_long_output_is_read_whole(hosts, tmp_path):
 
 @pytest.mark.ssh
 @requires_hosts
+def test_a_handshake_the_host_drops_is_tried_again(hosts, tmp_path):
+    """A host too busy to finish the SSH handshake closes it (as the emulated Pi did while it
+    started its pods: paramiko said "No existing session"): the connection is tried again,
+    and the host's commands run. Here a relay in front of h1's sshd closes the first
+    connection it is given and relays the next."""
+    import socket
+    import threading
+
+    from k8sdds.cluster.remote import Remote
+
+    relay = socket.create_server(("127.0.0.1", 0))
+    port, accepted = relay.getsockname()[1], []
+
+    def pipe(a, b):
+        with a, b:
+            while data := a.recv(65536):
+                b.sendall(data)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = relay.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if len(accepted) == 1:
+                conn.close()  # the dropped handshake
+                continue
+            upstream = socket.create_connection((hosts.address(1), 22))
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    known = tmp_path / "known_hosts"
+    known.write_text(hosts.known_hosts((1,)).read_text().replace(
+        f"{hosts.address(1)} ", f"[127.0.0.1]:{port} ", 1))
+    host = inv.load(hosts.inventory((1,), known)).hosts[0]
+    host = inv.Host(**{**host.__dict__, "address": "127.0.0.1", "port": port})
+    try:
+        with Remote(host, str(known), tmp_path / "h1.log") as remote:
+            assert remote.run(["echo", "reached"]).out.strip() == "reached"
+    finally:
+        relay.close()
+    assert len(accepted) == 2
+
+
+@pytest.mark.ssh
+@requires_hosts
 def test_unknown_host_key_and_a_host_down_stop_only_themselves(hosts, tmp_path):
     invf = hosts.inventory((1, 2, 3), hosts.known_hosts((1, 3)))  # h2 unknown, h3 no sshd
     done = _cli("cluster", "check", "--inventory", str(invf), "--log-dir", str(tmp_path))
@@ -684,7 +732,7 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
     import hashlib
 
     for host in ("h1", "h2", "h3"):
-        for name in ("k8sdds-mqtt", "k8sdds-zenoh", "perftest_cpp"):
+        for name in ("k8sdds-mqtt", "k8sdds-zenoh", "perftest_cpp", "k8sdds-discovery"):
             copy, built = tmp_path / f"bin-{host}" / name, engine_bin() / name
             assert copy.stat().st_mode & 0o777 == 0o755
             assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(
@@ -709,7 +757,8 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
                    "zenoh,tcp,routed,1024,false,1,false,0\n"
                    "mqtt,tcp,,1024,false,1,false,0\n"
                    "ddsperf,udp,,1024,false,1,false,0\n"
-                   "rtiperftest,udp,,1024,false,1,false,0\n")
+                   "rtiperftest,udp,,1024,false,1,false,0\n"
+                   "dds-discovery,udp,,64,false,1,false,0\n")
     env = {**os.environ, "PATH": "/usr/bin:/bin"}  # the engines only through engine_bin
     done = subprocess.run([sys.executable, "-m", "k8sdds", "run", "--backend", "ssh",
                            "--inventory", str(invf), "--sch", str(sch), "--duration", "3",
@@ -745,6 +794,19 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
     assert manifest["repeats"]["test-4/rep-1"]["argv"]["sub0"][0] == "perftest_cpp"
     assert (run / "test-4" / "rep-1" / "sub0.log").read_text().startswith(
         "RTI Perftest 4.3.0 (Eclipse Cyclone DDS")
+    # DDS discovery on the bare hosts (k8sdds-discovery from their engine_bin, by multicast
+    # on their LAN), and each host's uplink sampled over SSH
+    assert manifest["repeats"]["test-5/rep-1"]["placement"] == {"p0": "h2", "p1": "h3"}
+    found = df[(df.test == 5) & (df.kind == "summary")].set_index(["role", "metric"]).value
+    assert 0 < found[("p0", "discovery_s")] < 5 and 0 < found[("p1", "discovery_s")] < 5
+    # multicast probed between the hosts (their engine_bin's k8sdds-discovery probe): their
+    # LAN carries it from h2 to h3
+    probe = manifest["fingerprints"]["host"]["h2"]["multicast"]
+    assert probe == {"from": "h2", "between": "nodes", "group": "239.255.0.1:7400",
+                     "arrived": {"h3": True}}, probe
+    for host in ("h2", "h3"):
+        rx = df[(df.test == 5) & (df.node == host) & (df.metric == "node_rx_bytes")]
+        assert len(rx) > 20 and rx.value.iloc[-1] > rx.value.iloc[0]
 
 
 @pytest.mark.ssh

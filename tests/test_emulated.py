@@ -23,6 +23,7 @@ from k8sdds.testbed.netfilter import pod_chain
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring import WIRING, wg_interface
 
+from .builds import needs
 from .conftest import user_python
 from .emulated_support import (
     alive,
@@ -157,6 +158,68 @@ def test_datapath_carries_pod_traffic_across_nodes(wired, name):
             routes = subprocess.run(["ip", "-n", node.ns, "route"], capture_output=True,
                                     text=True).stdout
             assert "default" not in routes
+    finally:
+        wired.remove_pods()
+
+
+@needs("discovery-amd64")
+@pytest.mark.parametrize("name", list(WIRING))
+def test_the_multicast_probe_and_dds_itself_agree_with_every_datapaths_record(
+        wired, name, tmp_path):
+    """k8sdds' probe (testbed.multicast: datagrams to SPDP's group from node1's pod) says
+    what the record says, across nodes and beside the sender; and DDS itself, two
+    k8sdds-discovery participants by multicast SPDP alone (no peers list), finds its peer on
+    the other node exactly where the probe saw multicast cross."""
+    from k8sdds.deployment.kubernetes import multicast_pods
+    from k8sdds.perftest.base import engine_path
+    from k8sdds.perftest.cyclone import CycloneConfig, render
+    from k8sdds.testbed import multicast
+
+    dp = model.datapath(name)
+    reason = capabilities.datapath_unavailable(dp)
+    if reason:  # refused and said by test_datapath_carries_pod_traffic_across_nodes
+        pytest.xfail(f"{name} carries no traffic on this kernel: {reason}")
+    wired.use_datapath(name)
+    probe = multicast.across(wired, dp)
+    assert probe.crossed is dp.multicast_across_nodes, probe.said()
+    assert not probe.disagrees(dp), probe.said()
+    if not dp.host_network:
+        assert probe.control is dp.multicast_same_node, probe.said()
+    config = tmp_path / "multicast.xml"
+    config.write_text(render(CycloneConfig(interface="eth0", allow_multicast="spdp")))
+    env = {**os.environ, "PATH": engine_path(), "CYCLONEDDS_URI": config.as_uri()}
+    workers = wired.workers()
+    try:
+        ends = ([n.ns for n in workers[:2]] if dp.host_network else
+                [wired.add_pod(n, f"d{i}", n.shrink(dp.mtu), dp.pod_prefix).ns
+                 for i, n in enumerate(workers[:2])])
+        # where multicast crosses, up to 10 s on a busy machine; where it does not, 3 s show
+        # it (an SPDP announcement that did not cross is not repeated for 30 s)
+        # each stays a second after its own discovery (-settle), so that the other, whose
+        # matching needs it to answer, finishes too
+        argv = ["k8sdds-discovery", "-peers", "1", "-wait", "10" if probe.crossed else "3",
+                "-settle", "1", "-steady", "0", "-iface", "eth0", "-at",
+                f"{time.time() + 1:.3f}"]
+        procs = [subprocess.Popen(netns.exec_argv(ns, argv), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=env) for ns in ends]
+        outs = [p.communicate(timeout=30)[0] for p in procs]
+        found = [p.returncode == 0 and "discovered" in out for p, out in zip(procs, outs,
+                                                                             strict=True)]
+        assert found == [probe.crossed] * 2, (name, outs)
+        # the engine image's probe (k8sdds-discovery probe, in C: what kubernetes runs)
+        # between the same two places says what the Python probe said
+        where = ([n.address for n in workers[:2]] if dp.host_network else
+                 [multicast_pods.ANY] * 2)
+        receiver = subprocess.Popen(
+            netns.exec_argv(ends[1], ["k8sdds-discovery", "probe", "recv", where[1], "n0nce",
+                                      "1"]), stdout=subprocess.PIPE, text=True, env=env)
+        assert receiver.stdout.readline().strip() == "ready"
+        sent = subprocess.run(netns.exec_argv(ends[0], ["k8sdds-discovery", "probe", "send",
+                                                        where[0], "n0nce"]),
+                              capture_output=True, text=True, env=env, timeout=10)
+        assert sent.stdout.split() == ["sent", "3"], sent
+        heard = receiver.communicate(timeout=10)[0]
+        assert multicast_pods.heard(heard) is probe.crossed, (name, heard)
     finally:
         wired.remove_pods()
 
@@ -424,6 +487,11 @@ def _wait_for(predicate, timeout: float) -> bool:
     return False
 
 
+def _ddsperf(ns: str) -> list[int]:
+    """The ddsperf processes in namespace `ns`."""
+    return [pid for pid in netns.pids(ns) if netns.command(pid) == "ddsperf"]
+
+
 def _start_long_run(tmp_path, env, name):
     sch = tmp_path / "long.csv"
     sch.write_text(HEADER + "1024,false,2,false,0,false\n")
@@ -432,7 +500,8 @@ def _start_long_run(tmp_path, env, name):
                              str(tmp_path / "logs"), "--testbed", name, "--quiet"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pods = [f"{name}-node2-sub0", f"{name}-node3-sub1", f"{name}-node1-pub"]
-    assert _wait_for(lambda: all(p in namespaces(name) and netns.pids(p) for p in pods), 30), \
+    # each role's ddsperf, not the multicast probe run in their namespaces before them
+    assert _wait_for(lambda: all(p in namespaces(name) and _ddsperf(p) for p in pods), 30), \
         "the run never started its roles"
     return proc, pods
 
@@ -600,7 +669,8 @@ def _run_with_fault(tmp_path, env, name, fault, rows):
                              str(out), "--testbed", name, "--quiet", "--no-plot"], env=env,
                             stderr=subprocess.PIPE, text=True)
     sub = f"{name}-node2-sub0"
-    assert _wait_for(lambda: sub in namespaces(name) and netns.pids(sub), 30)
+    # its ddsperf, not the multicast probe run in its namespace before the roles start
+    assert _wait_for(lambda: sub in namespaces(name) and _ddsperf(sub), 30)
     time.sleep(2.5)  # mid-test: data is flowing
     fault(sub)
     _, err = proc.communicate(timeout=120)

@@ -18,10 +18,10 @@ pytestmark = [pytest.mark.emulated, requires_namespaces()]
 SCHEDULE = "dataLen,multicast,numSubscribers,bestEffort,batchSize\n1024,false,1,false,0\n"
 
 
-def _run(tmp_path: Path, testbed: str, *extra: str) -> Path:
+def _run(tmp_path: Path, testbed: str, *extra: str, duration: int = 1) -> Path:
     done = cli("run", "--sch", str(tmp_path / "s.csv"), "--datapath", "host", "--duration",
-               "1", "--repeats", "1", "--testbed", testbed, "--out", str(tmp_path / "logs"),
-               "--json", "--no-plot", *extra,
+               str(duration), "--repeats", "1", "--testbed", testbed, "--out",
+               str(tmp_path / "logs"), "--json", "--no-plot", *extra,
                env={**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")})
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout)
@@ -57,14 +57,15 @@ def test_an_mtu_changed_between_two_runs_shows_in_compare(tmp_path):
     up = cli("testbed", "up", "--testbed", testbed, "--datapath", "host",
              env={**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")})
     assert up.returncode == 0, up.stderr
-    try:
-        before = _run(tmp_path, testbed)
+    try:  # 3 s: beside the Pi tutorial's ARM machine, a 1 s run's reader once matched the
+        # writer only after the publisher had stopped (no sample in its window)
+        before = _run(tmp_path, testbed, duration=3)
         nodes = [ns for ns in namespaces(testbed) if subprocess.run(
             ["ip", "-n", ns, "link", "show", "eth0"], capture_output=True).returncode == 0]
         assert nodes
         for ns in nodes:  # the nodes' uplinks (the switch has none of that name)
             subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "mtu", "1400"], check=True)
-        after = _run(tmp_path, testbed)
+        after = _run(tmp_path, testbed, duration=3)
     finally:
         down = cli("testbed", "down", "--testbed", testbed,
                    env={**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")})

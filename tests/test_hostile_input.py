@@ -75,6 +75,7 @@ MEASURED = {
     "ddsperf": (LOGS, "sub0"), "rtiperftest": (LOGS, "sub0"),
     "mqtt": ([FIXTURES / "mqtt" / "sub-qos1-1024.log"], "sub0"),
     "zenoh": ([FIXTURES / "zenoh" / "sub-routed-1024.log"], "sub0"),
+    "discovery": (sorted((FIXTURES / "discovery").glob("*.log")), "p0"),
     **{name: (sorted(p for p in (FIXTURES / "network").glob(f"{name}-*")
                      if "server" not in p.name), "client")
        for name in ("iperf3", "qperf", "ping", "ab")},
@@ -93,7 +94,8 @@ def test_parsers_on_truncated_and_corrupted_real_logs(parser, data, cut, noise):
     result = PARSERS[parser](text, role, False)
     summaries = {v.metric for v in result.values if v.kind == "summary"}
     # the measuring role reports its figure or says why not: never neither
-    assert summaries & {"throughput_mbps", "latency_us_mean", "requests_per_s"} or result.failure
+    assert summaries & {"throughput_mbps", "latency_us_mean", "requests_per_s",
+                        "discovery_s"} or result.failure
 
 
 @pytest.mark.parametrize("log", sorted((FIXTURES / "rtiperftest").glob("*.log")),

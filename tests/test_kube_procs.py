@@ -58,3 +58,21 @@ def test_only_namespaces_a_live_holder_is_in_are_held():
     finally:
         holder.kill()
         holder.wait(timeout=5)
+
+
+def test_what_names_a_testbeds_folder_is_killed_and_another_testbeds_is_spared(tmp_path):
+    """`down` kills what names its data folder (a kubelet started but never recorded), and
+    not what names a folder of another testbed whose name begins with this one's."""
+    import sys
+
+    sleep = [sys.executable, "-c", "import time; time.sleep(300)"]
+    mine = subprocess.Popen([*sleep, f"--root-dir={tmp_path}/kdzz/node1/kubelet"])
+    other = subprocess.Popen([*sleep, f"--root-dir={tmp_path}/kdzzb/node1/kubelet"])
+    try:
+        procs.kill_referring([tmp_path / "kdzz"])
+        assert mine.wait(timeout=5) == -9
+        assert other.poll() is None
+    finally:
+        mine.kill()
+        other.kill()
+        other.wait()

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from .builds import ENGINES, needs
-from .testbed_cluster_support import cluster_env, run, up_cluster, why_not
+from .testbed_cluster_support import cluster_env, probed_multicast, run, up_cluster, why_not
 
 pytestmark = [pytest.mark.kubelet,
               needs("k8s-amd64", *ENGINES, why=lambda: why_not("kube-router", "kube-router"))]
@@ -71,6 +71,9 @@ def test_ddsperf_pods_measure_across_kube_router(cluster, tmp_path):
     assert thr.value.iloc[0] > 10  # real pods, real bytes
     lat = summary[(summary.metric == "latency_us_p50") & (summary.role == "pub")]
     assert 0 < lat.value.iloc[0] < 100_000
+    # multicast, probed: kube-router's routes do not carry it to node2; its bridge carries it
+    # to a pod beside the sender
+    assert probed_multicast(rundir, "kube-router") == ({"node2": False}, True)
 
 
 def test_a_service_path_through_kube_router_goes_through_kube_proxy(cluster, tmp_path):

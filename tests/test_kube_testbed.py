@@ -20,7 +20,7 @@ from k8sdds.testbed.kube import kubelets as kube
 from .builds import ENGINES, needs
 from .emulated_support import cli, host_mounts, missing, namespaces, root_links
 from .load_support import STOP_BOUND_S, busy_machine, stop_timed
-from .testbed_cluster_support import ROOT, cluster_env, up_cluster
+from .testbed_cluster_support import ROOT, cluster_env, probed_multicast, up_cluster
 from .testbed_cluster_support import run as _run
 
 
@@ -55,13 +55,18 @@ def test_the_nodes_are_real_kubelets(cluster):
 
 
 def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_path):
-    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
-    outcome, run = _run(cluster, tmp_path, head + "1024,false,1,false,0,false,3\n"
-                        "64,false,1,false,0,true,2\n")
-    assert outcome["repeats"] == 2 and outcome["failed"] == []
+    head = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration,load\n"
+    outcome, run = _run(cluster, tmp_path, head + "1024,false,1,false,0,false,3,\n"
+                        "64,false,1,false,0,true,2,\n64,false,1,false,0,true,2,max\n")
+    assert outcome["repeats"] == 3 and outcome["failed"] == []
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["repeats"]["test-1/rep-1"]["placement"] == {"pub": "node1",
                                                                 "sub0": "node2"}
+    # under load: the stream's pods beside the round trip's, across the same nodes
+    assert manifest["repeats"]["test-3/rep-1"]["placement"] == {
+        "pub": "node1", "sub0": "node2", "stream": "node1", "sink": "node2"}
+    sink = (run / "test-3" / "rep-1" / "sink.log").read_text()
+    assert "size 1024 total" in sink and " lost 0 " in sink
     df = pd.read_csv(run / "results.csv")
     summary = df[df.kind == "summary"]
     thr = summary[(summary.metric == "throughput_mbps") & (summary.role == "sub0")]
@@ -86,6 +91,9 @@ def test_ddsperf_pods_measure_throughput_and_latency_across_nodes(cluster, tmp_p
         assert fp["pods"]["pod"]["eth0"]["mtu"] == fp["interfaces"]["flannel.1"]["mtu"]
         assert fp["pods"]["pod"]["eth0"]["kind"] == "veth"
         assert "net.core.rmem_max" in fp["sysctls"]
+    # multicast, probed by pods of the image (k8sdds-discovery's probe): flannel's VXLAN does
+    # not carry it to node2; its bridge carries it to a pod beside the sender
+    assert probed_multicast(run, "flannel-vxlan") == ({"node2": False}, True)
     # metrics-server (built here) reads flanneld's pod and the nodes over the repeat
     usage = json.loads((run / "test-1" / "rep-1" / "usage.json").read_text())
     assert usage["datapath_memory_mb"] > 1 and usage["datapath_cpu_s"] > 0  # flanneld ran
@@ -112,6 +120,37 @@ def test_zenoh_and_mqtt_pods_run_the_engines_the_image_carries(cluster, tmp_path
         assert s[(test, "throughput_mbps")] > 1 and s[(test, "lost")] == 0
     assert manifest["repeats"]["test-2/rep-1"]["argv"]["router"][:3] == [
         "k8sdds-zenoh", "-mode", "router"]
+
+
+def test_dds_discovery_pods_start_together_and_each_node_samples_its_uplink(cluster, tmp_path):
+    """engine=dds-discovery on real pods: four participants (the image's k8sdds-discovery)
+    spread over the two workers, by a peers list (flannel carries no multicast across
+    nodes), each started at the common instant; a hostNetwork pod on each node samples its
+    uplink's counters, read back into the run. Then zenoh-discovery's four sessions (the
+    image's k8sdds-zenoh) through a router pod, and by a peers list."""
+    head = "engine,discovery,placement,dataLen,multicast,numSubscribers,bestEffort,batchSize," \
+           "duration,transport,topology\n"
+    outcome, run = _run(cluster, tmp_path, head + "dds-discovery,peers,spread,64,false,3,false,"
+                        "0,2,udp,peer\n"
+                        "zenoh-discovery,,spread,64,false,3,false,0,1,tcp,routed\n"
+                        "zenoh-discovery,peers,spread,64,false,3,false,0,1,tcp,peer\n")
+    assert outcome["failed"] == [], outcome["failed"]
+    zenoh = pd.read_csv(run / "results.csv").query("test > 1 and metric == 'discovery_s'")
+    assert len(zenoh) == 2 * 4 and zenoh.value.between(0, 30).all()  # every session knew all
+    said = next(line for line in outcome["answer"] if "zenoh router" in line)
+    assert "zenoh peers" in said, said
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["repeats"]["test-1/rep-1"]["placement"] == {
+        "p0": "node1", "p1": "node2", "p2": "node1", "p3": "node2"}
+    df = pd.read_csv(run / "results.csv").query("test == 1")
+    s = df[df.kind == "summary"].set_index(["role", "metric"]).value
+    for role in ("p0", "p1", "p2", "p3"):
+        assert 0 < s[(role, "discovery_s")] < 5 and s[(role, "start_late_s")] < 1
+    for node in ("node1", "node2"):
+        rx = df[(df.role == "node") & (df.node == node) & (df.metric == "node_rx_bytes")]
+        assert len(rx) > 20 and rx.value.iloc[-1] > rx.value.iloc[0]  # 50 ms apart, counting
+    assert any(line.startswith("discovery on flannel-vxlan, 4 participants: peers ")
+               and "kB a node" in line for line in outcome["answer"])
 
 
 def test_perftest_pods_run_the_build_the_image_carries(cluster, tmp_path):
@@ -258,10 +297,10 @@ def _start(cluster, tmp_path, schedule: str, *extra: str) -> subprocess.Popen:
 
 
 def _wait_running(kubeconfig: str, count: int, timeout: float = 90) -> None:
-    """Until `count` of the run's role pods run: its fingerprint probe pods, which come and
-    go before the roles start, are not counted (in a cold run beside the builds, the two
-    probes running were once taken for the roles, and node2's kubelet was killed before its
-    role's pod had started)."""
+    """Until `count` of the run's role pods run: its fingerprint and multicast probe pods,
+    which come and go before the roles start, are not counted (in a cold run beside the
+    builds, the two probes running were once taken for the roles, and node2's kubelet was
+    killed before its role's pod had started)."""
     from kubernetes import client, config
 
     from k8sdds.deployment.kubernetes.objects import ROLE_LABEL

@@ -354,7 +354,7 @@ def _wait_pods_running(cp, count: int, timeout: float = 60) -> None:
     core = client.CoreV1Api(cp.api())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        # the roles' pods, not the fingerprint probes that run (and go) before them
+        # the roles' pods, not the fingerprint and multicast probes that run (and go) before
         pods = core.list_pod_for_all_namespaces(
             label_selector=f"{m.MANAGED_SELECTOR},{m.ROLE_LABEL}!=probe").items
         if sum(p.status.phase == "Running" for p in pods) >= count:

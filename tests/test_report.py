@@ -167,10 +167,10 @@ def test_run_with_report_reads_results_once_and_draws_throughput_once(tmp_path, 
     run = fake_run(tmp_path)
     reparse(run.path)
     reads, saved = [], []
-    real_read, real_save = RunDir.read_results_text, plots._save
+    real_read, real_save = RunDir.read_results_text, plots.save
     monkeypatch.setattr(RunDir, "read_results_text",
                         lambda self: reads.append(1) or real_read(self))
-    monkeypatch.setattr(plots, "_save",
+    monkeypatch.setattr(plots, "save",
                         lambda fig, out, stem, *a, **k: saved.append(stem)
                         or real_save(fig, out, stem, *a, **k))
     cli_run.execute(None, lambda: Outcome(run.path, repeats=1), as_json=False, quiet=True,

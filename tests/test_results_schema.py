@@ -44,7 +44,7 @@ def test_the_csv_columns_keep_their_published_order():
     assert EXTRA_COLUMNS[0] == "row"
     # a column added later goes after the last one: those of a published table keep their place
     assert EXTRA_COLUMNS[EXTRA_COLUMNS.index("arch"):] == ["arch", "topology", "mqtt_qos",
-                                                          "definition"]
+                                                          "definition", "load", "load_len"]
     assert HEADER.split(",") == schema.NAMES
 
 

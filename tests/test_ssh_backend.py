@@ -1,8 +1,11 @@
-"""The ssh backend's pure parts: which interface DDS is told to use on a host."""
+"""The ssh backend's pure parts: which interface DDS is told to use on a host; when a started
+role counts as running (its output's first line, read from a channel)."""
 
 from __future__ import annotations
 
-from k8sdds.deployment.ssh import interface_of
+import threading
+
+from k8sdds.deployment.ssh import PID_LINE, _pump, interface_of
 
 # `ip -o addr show` on a Kubernetes node with flannel (iproute2 6.1's one-line form)
 NODE = """\
@@ -26,3 +29,39 @@ def test_an_address_no_interface_holds_leaves_the_choice_to_dds():
     assert interface_of("203.0.113.7", NODE) == ""  # behind NAT
     assert interface_of("192.168.1.1", NODE) == ""  # a prefix's other address
     assert interface_of("192.168.1.12", "") == ""
+
+
+class _Channel:
+    """What paramiko's channel gives `_pump`: chunks, then b"" once closed; each chunk only
+    once the test lets it through."""
+
+    def __init__(self, chunks):
+        self.chunks, self.gate = list(chunks), threading.Semaphore(0)
+
+    def recv(self, size):
+        self.gate.acquire()
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def test_a_role_is_started_once_its_shell_has_said_its_pid(tmp_path):
+    chan = _Channel([PID_LINE.encode()[:5], PID_LINE.encode()[5:] + b"4242\nddsperf says", b""])
+    state = {"pid": None, "data": bytearray(), "started": threading.Event()}
+    pump = threading.Thread(target=_pump, args=(chan, state, tmp_path / "log"))
+    pump.start()
+    chan.gate.release()  # half of the PID line: not started yet
+    assert not state["started"].wait(0.2)
+    chan.gate.release()
+    assert state["started"].wait(5) and state["pid"] == 4242
+    chan.gate.release()
+    pump.join(5)
+    assert (tmp_path / "log").read_bytes() == b"ddsperf says"
+
+
+def test_a_channel_closed_before_any_line_counts_as_started_its_log_says_why(tmp_path):
+    chan = _Channel([b"sh: 1: exec: ddsperf: not found", b""])
+    state = {"pid": None, "data": bytearray(), "started": threading.Event()}
+    chan.gate.release()
+    chan.gate.release()
+    _pump(chan, state, tmp_path / "log")
+    assert state["started"].is_set() and state["pid"] is None
+    assert (tmp_path / "log").read_bytes() == b"sh: 1: exec: ddsperf: not found"

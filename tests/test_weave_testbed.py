@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from .builds import ENGINES, needs
-from .testbed_cluster_support import cluster_env, run, up_cluster, why_not
+from .testbed_cluster_support import cluster_env, probed_multicast, run, up_cluster, why_not
 
 pytestmark = [pytest.mark.kubelet,
               needs("k8s-amd64", *ENGINES, why=lambda: why_not("weaver", "Weave Net"))]
@@ -88,6 +88,8 @@ def test_ddsperf_pods_measure_across_weave(cluster, tmp_path):
     assert thr.value.iloc[0] > 1  # real pods, real bytes, through the router's user space
     lat = summary[(summary.metric == "latency_us_p50") & (summary.role == "pub")]
     assert 0 < lat.value.iloc[0] < 100_000
+    # multicast, probed: Weave's router carries it to node2 (and its bridge beside the sender)
+    assert probed_multicast(rundir, "weave") == ({"node2": True}, True)
 
 
 def test_weave_encrypted_takes_its_password_from_a_secret(cluster, env, tmp_path):

@@ -98,3 +98,15 @@ def run(cluster: dict, tmp_path: Path, schedule: str, *extra: str) -> tuple[dict
     assert done.returncode == 0, done.stderr[-3000:]
     outcome = json.loads(done.stdout)
     return outcome, Path(outcome["run_dir"])
+
+
+def probed_multicast(rundir: Path, datapath: str) -> tuple[dict[str, bool], bool | None]:
+    """What the run's multicast probe (pods of the image, from node1) found on `datapath`:
+    (receiving node -> arrived, arrived beside the sender); the same record on every node."""
+    prints = json.loads((rundir / "manifest.json").read_text())["fingerprints"][datapath]
+    records = [fp.get("multicast") for fp in prints.values()]
+    assert records and all(r == records[0] for r in records), records
+    probe = records[0]
+    assert "error" not in probe, probe
+    assert probe["from"] == "node1" and probe["group"] == "239.255.0.1:7400", probe
+    return probe["arrived"], probe.get("same_node")

@@ -41,7 +41,6 @@ import argparse
 import concurrent.futures
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -49,8 +48,20 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from cyclone_toolchain import (  # noqa: E402 - engines/, beside this folder
+    BuildError,
+    add_options,
+    host_arch,
+    linked_to,
+    publish,
+    run,
+    toolchain,
+)
+
 HERE = Path(__file__).resolve().parent
-OURS = (HERE / "CycloneDDSImpl.cxx", HERE / "prelude.h", Path(__file__).resolve())
+OURS = (HERE / "CycloneDDSImpl.cxx", HERE / "prelude.h", Path(__file__).resolve(),
+        HERE.parent / "cyclone_toolchain.py")
 # what the build takes from a Perftest tree (relative to its root)
 NEEDED = ("srcCpp/perftest_cpp.cxx", "srcCpp/perftest_cpp.h", "srcCpp/MessagingIF.h",
           "srcCpp/Infrastructure_common.cxx", "srcCpp/PerftestTransport.cxx",
@@ -83,23 +94,6 @@ EDITS = {
          "where Perftest lists the values of -transport"),
     ),
 }
-# Debian architecture -> the GNU triplet of its cross compilers and libraries
-TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu",
-            "armhf": "arm-linux-gnueabihf"}
-
-
-class BuildError(Exception):
-    """What stops the build, said so that the user can fix it."""
-
-
-def host_arch() -> str:
-    try:
-        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "amd64"
-
-
 def source_root(src: Path, work: Path) -> Path:
     """The Perftest tree: `src` itself, or the one folder an archive of it holds."""
     if not src.exists():
@@ -122,66 +116,6 @@ def source_root(src: Path, work: Path) -> Path:
             return root
     raise BuildError(f"{src}: no srcCpp/perftest_cpp.cxx in it or in a folder under it: not "
                      "an RTI Perftest source tree")
-
-
-def toolchain(arch: str, say=print) -> dict:
-    """The compilers, the include and link flags of Cyclone DDS for `arch`, or a BuildError
-    naming the package to install. Another architecture's Cyclone DDS comes from Debian's
-    packages of it, downloaded and unpacked (never installed) into a cached root."""
-    triplet = TRIPLETS.get(arch)
-    if triplet is None:
-        raise BuildError(f"--arch {arch}: builds for {', '.join(TRIPLETS)}")
-    native = arch == host_arch()
-    prefix = "" if native else f"{triplet}-"
-    tools = {"cxx": f"{prefix}g++", "cc": f"{prefix}gcc", "idlc": "idlc"}
-    packages = {"cxx": f"g++{'' if native else '-' + triplet.replace('_', '-')}",
-                "cc": f"gcc{'' if native else '-' + triplet.replace('_', '-')}",
-                "idlc": "cyclonedds-tools"}
-    for key, tool in tools.items():
-        if shutil.which(tool) is None:
-            raise BuildError(f"{tool} is missing (apt-get install {packages[key]})")
-    if not Path("/usr/include/dds/dds.h").is_file():
-        raise BuildError("Cyclone DDS's headers are missing: /usr/include/dds/dds.h "
-                         "(apt-get install cyclonedds-dev)")
-    root = Path("/") if native else sysroot(arch, say)
-    lib = root / "usr" / "lib" / triplet
-    if not (lib / "libddsc.so").exists():
-        raise BuildError(f"Cyclone DDS's library for {arch} is missing: {lib}/libddsc.so "
-                         "(apt-get install cyclonedds-dev)")
-    includes = [] if native else [f"-I{root}/usr/include/{triplet}", f"-I{root}/usr/include"]
-    return {**tools, "includes": includes, "version": root / "usr/include/dds/version.h",
-            "link": [f"-L{lib}", f"-Wl,-rpath-link,{lib}",
-                     f"-Wl,-rpath-link,{root}/lib/{triplet}"]}
-
-
-def sysroot(arch: str, say=print) -> Path:
-    """Debian's cyclonedds-dev for `arch` and what it depends on, unpacked once into
-    $K8SDDS_CACHE/perftest-sysroot-ARCH (k8sdds' own downloader: a private apt configuration,
-    nothing of this machine's apt changed)."""
-    cache = Path(os.environ.get("K8SDDS_CACHE", "/var/cache/k8sdds"))
-    root = cache / f"perftest-sysroot-{arch}"
-    if (root / "usr" / "lib" / TRIPLETS[arch] / "libddsc.so").exists():
-        return root
-    try:
-        from k8sdds.images import foreign
-        from k8sdds.images.build import DEFAULT_MIRROR, run_tool
-        from k8sdds.images.debian_engines import SUITE
-    except ImportError:
-        raise BuildError(f"--arch {arch} takes Cyclone DDS for {arch} from Debian's packages "
-                         "with k8sdds' downloader: run this with the project's Python "
-                         "(.venv/bin/python; `make perftest ARCH=...` does)") from None
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"perftest-sysroot-{arch}-", dir=cache) as tmp:
-        staged = Path(tmp) / "root"
-        staged.mkdir()
-        try:
-            foreign.unpack(staged, ("cyclonedds-dev",), arch, SUITE, DEFAULT_MIRROR,
-                           Path(tmp) / "apt", run_tool, say)
-        except Exception as exc:  # noqa: BLE001 - the downloader's own error, said as ours
-            raise BuildError(f"Cyclone DDS for {arch} from {DEFAULT_MIRROR}: {exc}") from None
-        shutil.rmtree(root, ignore_errors=True)
-        staged.rename(root)
-    return root
 
 
 def digest(root: Path, tools: dict[str, str]) -> str:
@@ -209,13 +143,6 @@ def edited(name: str, text: str) -> str:
                              "version? This build knows release 4.x")
         text = text.replace(before, after)
     return text
-
-
-def run(argv: list[str], cwd: Path, what: str) -> None:
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise BuildError(f"{argv[0]} failed on {what}:\n"
-                         f"{(done.stderr or done.stdout).strip()[-3000:]}")
 
 
 def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
@@ -258,17 +185,10 @@ def build(src: Path, bin_dir: Path, arch: str, say=print) -> Path:
                     future.result()
             partial = target.with_name(target.name + ".partial")
             run([tools["cxx"], "-o", str(partial), *sorted(str(p) for p in out.glob("*.o")),
-                 *tools["link"], "-Wl,--disable-new-dtags",
-                 f"-Wl,-rpath,$ORIGIN/debian-{arch}/lib", "-lddsc", "-lpthread", "-s"],
-                out, "the link")
+                 *tools["link"], *linked_to(arch), "-lpthread", "-s"], out, "the link")
             partial.replace(target)
             say(f"built {target.name} in {time.monotonic() - started:.0f} s")
-        link.unlink(missing_ok=True)
-        link.symlink_to(target.name)
-        for old in bin_dir.glob(f"perftest_cpp-cyclonedds-{arch}-*"):
-            if old.name != target.name and not old.name.endswith(".partial"):
-                old.unlink(missing_ok=True)  # an earlier build: nothing links it any more
-        return link
+        return publish(target, link, f"perftest_cpp-cyclonedds-{arch}-*")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,11 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("src", type=Path, help="RTI Perftest sources: a clone, or a tar "
                         "archive of one")
-    parser.add_argument("--bin", type=Path, default=Path(os.environ.get(
-        "K8SDDS_ENGINE_BIN", "/var/cache/k8sdds/bin")), help="where the binary goes "
-        "[$K8SDDS_ENGINE_BIN or /var/cache/k8sdds/bin]")
-    parser.add_argument("--arch", default=host_arch(), help="Debian architecture to build "
-                        f"for: {', '.join(TRIPLETS)} [this machine's]")
+    add_options(parser)
     args = parser.parse_args(argv)
     args.bin.mkdir(parents=True, exist_ok=True)
     try:

@@ -164,10 +164,12 @@ def _latency(lat: pd.DataFrame) -> list[Cost]:
 def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], list[str]]:
     """The answer of loaded runs (their `tables.throughput` and `tables.latency`): the costs
     against host, and its lines: first, where a change has no interval, how to get one;
-    one per datapath, the middlewares side by side, what the CPU budgets rest on, and what
-    RTI Perftest ran on.
+    one per datapath, the middlewares side by side, discovery (`discovery.sentences`), the
+    round trip under load (`under_load.sentences`), 1 to N subscribers
+    (`subscribers.sentences`), what
+    the CPU budgets rest on, and what RTI Perftest ran on.
     `k8sdds run` prints the lines; the report opens with them."""
-    from k8sdds.analysis import middlewares, tables
+    from k8sdds.analysis import discovery, middlewares, subscribers, tables, under_load
 
     found = costs(thr, lat, tables.cpu_per_gigabit(runs), calibrated_profile(runs.manifests),
                   budgets(runs.manifests))
@@ -178,6 +180,10 @@ def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], lis
     backed += list(side["repeats"] >= 2) if not side.empty else []
     unjudged = backed.count(False)
     lines = ([first_line(unjudged, len(backed) - unjudged)] if unjudged and body else []) + body
+    lines += discovery.sentences(discovery.table(runs))
+    lines += under_load.sentences(under_load.table(runs))
+    lines += subscribers.sentences(subscribers.table(runs), [
+        na for m in runs.manifests.values() for na in m.get("not_applicable", [])])
     return found, (lines + not_applicable(runs.manifests) + budget_notes(runs.manifests)
                    + (middleware_notes(runs.manifests) if lines else []))
 

@@ -79,7 +79,8 @@ def cells(results: pd.DataFrame, only: str | None = None) -> pd.DataFrame:
 SHOWN = ("datapath", "engine", "transport", "data_len")
 DEFAULTS = {"path": None, "multicast": False, "num_subscribers": 1, "best_effort": False,
             "batch_size": 0, "latency_test": False, "placement": "cross-node",
-            "secure": False, "streams": 1, "topology": "", "mqtt_qos": -1}
+            "secure": False, "streams": 1, "topology": "", "mqtt_qos": -1,
+            "load": "", "load_len": 0}
 
 
 def name(cell: dict) -> str:

@@ -16,6 +16,7 @@ from k8sdds import model
 matplotlib.use("Agg")  # files only; no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
@@ -28,7 +29,7 @@ from k8sdds.analysis.tables import base  # noqa: E402
 sns.set_theme(style="whitegrid")
 
 
-def _save(fig, out: Path, stem: str, layout: bool = True) -> str:
+def save(fig, out: Path, stem: str, layout: bool = True) -> str:
     if layout:  # else the figure laid itself out (room kept for a figure legend)
         fig.tight_layout()
     for ext in ("png", "svg"):
@@ -42,23 +43,23 @@ def _save(fig, out: Path, stem: str, layout: bool = True) -> str:
 HOST_LABEL = styles.HOST_LABEL
 
 
-def _style(dp: str) -> dict:
+def style(dp: str) -> dict:
     """The datapath's colour and marker; host black, dashed, drawn on top."""
     return styles.line(dp)
 
 
-def _ordered(table: pd.DataFrame):
+def ordered(table: pd.DataFrame):
     """(datapath, rows) in the one legend order of every figure, host first."""
     groups = dict(list(table.groupby("datapath", sort=True)))
     return [(dp, groups[dp]) for dp in styles.order(groups)]
 
 
 def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
-    for dp, g in _ordered(table.sort_values(x)):
+    for dp, g in ordered(table.sort_values(x)):
         g = g.sort_values(x)
         yerr = np.vstack([g["mean"] - g["ci_low"], g["ci_high"] - g["mean"]])
         yerr = np.nan_to_num(yerr)
-        drawn = ax.errorbar(g[x], g["mean"], yerr=yerr, capsize=3, **_style(dp))
+        drawn = ax.errorbar(g[x], g["mean"], yerr=yerr, capsize=3, **style(dp))
         drawn.lines[0].set_gid(f"datapath-{dp}")  # named in the SVG: what was drawn, per datapath
     ax.legend(title="datapath")
 
@@ -66,7 +67,7 @@ def _lines_with_ci(ax, table: pd.DataFrame, x: str) -> None:
 def _bars_by_datapath(ax, table: pd.DataFrame, column: str, err: tuple[str, str] | None = None
                       ) -> None:
     """One payload: a bar per datapath (a line through one point says nothing)."""
-    rows = [g.iloc[0] for _, g in _ordered(table)]
+    rows = [g.iloc[0] for _, g in ordered(table)]
     names = [HOST_LABEL if r["datapath"] == model.HOST_NETWORK else r["datapath"] for r in rows]
     values = [r[column] for r in rows]
     yerr = None
@@ -97,7 +98,7 @@ def throughput(runs: Runs, out: Path, metric: str = "throughput_mbps") -> str | 
     unit = "Mb/s" if metric == "throughput_mbps" else "samples/s"
     ax.set_ylabel(f"throughput per subscriber ({unit})")
     ax.set_title(f"DDS throughput ({unit}) by datapath")
-    return _save(fig, out, "throughput" if metric == "throughput_mbps" else "samples")
+    return save(fig, out, "throughput" if metric == "throughput_mbps" else "samples")
 
 
 def latency_percentiles(runs: Runs, out: Path) -> str | None:
@@ -112,9 +113,9 @@ def latency_percentiles(runs: Runs, out: Path) -> str | None:
             _bars_by_datapath(ax, lat, name)
             ax.set_xlabel(f"datapath ({int(lat['data_len'].iloc[0])} B payload)")
         else:
-            for dp, g in _ordered(lat):
+            for dp, g in ordered(lat):
                 g = g.sort_values("data_len")
-                ax.plot(g["data_len"], g[name], **_style(dp))[0].set_gid(
+                ax.plot(g["data_len"], g[name], **style(dp))[0].set_gid(
                     f"datapath-{dp}")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("payload (bytes)")
@@ -123,7 +124,7 @@ def latency_percentiles(runs: Runs, out: Path) -> str | None:
         ax.set_ylabel("µs")
     if not one:
         axes[0].legend(title="datapath")
-    return _save(fig, out, "latency")
+    return save(fig, out, "latency")
 
 
 def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
@@ -134,15 +135,15 @@ def latency_cdf_plot(runs: Runs, out: Path) -> str | None:
     sizes = sorted(iv["data_len"].unique())[:4]
     fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=True):
-        for dp, g in _ordered(iv[iv["data_len"] == size]):
+        for dp, g in ordered(iv[iv["data_len"] == size]):
             x, f = latency_cdf(g.to_dict("records"))
-            ax.plot(x, f, markevery=0.1, **_style(dp))[0].set_gid(f"datapath-{dp}")
+            ax.plot(x, f, markevery=0.1, **style(dp))[0].set_gid(f"datapath-{dp}")
         ax.set_xscale("log")
         ax.set_title(f"{size} B")
         ax.set_xlabel("round trip (µs)")
         ax.set_ylabel("fraction of round trips")
     axes[0][0].legend(title="datapath")
-    return _save(fig, out, "latency_cdf")
+    return save(fig, out, "latency_cdf")
 
 
 # a heatmap cell's mark where its change has no verdict word (tables.overhead's verdict)
@@ -171,7 +172,7 @@ def overhead_heatmap(over: pd.DataFrame, out: Path) -> str | None:
     ax.tick_params(axis="y", rotation=0)
     ax.set_title("throughput against host (%); noise: within noise, no verdict: one repeat",
                  fontsize=9)
-    return _save(fig, out, "overhead")
+    return save(fig, out, "overhead")
 
 
 def subscribers(runs: Runs, out: Path) -> str | None:
@@ -181,19 +182,52 @@ def subscribers(runs: Runs, out: Path) -> str | None:
         return None
     t = t.assign(delivery=np.where(t["multicast"], "multicast", "unicast"))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for dp, g in _ordered(t):
+    for dp, g in ordered(t):
         for delivery, d in g.groupby("delivery", sort=True):
             d = d.sort_values("num_subscribers")
-            style = {**_style(dp), "label": f"{styles.label(dp)}, {delivery}"}
+            drawn = {**style(dp), "label": f"{styles.label(dp)}, {delivery}"}
             if delivery == "multicast":
-                style["linestyle"] = ":"
-            ax.plot(d["num_subscribers"], d["mean"], **style)[0].set_gid(f"datapath-{dp}")
+                drawn["linestyle"] = ":"
+            ax.plot(d["num_subscribers"], d["mean"], **drawn)[0].set_gid(f"datapath-{dp}")
     ax.legend(title="datapath, delivery")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("subscribers")
     ax.set_ylabel("throughput per subscriber (Mb/s)")
     ax.set_title("scaling with subscribers")
-    return _save(fig, out, "subscribers")
+    return save(fig, out, "subscribers")
+
+
+MODE_LINES = {"multicast": "-", "peers": "--", "cds": ":"}  # a discovery mode's line
+
+
+def discovery(tab: pd.DataFrame, out: Path) -> str | None:
+    """Discovery against the number of participants (`analysis.discovery.table`), a line
+    per datapath and mode: the slowest participant's time with its interval, the bytes a
+    node exchanged to discover, and the steady traffic a node carries after (log scales:
+    the modes' traffic differs by orders of magnitude)."""
+    tab = tab[tab["repeats"] > 0] if not tab.empty else tab
+    if tab.empty:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
+    panels = (("time_s", "time", "time until every peer matched (s)"),
+              ("discovery_kB", None, "bytes a node to discover (kB)"),
+              ("steady_kBps", "steady_kBps", "steady traffic a node (kB/s)"))
+    for ax, (column, err, label) in zip(axes, panels, strict=True):
+        for dp, g in ordered(tab):
+            for mode, d in g.sort_values("participants").groupby("discovery", sort=True):
+                yerr = None if err is None else np.nan_to_num(np.vstack(
+                    [d[column] - d[f"{err}_low"], d[f"{err}_high"] - d[column]]))
+                ax.errorbar(d["participants"], d[column], yerr=yerr, capsize=3, **{
+                    **style(dp), "label": f"{styles.label(dp)}, {mode}",
+                    "linestyle": MODE_LINES.get(mode, "-.")})
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(tab["participants"].unique()))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set(xlabel="participants", ylabel=label, yscale="linear" if err == "time" else "log")
+    axes[0].legend(title="datapath, discovery", fontsize=8)
+    fig.suptitle("DDS discovery against the number of participants")
+    return save(fig, out, "discovery")
 
 
 def middlewares(tab: pd.DataFrame, out: Path) -> str | None:
@@ -222,7 +256,7 @@ def middlewares(tab: pd.DataFrame, out: Path) -> str | None:
     # one legend for every panel: a middleware measured in one kind of test only is in it too
     handles = [plt.Line2D([], [], color=c, marker="o", label=mw) for mw, c in colours.items()]
     axes[0][0].legend(handles=handles, title="middleware", fontsize=8)
-    return _save(fig, out, "middlewares")
+    return save(fig, out, "middlewares")
 
 
 def _hue_bars(ax, data: pd.DataFrame, x: str, y: str) -> None:
@@ -248,7 +282,7 @@ def _bars(runs: Runs, out: Path, param: str, labels: dict, stem: str, title: str
     ax.set_xlabel("")
     ax.set_ylabel("throughput per subscriber (Mb/s)")
     ax.set_title(title)
-    return _save(fig, out, stem)
+    return save(fig, out, stem)
 
 
 def reliability(runs: Runs, out: Path) -> str | None:
@@ -278,7 +312,7 @@ def security(table: pd.DataFrame, out: Path) -> str | None:
         ax.tick_params(axis="x", labelsize=8)
     axes[0][0].set_ylabel("throughput per subscriber (Mb/s)")
     fig.suptitle("transports, DDS Security and encrypted datapaths")
-    return _save(fig, out, "security")
+    return save(fig, out, "security")
 
 
 def cpu(runs: Runs, out: Path) -> str | None:
@@ -295,7 +329,7 @@ def cpu(runs: Runs, out: Path) -> str | None:
     ax.set_xlabel("")
     ax.set_ylabel("CPU (% of one core, ddsperf threads)")
     ax.set_title("CPU of publisher and subscribers")
-    return _save(fig, out, "cpu")
+    return save(fig, out, "cpu")
 
 
 def by_protection(runs: Runs, out: Path) -> str | None:
@@ -330,7 +364,7 @@ def by_protection(runs: Runs, out: Path) -> str | None:
     fig.legend([legend[n] for n in labels], labels, loc="lower center",
                ncol=min(7, len(labels)), frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return _save(fig, out, "protection", layout=False)
+    return save(fig, out, "protection", layout=False)
 
 
 def history(hist: pd.DataFrame, out: Path, found: Sequence = ()) -> str | None:
@@ -355,7 +389,7 @@ def history(hist: pd.DataFrame, out: Path, found: Sequence = ()) -> str | None:
     ax.set_ylabel(f"{metric} ({unit})")
     ax.set_title(f"{metric} across runs; dotted: a change point")
     ax.legend(fontsize="small")
-    return _save(fig, out, "history")
+    return save(fig, out, "history")
 
 
 def run_throughput(run_dir: Path, include_failed: bool = False) -> str | None:

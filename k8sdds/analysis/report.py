@@ -12,7 +12,17 @@ from pathlib import Path
 import pandas as pd
 
 from k8sdds import __version__
-from k8sdds.analysis import answer, history, middlewares, plots, references, tables
+from k8sdds.analysis import (
+    answer,
+    discovery,
+    history,
+    middlewares,
+    plots,
+    references,
+    subscribers,
+    tables,
+    under_load,
+)
 from k8sdds.analysis.load import Runs, load
 from k8sdds.results import atomic_write
 
@@ -22,6 +32,8 @@ SECTIONS = [("answer", "The answer: each datapath against host, middlewares side
             ("qos", "Reliable vs best effort, transports"),
             ("security", "Security: TLS, DDS Security, encrypted datapaths"),
             ("middlewares", "Middlewares side by side: DDS, Zenoh, MQTT"),
+            ("discovery", "Discovery: time and traffic against participants"),
+            ("under_load", "Round trip under load"),
             ("baselines", "Network baselines and DDS efficiency"), ("cpu", "CPU"),
             ("history", "Across runs: change points"), ("warnings", "Warnings"),
             ("runs", "Runs"), ("environment", "Where it ran: the nodes' fingerprints"),
@@ -34,6 +46,15 @@ MIDDLEWARE_COLUMNS = {"throughput_mbps": "Mb/s", "throughput_mbps_low": "Mb/s lo
                       "p50_us_low": "p50 low", "p50_us_high": "p50 high",
                       "p99_us": "p99 (µs)", "p99_us_low": "p99 low", "p99_us_high": "p99 high",
                       "via": "broker or router on"}
+
+# the discovery table's columns as the report names them
+DISCOVERY_COLUMNS = {"time_s": "time (s)", "time_low": "low", "time_high": "high",
+                     "median_s": "median (s)", "late_s": "latest start (s)",
+                     "why_failed": "why failed", "discovery_kB": "kB a node",
+                     "discovery_kBps": "kB/s discovering", "discovery_kBps_low": "low ",
+                     "discovery_kBps_high": "high ", "discovery_pps": "packets/s discovering",
+                     "steady_kBps": "kB/s steady", "steady_kBps_low": "low  ",
+                     "steady_kBps_high": "high  ", "steady_pps": "packets/s steady"}
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -170,6 +191,9 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
     failed = runs.failed()
 
     mw = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
+    disc = discovery.table(runs)
+    loaded = under_load.table(runs)
+    fan = subscribers.table(runs)
     hist = history.series(runs)
     changes = history.changes(hist, runs.manifests) if not hist.empty else []
     found, said = answer.of_runs(runs, thr, lat)
@@ -220,7 +244,12 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                      "repeats</h3>" + _table(over_lat, index=True)
                      if not over_lat.empty else ""),
         "scaling": _img(out, plots.subscribers(runs, out),
-                        "throughput against subscribers, unicast vs multicast"),
+                        "throughput against subscribers, unicast vs multicast") + (
+            "<p>Per datapath and throughput test, by unicast and multicast and the number "
+            "of subscribers: each subscriber's and the aggregate throughput (Mb/s), the loss "
+            "(% of what was sent to them) and the publisher's CPU per message it sent (µs), "
+            "each the mean over repeats with its 95 % interval.</p>" +
+            _table(fan.drop(columns="multicast"), "{:.3g}") if not fan.empty else ""),
         "qos": _img(out, plots.reliability(runs, out), "reliable vs best effort") +
                _img(out, plots.transports(runs, out), "UDP vs TCP (vs TLS)"),
         "security": _img(out, plots.security(sec, out), "throughput by protection, side by side")
@@ -238,6 +267,25 @@ def build(run_dirs: Sequence[Path], out: Path, runs: Runs | None = None) -> Path
                         "none with one repeat).</p>" + _table(
                             mw.drop(columns="engine").rename(columns=MIDDLEWARE_COLUMNS))
                         if not mw.empty else "") + _references(mw),
+        "discovery": _img(out, plots.discovery(disc, out),
+                          "discovery time and traffic against participants, per mode") + (
+            "<p>Per datapath, discovery mode and number of participants (dds-discovery, "
+            "started together): the time until the slowest participant had matched every "
+            "peer's reader and writer (mean over repeats, 95 % interval), the median "
+            "participant's, the latest start after the common instant, the bytes in and "
+            "out a node's participants' interfaces carried to discover, and their traffic a "
+            "second while discovering and at steady state (kB/s, packets/s). A failed "
+            "repeat is one where not every peer was matched in time.</p>" +
+            _table(disc.rename(columns=DISCOVERY_COLUMNS), "{:.3g}")
+            if not disc.empty else ""),
+        "under_load": _img(out, under_load.plot(loaded, out),
+                           "round trip against the load beside it") + (
+            "<p>Per datapath and round-trip test: its p50 and p99 (each repeat's, then the "
+            "mean over repeats with its 95 % interval) on the idle path and beside a stream "
+            "of the same engine between the same nodes, at a share of the path's capacity "
+            "(measured in the run: that engine's throughput at the stream's sample size) or "
+            "as fast as it goes (max), and what the stream's receiver got (Mb/s).</p>" +
+            _table(loaded.drop(columns="share"), "{:.3g}") if not loaded.empty else ""),
         "baselines": ("<p>The network itself on each path (ping, iperf3, qperf: means over "
                       "repeats; qperf latency as a round trip, twice its one-way figure), "
                       "beside ddsperf on the same paths.</p>" + _table(matrix)

@@ -131,7 +131,8 @@ def cluster_engines(inventory: Path = INVENTORY,
                     known_hosts: Path | None = KNOWN_HOSTS,
                     dry_run: bool = DRY_RUN, log_dir: Path = HOST_LOGS) -> None:
     """Copy the engines a `--backend ssh` run starts into each host's engine_bin over SSH
-    (checked by SHA-256): those k8sdds builds (k8sdds-mqtt, k8sdds-zenoh: `make engines`;
+    (checked by SHA-256): those k8sdds builds (k8sdds-mqtt, k8sdds-zenoh, k8sdds-discovery:
+    `make engines`;
     perftest_cpp, RTI Perftest on Cyclone DDS: `make perftest`; each for every architecture)
     and Debian's ddsperf and mosquitto with their libraries (glibc is the host's), for hosts
     with no package repository and no toolchain, such as an air-gapped Pi. What is not built

@@ -7,6 +7,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -202,3 +203,21 @@ AS_JSON = typer.Option(False, "--json", help="Print the outcome as JSON on stdou
 EVENTS = typer.Option(None, "--events", help="Write progress as JSON lines to this file (for "
                       "a program that follows the run, such as `k8sdds serve`): start, step, "
                       "repeat and stop, with repeats done and in all.")
+
+
+# a testbed command's --testbed, as `k8sdds run --testbed`
+TESTBED_NAME = typer.Option(None, "--testbed", help="Testbed name (namespace prefix) [the spec's "
+                    "name, else k8sdds], as `k8sdds run --testbed`.")
+
+
+@contextmanager
+def testbed_locked(name: str):
+    """Hold testbed `name`'s lock (a run holds it for its whole length)."""
+    from k8sdds.testbed.lock import TestbedLock
+
+    lock = TestbedLock(name)
+    lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

@@ -4,21 +4,24 @@ profiles, calibrate, steadiness)."""
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from k8sdds import model
+from k8sdds.cli import datapaths
 from k8sdds.cli.common import (
+    TESTBED_NAME,
     backend_option,
     check_available,
     datapath_list,
     err_console,
     one_of,
     out_console,
+    testbed_locked,
 )
+from k8sdds.cli.datapaths import WIDE
 from k8sdds.errors import UserError
 from k8sdds.testbed.spec import DEFAULT_NAME
 
@@ -34,8 +37,6 @@ def _real_cnis() -> str:
                      and d.name in c.testbed.datapaths)
 
 
-NAME = typer.Option(None, "--testbed", help="Testbed name (namespace prefix) [the spec's "
-                    "name, else k8sdds], as `k8sdds run --testbed`.")
 OLD_NAME = typer.Option(None, "--name", hidden=True, help="The old spelling of --testbed.")
 
 
@@ -88,7 +89,7 @@ def testbed_up(name: str | None = backend_option("testbed"),
     given = options_of("emulated", {"testbed": name, "nodes": nodes, "profile": profile,
                                     "testbed_spec": testbed_spec})
     tb = Testbed.described(given.testbed_spec, given.testbed, given.nodes, given.profile)
-    with _locked(tb.spec.name):
+    with testbed_locked(tb.spec.name):
         tb.up()
         if kubernetes:
             from k8sdds.testbed.kube.up import bring_up
@@ -100,35 +101,6 @@ def testbed_up(name: str | None = backend_option("testbed"),
     _status(tb)
     if kubernetes:
         out_console.print(f"kubeconfig: {kubeconfig}")
-
-
-WIDE = typer.Option(False, "--wide", help="Descriptions in the table (wider than 80 "
-                    "columns) instead of under it.")
-
-
-def testbed_datapaths(wide: bool = WIDE) -> None:
-    """List the datapaths the emulated cluster offers, and whether this machine can."""
-    from k8sdds.testbed.capabilities import datapath_unavailable
-    from k8sdds.testbed.wiring import WIRING
-
-    table = Table(title="emulated datapaths")
-    for col in ("datapath", "encapsulation", "MTU", "multicast", "encryption", "here",
-                *(("emulates",) if wide else ())):
-        table.add_column(col, overflow="fold")
-    notes = []
-    for name in WIRING:
-        dp = model.datapath(name)
-        reason = datapath_unavailable(dp)
-        table.add_row(name, dp.encapsulation, str(dp.mtu),
-                      "yes" if dp.multicast_across_nodes else "no", dp.encryption,
-                      "yes" if not reason else "no",
-                      *((dp.emulates + (f" (not here: {reason})" if reason else ""),)
-                        if wide else ()))
-        notes.append(f"{name}: {dp.emulates}" + (f" Not here: {reason}" if reason else ""))
-    out_console.print(table)
-    if not wide:
-        for line in notes:
-            out_console.print(line, markup=False, highlight=False)
 
 
 def testbed_profiles(wide: bool = WIDE) -> None:
@@ -285,7 +257,7 @@ def _or_dash(value) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def testbed_status(name: str | None = NAME, old_name: str | None = OLD_NAME) -> None:
+def testbed_status(name: str | None = TESTBED_NAME, old_name: str | None = OLD_NAME) -> None:
     """Show the emulated cluster: nodes, datapath, pods, processes; and its Kubernetes
     cluster's nodes, when it runs one."""
     name = one_of(name, old_name, "--testbed", "--name")
@@ -303,7 +275,7 @@ def testbed_status(name: str | None = NAME, old_name: str | None = OLD_NAME) -> 
         out_console.print(f"kubeconfig: {kube.kubeconfig}", markup=False, highlight=False)
 
 
-def testbed_down(name: str | None = NAME, old_name: str | None = OLD_NAME) -> None:
+def testbed_down(name: str | None = TESTBED_NAME, old_name: str | None = OLD_NAME) -> None:
     """Remove every namespace, link and process of the testbed (also after a crash)."""
     name = one_of(name, old_name, "--testbed", "--name")
     from k8sdds.testbed.kube.kubelets import Kubelets
@@ -312,22 +284,10 @@ def testbed_down(name: str | None = NAME, old_name: str | None = OLD_NAME) -> No
 
     name = DEFAULT_NAME if name is None else name
     tb = Testbed.existing(name) or Testbed(TestbedSpec(name=name))
-    with _locked(name):  # a crashed run holds no lock; a live one must finish first
+    with testbed_locked(name):  # a crashed run holds no lock; a live one must finish first
         Kubelets(tb).down()  # its cluster first, if it runs one (or a killed one left)
         gone = tb.down()
     out_console.print(f"testbed {name}: down ({len(gone)} namespaces removed)")
-
-
-@contextmanager
-def _locked(name: str):
-    from k8sdds.testbed.lock import TestbedLock
-
-    lock = TestbedLock(name)
-    lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _status(tb) -> None:
@@ -370,7 +330,7 @@ def _kube_status(kube) -> None:
 
 def register(app: typer.Typer) -> None:
     testbed_app.command("up")(testbed_up)
-    testbed_app.command("datapaths")(testbed_datapaths)
+    testbed_app.command("datapaths")(datapaths.testbed_datapaths)
     testbed_app.command("profiles")(testbed_profiles)
     testbed_app.command("calibrate")(testbed_calibrate)
     testbed_app.command("steadiness")(testbed_steadiness)

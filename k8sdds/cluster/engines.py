@@ -1,8 +1,9 @@
 """`k8sdds cluster engines`: the engines a `--backend ssh` run starts, copied over SSH into
 each host's `engine_bin` for its architecture, so a host with no package repository and no
 toolchain (an air-gapped Pi) runs them: the engines k8sdds builds (k8sdds-mqtt,
-k8sdds-zenoh) and the Debian ones (ddsperf, mosquitto, with their libraries:
-`images.debian_engines`); and what a host lacks (`missing`, for `cluster check`)."""
+k8sdds-zenoh, perftest_cpp, k8sdds-discovery) and the Debian ones (ddsperf, mosquitto,
+with their libraries: `images.debian_engines`); and what a host lacks (`missing`, for
+`cluster check`)."""
 
 from __future__ import annotations
 

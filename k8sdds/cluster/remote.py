@@ -25,7 +25,9 @@ from typing import TypeVar
 from k8sdds.cluster.inventory import Host
 from k8sdds.errors import UserError
 
-CONNECT_TIMEOUT = 10.0
+CONNECT_TIMEOUT = 10.0  # seconds to reach the host's port
+HANDSHAKE_TIMEOUT = 30.0  # seconds for its banner and the authentication (a slow board)
+CONNECT_ATTEMPTS = 3  # a handshake the host dropped is tried again (not a refused key)
 COMMAND_TIMEOUT = 120.0
 T = TypeVar("T")
 
@@ -86,10 +88,23 @@ class Remote:
         # else nothing is known: the host is unknown, said below
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
-            client.connect(h.address, port=h.port, username=h.user, key_filename=h.key,
-                           timeout=CONNECT_TIMEOUT, banner_timeout=CONNECT_TIMEOUT,
-                           auth_timeout=CONNECT_TIMEOUT, allow_agent=h.key is None,
-                           look_for_keys=h.key is None)
+            for attempt in range(1, CONNECT_ATTEMPTS + 1):
+                try:
+                    client.connect(h.address, port=h.port, username=h.user, key_filename=h.key,
+                                   timeout=CONNECT_TIMEOUT, banner_timeout=HANDSHAKE_TIMEOUT,
+                                   auth_timeout=HANDSHAKE_TIMEOUT, allow_agent=h.key is None,
+                                   look_for_keys=h.key is None)
+                    break
+                except paramiko.SSHException as exc:
+                    # a host too busy to finish the handshake (an emulated Pi starting its
+                    # pods) drops it, said as "No existing session": once more, a little
+                    # later; a key that is wrong or unknown is never retried
+                    if (attempt == CONNECT_ATTEMPTS or isinstance(exc, paramiko.BadHostKeyException)
+                            or "not found in known_hosts" in str(exc)
+                            or isinstance(exc, paramiko.AuthenticationException)):
+                        raise
+                    client.close()
+                    time.sleep(2.0 * attempt)
         except paramiko.BadHostKeyException as exc:
             raise HostError(f"the host key of {h.address}:{h.port} does not match "
                             f"{self.known_hosts}: it offers {exc.key.get_name()} "

@@ -102,6 +102,9 @@ class Datapath:
     kernel_links: tuple[str, ...] = ()  # link types the emulation needs from the kernel
     unencrypted: str | None = None  # the same datapath without encryption, to price it
     wiring: Wiring | None = None  # the emulated testbed's wiring (None: nothing to wire)
+    # multicast between two pods of one node (False: dropped there too, as Cilium drops it
+    # without its multicast feature); `testbed.multicast` probes both facts
+    multicast_same_node: bool = True
 
 
 # ---- a real cluster ----------------------------------------------------------------------

@@ -61,12 +61,12 @@ DATAPATHS = (
              "to cilium_vxlan, the remote node as tunnel key, and from it into the pod "
              "(bpf_redirect_peer); no bridge, no netfilter on a pod's path", "VXLAN (eBPF)",
              1450, False, pod_prefix=32, kernel_links=("vxlan",),
-             wiring=Ebpf(tunnel="cilium_vxlan")),
+             wiring=Ebpf(tunnel="cilium_vxlan"), multicast_same_node=False),
     Datapath(NATIVE, "Cilium, native routing: tc programs move a pod's packets to the "
              "uplink after a FIB lookup (bpf_redirect_neigh) and from it into the pod "
              "(bpf_redirect_peer); a route per node's pod CIDR, no bridge, no netfilter on "
              "a pod's path", "none (routed, eBPF)", 1500, False, pod_prefix=32,
-             wiring=Ebpf()),
+             wiring=Ebpf(), multicast_same_node=False),
 )
 
 # what native routing sets in cilium-config (the chart's routingMode=native,

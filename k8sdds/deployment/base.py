@@ -81,6 +81,16 @@ class Backend(Protocol):
         """Where the roles see the repeat's configuration files and the run's secrets (the
         paths engines write into commands); the runner writes both on this machine."""
 
+    def count_traffic(self, nodes: Sequence[str], folder: Path, start: float) -> None:
+        """Sample each of `nodes`' uplink counters into folder/counters-NODE.log
+        (parsers.counters) from the wall-clock instant `start` (RoleContext.start_at) until
+        `teardown`; nothing where this backend cannot yet."""
+
+    def start_lead(self, roles: int) -> float:
+        """Seconds this backend takes, at most, to start `roles` processes (roles, and the
+        counter samplers of `count_traffic`) one after the other (RoleContext.start_at:
+        roles that start together wait until then)."""
+
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
         """Start one role (argv, environment, files) with its output going to `log`;

@@ -15,7 +15,7 @@ from k8sdds import model
 from k8sdds.cni.base import Ebpf
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.options import EmulatedOptions
-from k8sdds.deployment.placement import place, sides
+from k8sdds.deployment.placement import place, side
 from k8sdds.errors import UserError
 from k8sdds.images.foreign import OCI
 from k8sdds.model import Limits, Test
@@ -53,6 +53,7 @@ class EmulatedBackend:
         self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()
         self._datapath: str | None = None
         self._handles: list[Handle] = []
+        self._samplers: list[Handle] = []  # count_traffic's, stopped at teardown
         self._on_nodes = False  # a role of the current repeat runs in a node's namespace
         self._roots: dict[str, Path] = {}  # Debian architecture -> the board's own user space
 
@@ -135,11 +136,10 @@ class EmulatedBackend:
         workers = [n.name for n in self.testbed.workers()]
         nodes = place(roles, workers, test.placement,
                       spare=[n.name for n in self.testbed.nodes if n.name not in workers])
-        first_side, other_side = sides(test.effective_path)
         out = {}
         for role in roles:
             node = self.testbed.node(nodes[role])
-            if (first_side if role == roles[0] else other_side) == "node":
+            if side(role, roles, test.effective_path) == "node":
                 self._on_nodes = True
                 out[role] = Placement(role, node.name, node.address, "eth0", node.ns,
                                       node.name)
@@ -151,6 +151,22 @@ class EmulatedBackend:
 
     def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
         return str(config_dir), str(secrets_dir)  # the namespaces share this file system
+
+    def count_traffic(self, nodes: Sequence[str], folder: Path, start: float) -> None:
+        """The sampler (parsers.counters) in each placed node's namespace: its eth0."""
+        from k8sdds.parsers import counters
+
+        for name in nodes:
+            with open(folder / f"{counters.PREFIX}{name}.log", "wb") as out:
+                proc = subprocess.Popen(
+                    netns.exec_argv(self.testbed.node(name).ns, counters.argv(start)),
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True)
+            self._samplers.append(Handle(f"counters {name}", proc, folder / out.name))
+
+    def start_lead(self, roles: int) -> float:
+        """A process in a namespace starts in milliseconds; a second, and more for many."""
+        return 1.0 + 0.05 * roles
 
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
@@ -211,7 +227,8 @@ class EmulatedBackend:
 
     def teardown(self) -> None:
         self.stop(self._handles, grace=1.0)
-        self._handles = []
+        self.stop(self._samplers, grace=1.0)
+        self._handles, self._samplers = [], []
         self.testbed.remove_pods()
         if self._on_nodes:  # roles in the nodes' own network leave no pod to delete: what
             # they started (qperf's per-test children, nginx workers) goes here
@@ -262,6 +279,7 @@ class EmulatedBackend:
             cni.update(ebpf.about(bool(dp.wiring.tunnel)))
         machine = {**fp.machine(fp.local), "runtime": "none (pods are network namespaces)",
                    "kubelet": "none"}
+        probed = self._multicast(placement)
         out = {}
         for name in dict.fromkeys(p.node for p in placement.values()):
             node = self.testbed.node(name)
@@ -269,8 +287,34 @@ class EmulatedBackend:
                     if p.node == name and p.where != node.ns}
             out[name] = {**machine, **fp.network(runner(node.ns)),
                          "pods": {role: fp.interfaces(run) for role, run in pods.items()},
-                         "cni": cni, "engines": {}}
+                         "cni": cni, "engines": {},
+                         **({"multicast": probed} if probed else {})}
         return out
+
+    def _multicast(self, placement: Mapping[str, Placement]) -> dict | None:
+        """Multicast probed from the first role's place to the first role's place on each
+        other node (and to a second place on the first role's node, where there is one):
+        testbed.multicast's record, or the probe's error; None where the roles share one
+        node."""
+        from k8sdds.testbed import multicast
+
+        places = list(placement.values())
+        first = places[0]
+        others = {p.node: p for p in places if p.node != first.node}
+        if not others:
+            return None
+        beside = next((p for p in places[1:] if p.node == first.node
+                       and p.where != first.where), None)
+        sides = {"nodes" if p.where == self.testbed.node(p.node).ns else "pods"
+                 for p in places}
+        try:
+            return multicast.run((first.node, first.where, first.address),
+                                 [(p.node, p.where, p.address) for p in others.values()],
+                                 netns.exec_argv, " and ".join(sorted(sides)),
+                                 control=(beside.node, beside.where, beside.address)
+                                 if beside else None).record()
+        except (OSError, subprocess.SubprocessError) as exc:  # said, never the repeat's end
+            return {"error": f"the multicast probe failed: {exc}"[:300]}
 
     def describe(self) -> dict:
         profiles = self.testbed.profiles() or {
@@ -284,3 +328,4 @@ class EmulatedBackend:
                 "not_applied": self.testbed.not_applied(),
                 "cannot_show": fidelity.cannot_show(profiles.values()),
                 "budget_notes": fidelity.budget_notes(profiles.values())}
+

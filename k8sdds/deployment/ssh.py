@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from k8sdds import model
+from k8sdds import model, stopping
 from k8sdds.cluster import inventory as inv
 from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
@@ -29,6 +29,7 @@ from k8sdds.results import atomic_write
 
 MAX_PER_HOST = 16  # processes of one test on one host
 PID_LINE = "k8sdds-pid "
+STARTED_S = 30.0  # seconds a started role's shell gets to say its PID (`ready`)
 
 
 class SshBackend:
@@ -105,6 +106,19 @@ class SshBackend:
         self._secrets_dir = secrets_dir
         return f"{self.workdir}/config", f"{self.workdir}/secrets"
 
+    def count_traffic(self, nodes: Sequence[str], folder: Path, start: float) -> None:
+        """The sampler (parsers.counters: bash on the host) on each placed host, as a role
+        of its own over SSH, stopped with the roles at teardown."""
+        from k8sdds.parsers import counters
+
+        for node in nodes:
+            self.start(Placement(counters.ROLE, node, "", "", node, node),
+                       Command(counters.argv(start)), folder / f"{counters.PREFIX}{node}.log")
+
+    def start_lead(self, roles: int) -> float:
+        """An SSH channel a role: a fraction of a second each, on a slow board too."""
+        return 2.0 + 0.3 * roles
+
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
         remote = self._remotes[placement.node]
@@ -115,20 +129,11 @@ class SshBackend:
                 self._must(remote, ["tee", f"{self.workdir}/config/{name}"], stdin=content)
         except HostError as exc:
             raise SshError(f"start {placement.role} on {placement.node}: {exc}") from None
-        env = [f"{k}={v}" for k, v in sorted(command.env.items())]
-        # the host's engine_bin first on PATH (quoted into the script, checked by inventory)
-        path = self._engine_bin.get(placement.node, "")
-        prefix = f'PATH={shlex.quote(path)}:"$PATH"; ' if path else ""
-        line = shlex.join(["sh", "-c", f'{prefix}echo "{PID_LINE}$$"; exec "$@"', "sh",
-                           "env", *env, *command.argv])
         try:
-            chan = remote._client.get_transport().open_session(timeout=10)
-            chan.set_combine_stderr(True)  # one log, as the other backends keep it
-            chan.exec_command(line)
-            chan.shutdown_write()
+            chan = self._open(placement.node, command)
         except Exception as exc:  # noqa: BLE001 - the connection went: this repeat fails
             raise SshError(f"start {placement.role} on {placement.node}: {exc}") from None
-        state: dict = {"pid": None, "data": bytearray()}
+        state: dict = {"pid": None, "data": bytearray(), "started": threading.Event()}
         pump = threading.Thread(target=_pump, args=(chan, state, log), daemon=True)
         pump.start()
         handle = Handle(placement.role, None, log, ref=f"{placement.node}/{placement.role}")
@@ -136,8 +141,34 @@ class SshBackend:
         self._handles.append(handle)
         return handle
 
+    def _open(self, node: str, command: Command):
+        """A channel running `command` on `node` (its engine_bin first on PATH), its first
+        line the shell's PID, stderr in stdout (one log, as the other backends keep it)."""
+        env = [f"{k}={v}" for k, v in sorted(command.env.items())]
+        # the host's engine_bin first on PATH (quoted into the script, checked by inventory)
+        path = self._engine_bin.get(node, "")
+        prefix = f'PATH={shlex.quote(path)}:"$PATH"; ' if path else ""
+        line = shlex.join(["sh", "-c", f'{prefix}echo "{PID_LINE}$$"; exec "$@"', "sh",
+                           "env", *env, *command.argv])
+        chan = self._remotes[node]._client.get_transport().open_session(timeout=10)
+        chan.set_combine_stderr(True)
+        chan.exec_command(line)
+        chan.shutdown_write()
+        return chan
+
     def ready(self, handles: Sequence[Handle]) -> None:
-        """A process runs as soon as its channel has started it."""
+        """Each process has started: its shell said its PID (or its channel closed). An
+        exec'd channel is not yet a process: a slow host (an emulated Pi under load) took
+        seconds more to start one, and a follower's ddsperf had given up on its peers
+        (-Q initwait) before the driver's started."""
+        deadline = time.monotonic() + STARTED_S
+        for handle in handles:
+            started = self._procs[handle.ref][2]["started"]
+            while not started.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+                stopping.check()
+                if time.monotonic() >= deadline:
+                    raise SshError(f"{handle.role} did not start on "
+                                   f"{handle.ref.split('/')[0]} within {STARTED_S:g} s")
 
     def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
         chan, _, _ = self._procs[handle.ref]
@@ -233,7 +264,52 @@ class SshBackend:
 
             out[name] = fp.node(run, {"name": model.HOST_NETWORK, "version": "none (a bare host)",
                                       "mode": "the host's network"}, {})
+        probed = self._multicast(placement)
+        for name in out if probed else ():
+            out[name]["multicast"] = probed
         return out
+
+    def _multicast(self, placement: Mapping[str, Placement]) -> dict | None:
+        """Multicast probed from the first placed host to the others, on each one's
+        inventory address (testbed.multicast's probe, the hosts' `k8sdds-discovery probe`
+        from their engine_bin): its record, or why it did not run; None on one host."""
+        from k8sdds.perftest.discovery import BINARY
+        from k8sdds.testbed import multicast as mc
+
+        hosts = {p.node: p.address for p in placement.values()}
+        if len(hosts) < 2:
+            return None
+        sender, *others = hosts
+        nonce = random.token_hex(8)
+        listen = f"{mc.READY + mc.LISTEN + 5:g}"  # each ends by itself soon after
+        chans, said_by = {}, {}
+        try:
+            for node in others:
+                chans[node] = self._open(node, Command(
+                    (BINARY, "probe", "recv", hosts[node], nonce, listen)))
+            for node, chan in chans.items():
+                said = said_by[node] = _said(chan, ("ready",), mc.READY)
+                if "ready" not in said.split():
+                    raise SshError(f"the receiver on {node} said: {said.strip()[-200:]}")
+            chans[sender] = self._open(sender, Command(
+                (BINARY, "probe", "send", hosts[sender], nonce)))
+            said = _said(chans[sender], ("sent",), mc.READY)
+            if "sent" not in said.split():
+                raise SshError(f"the sender on {sender} said: {said.strip()[-200:]}")
+            arrived = {node: "arrived" in _said(chans[node], ("arrived", "none"),
+                                                mc.LISTEN).split() for node in others}
+            return mc.MulticastProbe(sender=sender, between="nodes", arrived=arrived).record()
+        except (HostError, SshError, OSError) as exc:  # said, never the repeat's end
+            return {"error": f"the multicast probe failed: {exc}"[:300]}
+        finally:
+            for node, chan in chans.items():  # a receiver that heard nothing still listens
+                pid = _pid(said_by.get(node, ""))
+                if pid and not chan.exit_status_ready():
+                    try:
+                        self._remotes[node].run(["kill", pid])
+                    except HostError:
+                        pass  # the host went: so did the receiver's session
+                chan.close()
 
     def describe(self) -> dict:
         return {"hosts": list(self._facts.values()), "workdir": self.workdir,
@@ -257,6 +333,32 @@ class SshBackend:
         return r
 
 
+def _pid(said: str) -> str:
+    """The PID a started channel's shell said first ("" if none)."""
+    first = said.split("\n", 1)[0]
+    return first[len(PID_LINE):].strip() if first.startswith(PID_LINE) else ""
+
+
+def _said(chan, words: Sequence[str], timeout: float) -> str:
+    """What a channel printed until a line among `words` (or `timeout` seconds, or its
+    end)."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while not any(w in text.split() for w in words):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        chan.settimeout(left)
+        try:
+            data = chan.recv(4096)
+        except TimeoutError:
+            break
+        if not data:
+            break
+        text += data.decode(errors="replace")
+    return text
+
+
 def _pump(chan, state: dict, log: Path) -> None:
     """The role's output into its log: the first line is the PID of the remote process."""
     buf = bytearray()
@@ -270,6 +372,8 @@ def _pump(chan, state: dict, log: Path) -> None:
             if first.startswith(PID_LINE.encode()):
                 state["pid"] = int(first[len(PID_LINE):])
                 buf = bytearray(rest)
+            state["started"].set()
+    state["started"].set()  # closed: what it said is in its log
     atomic_write(log, bytes(buf))
 
 

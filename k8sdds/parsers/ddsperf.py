@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from k8sdds.model import STREAM
 from k8sdds.parsers import latency
 from k8sdds.parsers.base import SAMPLE, Parsed, Value
 
@@ -30,6 +31,7 @@ _PUB = re.compile(_PREFIX + r"(?P<rate>[\d.]+)(?P<mult>[kMG]?)/s\s+\S+\s+\|")
 _RSS = re.compile(_PREFIX + r"rss:(?P<rss>[\d.]+)(?P<unit>[kMG]B)(?P<rest>.*)$")
 _THREAD_CPU = re.compile(r"\b[\w.-]+:(\d+)%\+(\d+)%")
 _ERROR = re.compile(r"^(?:\[\d+\]\s+)?(?:[\d.]+\s+)?error:\s*(?P<msg>.+)$")
+SENDERS = ("pub", STREAM)  # the publisher, and the stream's beside a round trip (`load`)
 _MULT = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
 _RSS_MB = {"kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
@@ -79,11 +81,12 @@ def read(text: str, role: str, latency_test: bool) -> Parsed:
         elif m := _ERROR.match(line):
             errors.append(m["msg"].strip())
 
-    if latency_test and role == "pub":
+    sender = role in SENDERS
+    if latency_test and sender:
         summary, failure = _latency_summary(ping_rows)
-    elif not latency_test and role != "pub":
+    elif not latency_test and not sender:
         summary, failure = _throughput_summary(sub_rows)
-    elif not latency_test and role == "pub":
+    elif not latency_test and sender:
         summary, failure = _rate_summary(pub_rates)
     else:  # the pong side of a latency test measures nothing itself
         summary, failure = [], None

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from k8sdds.perftest.base import Command, Engine, RoleContext
 from k8sdds.perftest.ddsperf import Ddsperf
+from k8sdds.perftest.discovery import DdsDiscovery
 from k8sdds.perftest.mqtt import Mqtt
 from k8sdds.perftest.network import Ab, Iperf3, Ping, Qperf
 from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 from k8sdds.perftest.zenoh import Zenoh
+from k8sdds.perftest.zenoh_discovery import ZenohDiscovery
 
 
 def registry(rti: RtiSettings | None = None) -> dict[str, Engine]:
     """A fresh engine per name, for one run, in the order `k8sdds engines` lists them; `rti`
     says where the user's RTI Perftest is [from the environment]."""
     engines = (Ddsperf(), RtiPerftest(rti or RtiSettings.from_environment()), Zenoh(),
-               Mqtt(),
+               Mqtt(), DdsDiscovery(), ZenohDiscovery(),
                Iperf3(), Qperf(), Ping(), Ab())
     return {e.name: e for e in engines}
 

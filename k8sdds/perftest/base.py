@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from k8sdds.caches import engine_bin  # where `make engines` puts its engines
-from k8sdds.model import Test
+from k8sdds.model import SINK, STREAM, Test  # noqa: F401 - the engines' roles
 
 # (field of Test, offending value, reason), as schedule.check reports it
 Problem = tuple[str, Any, str] | None
@@ -28,6 +28,13 @@ class RoleContext:
     secrets_dir: str = ""  # the run's private directory (0700) for keys and certificates
     # listening port -> the port a client must dial instead (a NodePort); empty: the same
     ports: Mapping[int, int] = field(default_factory=dict)
+    # the wall-clock instant (seconds since the epoch) by which every role of the repeat has
+    # been started (Backend.start_lead): an engine whose roles must start together (a
+    # discovery test) has them wait for it; 0: not known
+    start_at: float = 0.0
+    # samples a second the stream beside a round-trip test sends (a `load` share of the
+    # path's measured capacity); 0: as fast as it goes
+    stream_rate: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,9 @@ class Engine(Protocol):
     supports: str  # what it measures and which columns it honours, for `k8sdds engines`
     parser: str  # name in k8sdds.parsers.PARSERS
     parallel_streams: bool  # whether the `streams` column means anything to it
+    under_load: bool  # it runs a stream beside a round-trip test (the `load` column): the
+    # roles STREAM and SINK, beside the driver and the first other role
+    node_traffic: bool  # the backend samples each placed node's interface counters for it
     drain: float  # seconds the other roles get to finish once the driver has exited
     listen_port: int | None  # TCP port the other role must listen on before the driver starts
     topologies: tuple[str, ...]  # the `topology` values it runs (the first: its own); ()

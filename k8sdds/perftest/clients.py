@@ -51,6 +51,8 @@ class OwnClient:
     qos_levels: tuple[int, ...] = ()
     drain = 1.0  # seconds the subscribers get to count the last messages
     parallel_streams = False
+    under_load = False  # no stream beside its round trip (the load column)
+    node_traffic = False  # no node interface counters sampled
 
     transport_why: str  # why only tcp
     # (field, why) of the DDS columns it has no counterpart for: refused when set

@@ -3,15 +3,19 @@
 Throughput: `pub [rate] size S` on the publisher, `sub` on each subscriber.
 Latency: `ping size S` on the publisher, `pong` on each subscriber.
 Transport, discovery, batching and the send queue go through a generated CYCLONEDDS_URI.
+Under load (`load`): beside the ping and pong, a `pub` (role STREAM, on the ping's node) and a
+`sub` (role SINK, on the pong's) of `load_len` samples in DDS domain STREAM_DOMAIN, so the
+stream never matches the round trip's readers; at the stream rate the run gives it.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from k8sdds.model import Test
+from k8sdds.model import SINK, STREAM, Test
 from k8sdds.perftest import credentials, cyclone
 from k8sdds.perftest.base import (
     Command,
@@ -32,6 +36,7 @@ WAIT_PER_SUBSCRIBER = 0.25  # more participants take longer to discover each oth
 def discovery_wait(test: Test) -> int:
     """-Q initwait: 10 s, and a quarter second more per subscriber beyond the first four."""
     return int(DISCOVERY_WAIT + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
+STREAM_DOMAIN = 1  # the load stream's DDS domain (the round trip's: 0)
 SAMPLE_OVERHEAD = 64  # bytes a sample takes in a datagram beyond its size (headers)
 LARGEST_DATAGRAM = 65000  # under UDP's 65507
 
@@ -57,8 +62,8 @@ class Ddsperf:
     hubs: tuple[str, ...] = ()
     programs: tuple[str, ...] = ()
     qos_levels: tuple[int, ...] = ()
-    supports = ("DDS throughput, latency; udp, tcp, tls; DDS Security; multicast; batching; "
-                "discovery by multicast or peers")
+    supports = ("DDS throughput, latency, latency under load; udp, tcp, tls; DDS Security; "
+                "multicast; batching; discovery by multicast or peers")
     parser = "ddsperf"
     binary = "ddsperf"
     # seconds the subscribers get after the publisher exits; its publisher only exits once its
@@ -67,6 +72,8 @@ class Ddsperf:
     listen_port = None  # discovery waits for the peers itself (-Q initwait)
     topologies = ("peer",)  # DDS needs no broker (the CDS serves discovery only)
     parallel_streams = False
+    under_load = True  # STREAM and SINK: a pub and a sub beside the ping and pong
+    node_traffic = False  # no node interface counters sampled
 
     def check(self, test: Test) -> Problem:
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
@@ -81,6 +88,9 @@ class Ddsperf:
             return ("duration", test.duration,
                     "a ddsperf latency test needs at least 2 s: its first round-trip line "
                     "comes after 1 s")
+        if test.load and not MIN_SIZE <= test.load_len <= MAX_SIZE:
+            return ("load_len", test.load_len,
+                    f"ddsperf sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
         if test.latency_test and test.pub_rate:
             return ("pub_rate", test.pub_rate,
                     "a latency test sends one ping after each pong; set pubRate=0")
@@ -90,7 +100,7 @@ class Ddsperf:
         return ()  # DDS discovers peers and picks ports itself: no Service forwards that
 
     def roles(self, test: Test) -> Sequence[str]:
-        return pubsub_roles(test)
+        return pubsub_roles(test) + ([STREAM, SINK] if test.load else [])
 
     def timeout(self, test: Test) -> float:
         return test.duration + discovery_wait(test) + 10
@@ -100,6 +110,15 @@ class Ddsperf:
             credentials.ensure(Path(directory), list(roles))
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
+        if ctx.role in (STREAM, SINK):  # a throughput pair of load_len samples, its own domain
+            stream = replace(test, data_len=test.load_len, latency_test=False, num_subscribers=1,
+                             pub_rate=0, load="", load_len=0)
+            return self._command(stream, ctx, ctx.role == STREAM, ctx.stream_rate,
+                                 STREAM_DOMAIN)
+        return self._command(test, ctx, ctx.role == "pub", test.pub_rate, 0)
+
+    def _command(self, test: Test, ctx: RoleContext, publisher: bool, rate: float,
+                 domain: int) -> Command:
         roles = list(ctx.endpoints)
         index = roles.index(ctx.role)
         tcp = test.transport in ("tcp", "tls")  # TLS is Cyclone's TCP transport with SSL
@@ -111,9 +130,11 @@ class Ddsperf:
                 certificate=str(ident.certificate), private_key=str(ident.key),
                 governance=str(ident.governance), permissions=str(ident.permissions))
         peers: list[str] = []
-        if ctx.discovery == "peers":
+        if ctx.discovery == "peers":  # the participants of its own domain only
+            own = domain == STREAM_DOMAIN
             peers = [f"{addr}:{TCP_BASE_PORT + i}" if tcp else addr
-                     for i, addr in enumerate(ctx.endpoints.values())]
+                     for i, (role, addr) in enumerate(ctx.endpoints.items())
+                     if (role in (STREAM, SINK)) == own]
             peers = list(dict.fromkeys(peers))
         if test.multicast:
             allow = "true"
@@ -134,9 +155,12 @@ class Ddsperf:
         )
         config_name = f"{ctx.role}.cyclonedds.xml"
         config_path = Path(ctx.config_dir) / config_name
-        publisher = ctx.role == "pub"
-        argv = [self.binary, "-D", _seconds(test.duration if publisher
+        # the stream outlasts the round trip it runs beside: it is stopped once that ends
+        driver = publisher and ctx.role == "pub"
+        argv = [self.binary, "-D", _seconds(test.duration if driver
                                              else test.duration + discovery_wait(test) + 10)]
+        if domain:
+            argv += ["-i", str(domain)]
         argv += ["-Q", f"minmatch:{test.num_subscribers if publisher else 1}",
                  "-Q", f"initwait:{discovery_wait(test)}"]
         if test.best_effort:
@@ -144,8 +168,8 @@ class Ddsperf:
         if test.latency_test:
             argv += ["ping", "size", str(test.data_len)] if publisher else ["pong"]
         elif publisher:
-            rate = f"{test.pub_rate}Hz" if test.pub_rate else "inf"
-            argv += ["pub", rate, "size", str(test.data_len)]
+            argv += ["pub", f"{max(1, round(rate))}Hz" if rate else "inf", "size",
+                     str(test.data_len)]
         else:
             argv += ["sub"]
         return Command(argv=tuple(argv),

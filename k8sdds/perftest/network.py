@@ -41,6 +41,8 @@ class _Network:
     topologies: tuple[str, ...] = ()  # client to server: no topology to choose
     transports: tuple[str, ...] = ("tcp", "udp")
     parallel_streams = False
+    under_load = False  # no stream beside its round trip (the load column)
+    node_traffic = False  # no node interface counters sampled
 
     def check(self, test: Test) -> Problem:
         if test.num_subscribers != 1:

@@ -132,6 +132,8 @@ class RtiPerftest:
                 "batching; discovery by multicast (udp) or peers")
     parser = "rtiperftest"
     parallel_streams = False
+    under_load = False  # no stream beside its round trip (the load column)
+    node_traffic = False  # no node interface counters sampled
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
     listen_port = None  # discovery waits for the peers itself
     topologies = ("peer",)  # DDS needs no broker (the CDS serves discovery only)

@@ -66,6 +66,9 @@ class RepeatEntry:
     # what of the logs is not a row: values no measurement can have, samples thinned
     # (records.rows's `dropped`: log, metric, value, why)
     dropped: list[str] = field(default_factory=list)
+    # the stream beside its round trip (`load`): its rate a second, and the capacity it is
+    # a share of (capacity.Stream.record)
+    stream: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "reason": self.reason, "placement": self.placement}
@@ -82,7 +85,7 @@ class RepeatEntry:
         if data.get("status") not in REPEAT_STATUSES:
             raise ManifestError(f"{where}: status {data.get('status')!r} is not one of "
                                 f"{', '.join(REPEAT_STATUSES)}")
-        for name in ("placement", "argv", "exit_codes"):
+        for name in ("placement", "argv", "exit_codes", "stream"):
             if name in data and not isinstance(data[name], dict):
                 raise ManifestError(f"{where}: {name} is not an object")
         for name in ("reason", "started", "discovery", "source"):

@@ -58,6 +58,8 @@ SPEC: tuple[Column, ...] = (
     # "round trip" on every latency row (parsers.latency): a row without it was written
     # before the one definition, and is read with its engine's factor
     Column("definition", str, "value", old=""),
+    Column("load", str, "test", param=True, old=""),
+    Column("load_len", int, "test", param=True, old=0),
 )
 BY_NAME = {c.name: c for c in SPEC}
 NAMES = [c.name for c in SPEC]

@@ -41,6 +41,16 @@ def exec_argv(ns: str, argv: Sequence[str], hostname: str | None = None) -> list
     return ["ip", "netns", "exec", ns, *argv]
 
 
+def package_env() -> dict[str, str]:
+    """The environment a module of k8sdds run in a namespace needs (`python -m
+    k8sdds....`, as the multicast probe and the counter sampler are): this one, with the
+    folder holding the package on PYTHONPATH."""
+    import os
+    from pathlib import Path
+
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
 def sysctl(ns: str, key: str, value: str) -> None:
     run(exec_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"]))
 

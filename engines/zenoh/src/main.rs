@@ -14,11 +14,14 @@
 //! router of the routed topology: a session in router mode, which is what zenohd runs (zenohd
 //! adds plugins k8sdds does not use; the two were measured alike, docs/how-to/zenoh.md). It
 //! logs Zenoh's warnings and errors on stdout as zenohd does (RUST_LOG overrides the level).
+//! `-mode discover` times discovery instead (discover.rs).
 use std::collections::HashSet;
 use std::process::exit;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod discover;
 
 use zenoh::qos::CongestionControl;
 use zenoh::{Config, Session, Wait};
@@ -36,11 +39,19 @@ struct Args {
     peers: usize,
     wait: f64,
     id: String,
+    // -mode discover (discover.rs)
+    scout: bool,
+    settle: f64,
+    steady: f64,
+    iface: String,
+    at: f64,
 }
 
 const USAGE: &str = "usage: k8sdds-zenoh -mode pub|sub|ping|pong|router [-zmode peer|client] \
 [-connect EP,..] [-listen EP,..] [-key KEY] [-size BYTES] [-besteffort] [-duration S] \
-[-rate N] [-peers N] [-wait S] [-id ID] | -version";
+[-rate N] [-peers N] [-wait S] [-id ID] | -mode discover [-zmode peer|client] [-scout] \
+[-connect EP,..] [-listen EP,..] -peers N [-wait S] [-settle S] [-steady S] [-iface IFACE] \
+[-at EPOCH] [-id ID] | -version";
 
 fn fail(msg: &str) -> ! {
     println!("error: {msg}");
@@ -71,6 +82,11 @@ fn parse_args() -> Args {
         peers: 1,
         wait: 10.0,
         id: String::new(),
+        scout: false,
+        settle: 2.0,
+        steady: 10.0,
+        iface: String::new(),
+        at: 0.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -87,6 +103,11 @@ fn parse_args() -> Args {
             "peers" => a.peers = value(&flag, it.next()),
             "wait" => a.wait = value(&flag, it.next()),
             "id" => a.id = value(&flag, it.next()),
+            "scout" => a.scout = true,
+            "settle" => a.settle = value(&flag, it.next()),
+            "steady" => a.steady = value(&flag, it.next()),
+            "iface" => a.iface = value(&flag, it.next()),
+            "at" => a.at = value(&flag, it.next()),
             "version" => {
                 println!("k8sdds-zenoh 1 (zenoh {})", zenoh_version());
                 exit(0)
@@ -436,6 +457,7 @@ fn main() {
         "ping" => ping(&a),
         "pong" => pong(&a),
         "router" => router(&a),
-        m => fail(&format!("mode {m:?}: pub, sub, ping, pong or router; {USAGE}")),
+        "discover" => discover::discover(&a),
+        m => fail(&format!("mode {m:?}: pub, sub, ping, pong, router or discover; {USAGE}")),
     }
 }

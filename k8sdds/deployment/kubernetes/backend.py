@@ -17,15 +17,15 @@ from pathlib import Path
 
 from k8sdds import model, stopping
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
+from k8sdds.deployment.kubernetes import multicast_pods, pods, watch
 from k8sdds.deployment.kubernetes import objects as m
-from k8sdds.deployment.kubernetes import pods, watch
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.deployment.kubernetes.cleanup import delete_repeat, remove
 from k8sdds.deployment.kubernetes.services import behind_service, wait_endpoints
 from k8sdds.deployment.kubernetes.usage import Usage
 from k8sdds.deployment.kubernetes.view import ApiView
 from k8sdds.deployment.options import KubernetesOptions
-from k8sdds.deployment.placement import place, sides
+from k8sdds.deployment.placement import place, side
 from k8sdds.errors import KubernetesError, UserError
 from k8sdds.model import DEBIAN_ARCH, PATHS, SERVICE_PATHS, Limits, Test
 from k8sdds.perftest.base import Command
@@ -51,6 +51,8 @@ class KubernetesBackend:
         self._created_namespace = False
         self._host = False  # the current datapath is `host`: every pod uses the node's network
         self._handles: list[Handle] = []
+        self._samplers: list[Handle] = []  # count_traffic's pods, read at teardown
+        self._pods = ""  # the current repeat's pod names' start
         self._repeat_labels: set[str] = set()
         self._collected: set[str] = set()  # pods whose log is in the run directory
         self._services: list[str] = []  # the current repeat's Services
@@ -138,14 +140,14 @@ class KubernetesBackend:
             if not names[node]["ready"]:
                 raise KubernetesError(f"node {node} is not Ready")
         on = place(roles, [pub, *subs], test.placement)
-        first, other = sides(test.effective_path)
         # pod names carry the run's id: a given namespace may hold another run's pods
         self._repeat = f"t{test.number}-r{repeat}-{self.run_id}"
+        self._pods = f"t{test.number}-r{repeat}"  # the repeat's pods' names begin so
         self.usage_reader.reset()
         out = {}
         for role in roles:
             pod = f"t{test.number}-r{repeat}-{role}-{self.run_id}"
-            host = self._host or (first if role == roles[0] else other) == "node"
+            host = self._host or side(role, roles, test.effective_path) == "node"
             out[role] = Placement(role, on[role], m.dns_name(pod), "" if host else "eth0",
                                   pod, pod)
         self._host_roles = {r for r in roles if out[r].interface == ""}
@@ -162,6 +164,32 @@ class KubernetesBackend:
     def role_dirs(self, config_dir: Path, secrets_dir: Path) -> tuple[str, str]:
         self._secrets_dir = secrets_dir
         return m.CONFIG_MOUNT, m.SECRETS_MOUNT
+
+    def count_traffic(self, nodes: Sequence[str], folder: Path, start: float) -> None:
+        """The sampler (parsers.counters) in a pod on each placed node's own network (the
+        engine image's bash), each running before this returns; its log is read at
+        teardown, the pod goes with the repeat."""
+        from k8sdds.parsers import counters
+
+        core = self.api.core()
+        for i, node in enumerate(nodes):
+            pod = f"{self._pods}-c{i}-{self.run_id}"
+            params = m.PodParams(
+                name=pod, namespace=self.namespace, run_id=self.run_id, repeat=self._repeat,
+                role=counters.ROLE, node=node, image=self.options.image,
+                argv=counters.argv(start), host_network=True, arch=self.options.arch)
+            self.api.call(f"create pod {pod} on {node}", core.create_namespaced_pod,
+                          self.namespace, m.pod(params))
+            self._repeat_labels.add(self._repeat)
+            self._samplers.append(Handle(counters.ROLE, None,
+                                         folder / f"{counters.PREFIX}{node}.log", ref=pod))
+        # running before the roles are started: its first sample comes before `start`
+        self._until(self._samplers, pods.started, self.options.pod_timeout, "running")
+
+    def start_lead(self, roles: int) -> float:
+        """A pod a role, created one after the other and each waited for (its image
+        already on the node): seconds each."""
+        return 5.0 + 1.0 * roles
 
     def start(self, placement: Placement, command: Command, log: Path,
               listen: int | None = None) -> Handle:
@@ -254,9 +282,9 @@ class KubernetesBackend:
         return codes
 
     def teardown(self) -> None:
-        for handle in self._handles:
+        for handle in (*self._handles, *self._samplers):
             self._collect(handle)
-        self._handles, self._nodes_of = [], {}
+        self._handles, self._nodes_of, self._samplers = [], {}, []
         core = self.api.core()
         for label in sorted(self._repeat_labels):
             delete_repeat(self.api, f"{m.REPEAT_LABEL}={label}",
@@ -317,14 +345,24 @@ class KubernetesBackend:
         engines = {"image": self.options.image}
         nodes = {n["name"]: n for n in self.cluster.nodes()}
         placed = list(dict.fromkeys(p.node for p in placement.values()))
-        sides = ("host",) if self._host else probes.SIDES  # `host`: no pod on the pod network
+        read_on = ("host",) if self._host else probes.SIDES  # `host`: no pod on the pod network
         unread = "interfaces, offloads, sysctls, CPU governor"
+        # the multicast probe's receivers start beside the fingerprint's pods: on an ARM
+        # node each pod's start is seconds, and one after the other cost a Pi's run twice
+        multicast = multicast_pods.begin(
+            self.api, self.run_id, self.options.image, placed, self.options.pod_timeout,
+            self._host, {n: nodes.get(n, {}).get("address", "") for n in placed},
+            self.options.arch)
         try:
             logs = probes.read(self.api, self.run_id, self.options.image, placed,
-                               self.options.pod_timeout, self.options.arch, sides)
+                               self.options.pod_timeout, self.options.arch, read_on)
             why = f"{unread} (its probe printed nothing of them)"  # for a node whose did not
         except KubernetesError as exc:
             logs, why = {}, f"{unread} (its probe: {exc})"
+        except BaseException:  # a stop: the probe's pods go too (`outcome` deletes them)
+            multicast_pods.abandon(multicast)
+            raise
+        probed = multicast_pods.outcome(multicast)
         out = {}
         for name in placed:
             info = nodes.get(name, {})
@@ -332,13 +370,15 @@ class KubernetesBackend:
                         "arch": info.get("arch", ""),
                         "runtime": info.get("runtime", "unknown"),
                         "kubelet": info.get("kubelet", "unknown")}
-            if all(fp.END in logs.get((name, side), "") for side in sides):
+            if all(fp.END in logs.get((name, where), "") for where in read_on):
                 read = fp.node(fp.recorded(logs[name, "host"]), cni, engines,
                                {"pod": fp.recorded(logs[name, "pod"])}
-                               if "pod" in sides else {})
+                               if "pod" in read_on else {})
                 out[name] = {**read, **api_part}
             else:
                 out[name] = {**api_part, "cni": cni, "engines": engines, "not_read": why}
+            if probed:
+                out[name]["multicast"] = probed
         return out
 
     def describe(self) -> dict:

@@ -287,6 +287,7 @@ class Kubelets:
         with procs.pinned(state.get("holders", {}).values(), recorded) as namespaces:
             procs.stop(state["pids"])
             procs.kill_namespaces(namespaces)  # the shims
+        procs.kill_referring([self.data_dir])  # a kubelet started, never recorded
         for root in state["cgroups"]:
             cgroups.remove_everywhere(root)
         for made in sorted(state.get("made", []), key=lambda d: -len(Path(d).parts)):

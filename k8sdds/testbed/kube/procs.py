@@ -7,7 +7,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -56,15 +56,13 @@ def stop(pids: list[int], grace: float = 5.0) -> None:
 def _members(groups: list[int]) -> list[int]:
     """The live processes (not zombies) of the process groups `groups`."""
     wanted, out = {str(g) for g in groups}, []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for pid in _pids():
         try:
-            fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
         if len(fields) > 2 and fields[2] in wanted and fields[0] != "Z":
-            out.append(int(entry.name))
+            out.append(pid)
     return out
 
 
@@ -102,30 +100,58 @@ def pinned(pids: Iterable[int], among: set[str] | None = None) -> Iterator[set[s
             os.close(fd)
 
 
+def _pids() -> Iterator[int]:
+    """Every process /proc shows now."""
+    return (int(e.name) for e in os.scandir("/proc") if e.name.isdigit())
+
+
 def in_namespaces(namespaces: set[str], spare: int | None = None) -> list[int]:
     """Every process in one of these mount namespaces (but `spare`)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != spare \
-                and mount_namespace(int(entry.name)) in namespaces:
-            found.append(int(entry.name))
-    return found
+    return [pid for pid in _pids() if pid != spare and mount_namespace(pid) in namespaces]
 
 
 KILL_WAIT = 5.0  # seconds for SIGKILLed processes to be gone before their files are removed
 
 
-def kill_namespaces(namespaces: set[str]) -> None:
-    """SIGKILL what is left in a node's mount namespace: containerd's shims daemonize into
-    sessions of their own, so stopping the daemons' process groups leaves them behind. The
-    namespaces must be `pinned`."""
-    for pid in in_namespaces(namespaces):
+def referring(paths: list[Path]) -> list[int]:
+    """Every process whose command line names one of `paths` or what is in them (a node's
+    kubelet names its root and volume-plugins folders), this one and its parent aside; a
+    path of another testbed whose name begins with this one's is not one of them."""
+    wanted = [str(p).encode() + end for p in paths for end in (b"/", b"\0")]
+    mine = {os.getpid(), os.getppid()}
+    found = []
+    for pid in _pids():
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if pid not in mine and any(w in line for w in wanted):
+            found.append(pid)
+    return found
+
+
+def _kill_until_gone(find: Callable[[], list[int]]) -> None:
+    """SIGKILL what `find` finds and wait (KILL_WAIT s at most) until it finds nothing: a
+    signal is sent, not yet taken, and a process killed as it starts still makes its
+    folders (a kubelet's volume-plugins folder came back after `down` removed the files)."""
+    for pid in find():
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    # a signal is sent, not yet taken: a kubelet killed as it starts still made its
-    # volume-plugins folder after `down` had removed the files; they go once it is gone
     deadline = time.monotonic() + KILL_WAIT
-    while in_namespaces(namespaces) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while find() and time.monotonic() < deadline:
+        time.sleep(0.05)  # processes we signalled: polled until they are gone
+
+
+def kill_referring(paths: list[Path]) -> None:
+    """What still names `paths`, killed and gone: a kubelet a killed `up` started but had
+    not yet recorded still writes into its folders."""
+    _kill_until_gone(lambda: referring(paths))
+
+
+def kill_namespaces(namespaces: set[str]) -> None:
+    """SIGKILL what is left in a node's mount namespace, and wait until it is gone:
+    containerd's shims daemonize into sessions of their own, so stopping the daemons'
+    process groups leaves them behind. The namespaces must be `pinned`."""
+    _kill_until_gone(lambda: in_namespaces(namespaces))
