@@ -43,7 +43,7 @@ def test_a_load_beyond_the_path_or_not_a_share_is_refused_with_what_is_allowed(c
     ("64,false,1,false,0,false,50%", HEAD, "set latencyTest=true"),
     ("64,false,1,false,0,true,,100", HEAD + ",loadLen", "set load too"),
     ("zenoh,tcp,64,false,1,false,0,true,50%", "engine,transport," + HEAD,
-     "zenoh runs no stream beside its round trip; load is for engine=ddsperf"),
+     "zenoh runs no stream beside its round trip; load is for engine=ddsperf or rtiperftest"),
     ("64,false,1,false,0,true,50%,8", HEAD + ",loadLen", "ddsperf sends samples of 12"),
 ])
 def test_a_load_that_cannot_run_is_refused_before_anything_starts(row, head, said):

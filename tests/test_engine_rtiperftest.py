@@ -274,3 +274,39 @@ def test_an_image_stands_in_for_a_local_perftest(tmp_path):
     ctx = RoleContext(role="pub", address="a", interface="eth0", endpoints=ENDPOINTS,
                       discovery="peers", config_dir="/tmp")
     assert engine.command(BASE, ctx).argv[0] == "/opt/rti/bin/perftest_cpp"  # in the image
+
+
+def test_the_stream_beside_a_round_trip_is_a_throughput_pair_in_domain_1(engine):
+    test = replace(BASE, latency_test=True, num_subscribers=1, load="50%", load_len=4096)
+    assert engine.roles(test) == ["pub", "sub0", "stream", "sink"]
+    where = {"pub": "10.0.0.1", "sub0": "10.0.0.2", "stream": "10.0.0.1", "sink": "10.0.0.2"}
+
+    def argv(role: str) -> list[str]:
+        ctx = RoleContext(role=role, address=where[role], interface="eth0", endpoints=where,
+                          discovery="peers", config_dir="/tmp", secrets_dir="/run/creds",
+                          stream_rate=2345.6)
+        return list(engine.command(test, ctx).argv[1:])
+
+    pub, stream, sink = argv("pub"), argv("stream"), argv("sink")
+    assert "-domain" not in pub and "-latencyTest" in pub
+    assert pub[pub.index("-dataLen") + 1] == "1024"
+    assert stream[:3] == ["-domain", "1", "-pub"] and "-latencyTest" not in stream
+    assert stream[stream.index("-pubRate") + 1] == "2346:sleep"  # Perftest's own rate control
+    assert stream[stream.index("-dataLen") + 1] == "4096"
+    assert sink[:6] == ["-domain", "1", "-sub", "-sidMultiSubTest", "0", "-numPublishers"]
+    assert "-noPrintIntervals" not in sink  # what it carried is read from its interval lines
+    # peers: its own domain's participants only
+    assert [stream[i + 1] for i, a in enumerate(stream) if a == "-peer"] == ["10.0.0.2"]
+    assert [pub[i + 1] for i, a in enumerate(pub) if a == "-peer"] == ["10.0.0.2"]
+    # the stream outlasts the round trip: it is stopped once the round trip ends
+    assert float(stream[stream.index("-executionTime") + 1]) > float(
+        pub[pub.index("-executionTime") + 1])
+    # max: as fast as it goes, no rate
+    ctx = RoleContext(role="stream", address="10.0.0.1", interface="eth0", endpoints=where,
+                      discovery="multicast", config_dir="/tmp", secrets_dir="/run/creds")
+    assert "-pubRate" not in engine.command(replace(test, load="max"), ctx).argv
+
+
+def test_a_stream_sample_size_perftest_refuses_is_refused_at_load(engine):
+    test = replace(BASE, latency_test=True, num_subscribers=1, load="50%", load_len=8)
+    assert engine.check(test)[0] == "load_len"

@@ -360,3 +360,20 @@ def test_summaries_without_a_title_under_no_print_intervals():
     pub = parse((R / "cyclone-noprint-throughput-pub-arm64.log").read_text(), "pub", False)
     assert pub.summary("latency_us_mean") == 2 * 2852
     assert pub.summary("latency_us_p50") == 2 * 3651
+
+
+def test_a_stopped_stream_receiver_is_read_from_its_interval_lines():
+    # the stream beside a round trip is stopped before Perftest prints its summary: what it
+    # carried is the mean of its interval lines (here all of them, two: no partial second
+    # left out of fewer than three)
+    cut = "\n".join((R / "doc-csv-intervals-cpu-sub.log").read_text().splitlines()[:4])
+    s = _summary(parse(cut, "sink", False))
+    assert s["throughput_mbps"] == pytest.approx(1546.3)  # Perftest's own "Ave Mbps", 2nd line
+    assert s["samples_per_s"] == pytest.approx((1908340 + 1957341) / 2)
+    legacy = "\n".join((R / "doc-legacy-intervals-sub.log").read_text().splitlines()[:3])
+    assert _summary(parse(legacy, "sink", False))["throughput_mbps"] == pytest.approx(1716.75)
+    # a summary it did print is kept as printed
+    assert _summary(parse((R / "doc-csv-intervals-cpu-sub.log").read_text(), "sink", False))[
+        "throughput_mbps"] == 1563.3
+    assert parse("Waiting to discover 1 publishers ...\n", "sink", False).failure == (
+        "no result line")

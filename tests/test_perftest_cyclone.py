@@ -136,11 +136,14 @@ def test_every_flag_k8sdds_gives_perftest_is_one_of_its_own(built):
                      best_effort=True, no_print=True),
              replace(BASE, multicast=True), replace(BASE, transport="tcp"),
              replace(BASE, transport="tls", secure=True)]
-    for test in tests:
-        for role in ("pub", "sub0"):
-            ctx = RoleContext(role=role, address=ENDPOINTS[role], interface="eth0",
-                              endpoints=ENDPOINTS, discovery="peers", config_dir="/tmp",
-                              secrets_dir="/run/creds")
+    loaded = replace(BASE, latency_test=True, num_subscribers=1, load="50%", load_len=1024)
+    where = {**ENDPOINTS, "stream": ENDPOINTS["pub"], "sink": ENDPOINTS["sub0"]}
+    for test, roles in [*((t, ("pub", "sub0")) for t in tests),
+                        (loaded, ("stream", "sink"))]:
+        for role in roles:
+            ctx = RoleContext(role=role, address=where[role], interface="eth0",
+                              endpoints=where, discovery="peers", config_dir="/tmp",
+                              secrets_dir="/run/creds", stream_rate=500.0)
             given |= {a for a in engine.command(test, ctx).argv[1:]
                       if re.fullmatch(r"-[A-Za-z]\w*", a)}
     assert given - own == set(), given - own
@@ -148,6 +151,7 @@ def test_every_flag_k8sdds_gives_perftest_is_one_of_its_own(built):
     assert {"-secureGovernanceFile", "-securePermissionsFile", "-secureCertAuthority",
             "-secureCertFile", "-securePrivateKey", "-transportCertFile"} <= given
     assert "-secureEncryptBoth" not in own
+    assert {"-domain", "-pubRate"} <= given  # the stream beside a round trip (load)
 
 
 def test_what_the_cyclone_build_cannot_honour_is_refused_at_load(built, write_schedule):
@@ -342,3 +346,51 @@ def test_a_latency_test_answers_on_the_receive_thread_one_ping_in_flight(built, 
     trips, mean = got.summary("roundtrips"), got.summary("latency_us_mean")
     assert trips and trips >= 20 and mean, pub.stdout[-2000:]  # 76 at 1 MB beside the suite
     assert trips * mean / 1e6 / 3 <= FILL_PERFTEST[1], (trips, mean)
+
+
+PACKETS = re.compile(r"^\s*Packets:\s*\d+\s+Packets/s:\s*(\d+)", re.M)  # legacy interval line
+CSV_RATE = re.compile(r"^\s*\d+,\s*\d+,\s*(\d+),", re.M)  # a CSV interval line: Samples/s
+
+
+def _interval_rates(log: Path) -> list[float]:
+    """A Perftest subscriber's samples a second, one per interval line it printed."""
+    text = log.read_text()
+    return [float(r) for r in PACKETS.findall(text) or CSV_RATE.findall(text)]
+
+
+@pytest.mark.emulated
+@requires_namespaces()
+def test_perftest_streams_beside_its_round_trip_as_the_how_to_writes(built, tmp_path):
+    """docs/how-to/latency-under-load.md's Perftest command (one repeat of 3 s): the run adds
+    Perftest's own throughput at 1 KiB as the capacity, and each share's stream is a Perftest
+    publisher in domain 1 at that share of what the capacity's subscriber printed, whose
+    subscriber's own interval lines show it arrived; the round trip is Perftest's."""
+    from .test_sweeps_emulated import _how_to_run
+
+    outcome, run, manifest, testbed = _how_to_run(
+        tmp_path, "docs/how-to/latency-under-load.md", "kpl", "3", which=1, repeats=1)
+    assert namespaces(testbed) == []
+    tests = {t["number"]: t for t in manifest["tests"]}
+    assert {t["engine"] for t in tests.values()} == {"rtiperftest"}
+    assert [(t["latency_test"], t["data_len"], t["load"]) for t in tests.values()] == [
+        (True, 64, ""), (False, 1024, ""), (True, 64, "25%"), (True, 64, "50%"),
+        (True, 64, "75%"), (True, 64, "100%"), (True, 64, "max")]
+    summary = (run / "test-2/rep-1/sub0.log").read_text()
+    capacity = float(re.search(r"Ave Samples/s.*\n\s*1024,\s*\d+,\s*(\d+)", summary)[1])
+    assert capacity > 0
+    for number, share in ((4, 0.5), (6, 1.0)):
+        logs, entry = run / f"test-{number}/rep-1", manifest["repeats"][f"test-{number}/rep-1"]
+        told = round(share * capacity)
+        argv = entry["argv"]["stream"]
+        assert argv[argv.index("-pubRate") + 1] == f"{told}:sleep", (argv, capacity)
+        assert argv[argv.index("-domain") + 1] == "1"
+        got = _interval_rates(logs / "sink.log")
+        assert got, (logs / "sink.log").read_text()[-2000:]
+        steady = got[1:-1] if len(got) >= 3 else got
+        assert 0.5 * told <= max(steady) <= 1.2 * told, (told, got)
+        # the round trip ran beside it: Perftest's latency summary
+        assert "Latency" in (logs / "pub.log").read_text()
+    assert "-pubRate" not in manifest["repeats"]["test-7/rep-1"]["argv"]["stream"]
+    df = pd.read_csv(run / "results.csv")
+    sink = df[(df.role == "sink") & (df.kind == "summary") & (df.metric == "throughput_mbps")]
+    assert set(sink.test) == {3, 4, 5, 6, 7}

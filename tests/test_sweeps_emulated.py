@@ -41,16 +41,17 @@ def _rates(log: Path, pattern: re.Pattern) -> list[float]:
     return out
 
 
-def _how_to_run(tmp_path: Path, page: str, prefix: str, duration: str):
-    """The page's one command, read from it, with 2 repeats (the page's 3 take minutes) and
-    `--duration`, a testbed (`prefix` + pid) and folder of its own, and `--json`: (its
-    outcome, its run directory, its manifest, the testbed's name)."""
+def _how_to_run(tmp_path: Path, page: str, prefix: str, duration: str, which: int = 0,
+                repeats: int = 2):
+    """The page's command (its `which`-th), read from it, with `repeats` (the page's 3 take
+    minutes) and `--duration`, a testbed (`prefix` + pid) and folder of its own, and
+    `--json`: (its outcome, its run directory, its manifest, the testbed's name)."""
     from .test_docs_commands import blocks
 
-    [block] = [b for b in blocks() if b.page == ROOT / page]
+    block = [b for b in blocks() if b.page == ROOT / page][which]
     [words] = block.commands
     words = list(words)
-    words[words.index("--repeats") + 1] = "2"
+    words[words.index("--repeats") + 1] = str(repeats)
     testbed = prefix + str(os.getpid() % 1000)
     env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state")}
     done = subprocess.run([sys.executable, "-m", "k8sdds", *words[1:], "--duration", duration,

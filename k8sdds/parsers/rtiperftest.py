@@ -16,6 +16,11 @@ the parsers, and most never read an RTI log.
 A refusal (`... cannot be used ...`), `command terminated with exit code N`, or no result at
 all is a failure with its reason, never a zero.
 
+The stream beside a round trip (`load`, role SINK) is stopped before its publisher ends the
+test, so Perftest never prints its summary: its `throughput_mbps` and `samples_per_s` are the
+means of its interval lines (Perftest's `Mbps:` and `Packets/s:` of each second), the first
+and the last left out (partial seconds), as ddsperf's are read.
+
 A log is read a piece at a time (`Stream`; `parse` of a text is the same over its pieces):
 interval samples are thinned as they come (`base.Samples`), the CSV sections are read across
 pieces (`perftest_csv.Sections`), so memory does not grow with a log's lines.
@@ -29,6 +34,7 @@ import re
 
 import numpy as np
 
+from k8sdds.model import SINK
 from k8sdds.parsers import latency
 from k8sdds.parsers.base import SUMMARY, Parsed, Samples, Trace, Value
 from k8sdds.parsers.perftest_csv import Sections, numeric
@@ -190,6 +196,8 @@ class Stream:
             self._sections.finish(self._values, self._sample)
         values = self._values
         columns = [c for c in (s.column() for s in self._samples.values()) if c]
+        if self.role == SINK:
+            values = values + _carried(values, self._samples)
         pongs = self._samples.get(("latency_us", "us"))
         if pongs is not None and self.latency_test and self.role == "pub" and pongs.seen:
             values = [*values, Value("roundtrips", float(pongs.seen), "roundtrips")]
@@ -227,6 +235,22 @@ def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
     return out
 
 
+def _carried(values: list[Value], samples: dict[tuple[str, str], Samples]) -> list[Value]:
+    """A stream's receiver's summary from its interval lines, where it printed none."""
+    if any(v.kind == SUMMARY and v.metric == "throughput_mbps" for v in values):
+        return []
+    out = []
+    for metric, unit in (("throughput_mbps", "Mb/s"), ("samples_per_s", "samples/s")):
+        column = samples[(metric, unit)].column() if (metric, unit) in samples else None
+        if column is None:
+            continue
+        steady = column.values[1:-1] if len(column.values) >= 3 else column.values
+        out.append(Value(metric, float(np.mean(steady)), unit))
+        if metric == "throughput_mbps":
+            out.append(Value("intervals", float(len(steady)), "intervals"))
+    return out
+
+
 def _failure(ends: str, exit_code: str | None, role: str, latency_test: bool,
              values: list[Value]) -> str | None:
     """Why this output holds no valid result: a non-zero exit, or the result its role must
@@ -236,7 +260,7 @@ def _failure(ends: str, exit_code: str | None, role: str, latency_test: bool,
     refusals = ([m.group(0).strip() for m in _REFUSAL.finditer(ends)]
                 if any(w in ends for w in _REFUSAL_WORDS) else [])
     summaries = {v.metric for v in values if v.kind == SUMMARY}
-    needs = ("throughput_mbps" if not latency_test and role.startswith("sub") else
+    needs = ("throughput_mbps" if not latency_test and role.startswith(("sub", SINK)) else
              "latency_us_mean" if latency_test and role == "pub" else None)
     reasons = []
     if exit_code is not None and exit_code != "0":

@@ -12,6 +12,14 @@ The K8sDDS command lines, built as argv lists: publisher `-pub -numSubscribers N
 governance document those flags chose (credentials.STUDY) with the run's own certificates:
 `-secureGovernanceFile -securePermissionsFile -secureCertAuthority -secureCertFile
 -securePrivateKey`. TLS takes `--rti-tls-dir`'s certificates, else the run's own.
+
+Under load (`load`): beside the round trip's publisher and subscriber, a throughput pair of
+`load_len` samples in DDS domain STREAM_DOMAIN (`-domain`), so it never matches the round
+trip's readers: its publisher (role STREAM, on the publisher's node) sends at the stream rate
+the run gives it (`-pubRate R:sleep`, Perftest's own rate control; none for `max`), its
+subscriber (role SINK) prints a line a second. Perftest prints its summary only when its
+publisher ends the test, and the stream outlasts the round trip it runs beside (it is stopped
+once that ends): what it carried is read from the subscriber's interval lines (the parser's).
 """
 
 from __future__ import annotations
@@ -21,12 +29,12 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from k8sdds.caches import engine_bin
 from k8sdds.flags import option
-from k8sdds.model import HOST_ARCH, Test
+from k8sdds.model import BESIDE, HOST_ARCH, SINK, STREAM, Test
 from k8sdds.perftest import credentials, cyclone
 from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
 
@@ -45,6 +53,7 @@ HOW = ("build it on Cyclone DDS from a Perftest source tree with `make perftest 
        "K8SDDS_RTIPERFTEST")
 BUILT = "perftest_cpp"  # what `make perftest` links in the engines' cache
 CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware (banner)
+STREAM_DOMAIN = 1  # the load stream's DDS domain (the round trip's: 0, Perftest's default)
 GOVERNANCE_FILES = (4, 1)  # from this Perftest on, -secureGovernanceFile replaces the flags
 
 
@@ -132,7 +141,7 @@ class RtiPerftest:
                 "batching; discovery by multicast (udp) or peers")
     parser = "rtiperftest"
     parallel_streams = False
-    under_load = False  # no stream beside its round trip (the load column)
+    under_load = True  # STREAM and SINK: a pub and a sub beside the round trip's, domain 1
     node_traffic = False  # no node interface counters sampled
     drain = 10.0  # subscribers print their summary and exit once the publisher finishes
     listen_port = None  # discovery waits for the peers itself
@@ -209,6 +218,9 @@ class RtiPerftest:
         if not MIN_SIZE <= test.data_len <= MAX_SIZE:
             return ("data_len", test.data_len,
                     f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
+        if test.load and not MIN_SIZE <= test.load_len <= MAX_SIZE:
+            return ("load_len", test.load_len,
+                    f"RTI Perftest sends samples of {MIN_SIZE} to {MAX_SIZE} bytes")
         if test.transport != "udp" and test.multicast:
             return ("multicast", test.multicast, "multicast needs transport=udp")
         if test.discovery == "cds" and test.transport != "udp":
@@ -228,9 +240,10 @@ class RtiPerftest:
 
     def roles(self, test: Test) -> Sequence[str]:
         """pub, sub0..; with discovery=cds, the Cloud Discovery Service right after pub, so it
-        starts before the subscribers."""
+        starts before the subscribers; under load, STREAM and SINK last."""
         roles = pubsub_roles(test)
-        return roles[:1] + ["cds"] + roles[1:] if test.discovery == "cds" else roles
+        roles = roles[:1] + ["cds"] + roles[1:] if test.discovery == "cds" else roles
+        return roles + ([STREAM, SINK] if test.load else [])
 
     def timeout(self, test: Test) -> float:
         return test.duration + 60  # discovery, 50 initialisation pings, the final exchange
@@ -258,8 +271,19 @@ class RtiPerftest:
         if ctx.role == "cds":
             return Command(argv=(self.cds, "-transport", str(CDS_PORT)), env=env,
                            image=self.image)
-        publisher = ctx.role == "pub"
+        if ctx.role in BESIDE:  # a throughput pair of load_len samples, its own domain; it
+            # outlasts the round trip beside it and is stopped once that ends
+            stream = replace(test, data_len=test.load_len, latency_test=False,
+                             num_subscribers=1, pub_rate=round(ctx.stream_rate), load="",
+                             load_len=0, no_print=False, duration=self.timeout(test))
+            return self._command(stream, ctx, env, ctx.role == STREAM, STREAM_DOMAIN)
+        return self._command(test, ctx, env, ctx.role == "pub", 0)
+
+    def _command(self, test: Test, ctx: RoleContext, env: dict[str, str], publisher: bool,
+                 domain: int) -> Command:
         argv = [self.path or "perftest_cpp"]
+        if domain:
+            argv += ["-domain", str(domain)]
         if publisher:
             argv += ["-pub", "-numSubscribers", str(test.num_subscribers),
                      "-executionTime", f"{test.duration:g}"]
@@ -270,10 +294,11 @@ class RtiPerftest:
             argv += ["-batchSize", str(test.batch_size)]
             if test.send_queue_size > 0:
                 argv += ["-sendQueueSize", str(test.send_queue_size)]
-            if test.pub_rate > 0:
-                argv += ["-pubRate", str(test.pub_rate)]
+            if test.pub_rate > 0:  # the stream's sleeps: a spinning one would take a core
+                argv += ["-pubRate", f"{test.pub_rate}:sleep" if domain else str(test.pub_rate)]
         else:
-            argv += ["-sub", "-sidMultiSubTest", ctx.role.removeprefix("sub"),
+            argv += ["-sub", "-sidMultiSubTest",
+                     "0" if ctx.role == SINK else ctx.role.removeprefix("sub"),
                      "-numPublishers", "1"]
         argv += ["-dataLen", str(test.data_len), "-cpu", "-nic", ctx.interface,
                  "-transport", TRANSPORTS[test.transport]]
@@ -284,6 +309,7 @@ class RtiPerftest:
         if test.no_print:
             argv.append("-noPrintIntervals")
         own = credentials.paths(Path(ctx.secrets_dir), ctx.role, credentials.STUDY)
+        side = "pub" if publisher else "sub"
         if test.secure and self.takes_governance():
             argv += ["-secureGovernanceFile", str(own.governance), "-securePermissionsFile",
                      str(own.permissions), "-secureCertAuthority", str(own.ca),
@@ -292,14 +318,14 @@ class RtiPerftest:
         elif test.secure:
             argv += ["-secureEncryptBoth", "-secureSign"]
         if test.transport in SECURE_TRANSPORTS:
-            ca, cert, key = (self._certs(ctx.role) if self.tls_dir
+            ca, cert, key = (self._certs(side) if self.tls_dir
                              else (str(own.ca), str(own.certificate), str(own.key)))
             argv += ["-transportCertAuthority", ca, "-transportCertFile", cert,
                      "-transportPrivateKey", key]
         if ctx.discovery == "peers":
             port = f":{TCP_PORT}" if test.transport in ("tcp", "tls") else ""
-            for role, address in ctx.endpoints.items():
-                if role != ctx.role:
+            for role, address in ctx.endpoints.items():  # its own domain's participants
+                if role != ctx.role and (role in BESIDE) == (ctx.role in BESIDE):
                     argv += ["-peer", address + port]
         elif ctx.discovery == "cds":  # as K8sDDS: every participant announces itself to CDS
             env["NDDS_DISCOVERY_PEERS"] = f"rtps@udpv4://{ctx.endpoints['cds']}:{CDS_PORT}"
