@@ -30,10 +30,11 @@ DISCOVERIES = ("multicast", "peers", "cds")
 # how messages go from the publisher to the subscribers: directly, or through a broker or
 # router the run deploys as one more role (MQTT's broker, Zenoh's router)
 TOPOLOGIES = ("peer", "routed")
-# the stream beside a round-trip test (`load`): its sender runs on the driver's node, its
-# receiver on the node of the role after the driver, so it crosses the same path
+# the stream beside a round-trip test (`load`): its sender runs on the driver's node (`pub`),
+# its receiver on the first peer's (`sub0`), so it crosses the same path, whatever else runs
+# between them (a broker, a router, a discovery service)
 STREAM, SINK = "stream", "sink"
-BESIDE = {STREAM: 0, SINK: 1}  # role -> the index of the role whose node it shares
+BESIDE = {STREAM: "pub", SINK: "sub0"}  # role -> the role whose node it shares
 # the roles of a node, in an emulated testbed's spec as in a cluster's inventory
 NODE_ROLES = ("control-plane", "worker")
 

@@ -42,8 +42,9 @@ def test_a_load_beyond_the_path_or_not_a_share_is_refused_with_what_is_allowed(c
 @pytest.mark.parametrize("row,head,said", [
     ("64,false,1,false,0,false,50%", HEAD, "set latencyTest=true"),
     ("64,false,1,false,0,true,,100", HEAD + ",loadLen", "set load too"),
-    ("zenoh,tcp,64,false,1,false,0,true,50%", "engine,transport," + HEAD,
-     "zenoh runs no stream beside its round trip; load is for engine=ddsperf or rtiperftest"),
+    ("qperf,tcp,64,false,1,false,0,true,50%", "engine,transport," + HEAD,
+     "qperf runs no stream beside its round trip; load is for engine=ddsperf or "
+     "rtiperftest or zenoh or mqtt"),
     ("64,false,1,false,0,true,50%,8", HEAD + ",loadLen", "ddsperf sends samples of 12"),
 ])
 def test_a_load_that_cannot_run_is_refused_before_anything_starts(row, head, said):
@@ -105,6 +106,13 @@ def test_the_stream_runs_beside_the_round_trips_ends():
     assert place(roles, ["a", "b", "c"], "cross-node") == {
         "pub": "a", "sub0": "b", "sub1": "c", "stream": "a", "sink": "b"}
     assert [side(r, roles, "node-pod") for r in roles] == ["node", "pod", "pod", "node", "pod"]
+    # whatever runs between the ends (a discovery service, a broker), the stream crosses
+    # the round trip's own path: publisher's node to the first subscriber's
+    assert place(["pub", "cds", "sub0", "stream", "sink"], ["a", "b", "c"], "cross-node") == {
+        "pub": "a", "cds": "b", "sub0": "c", "stream": "a", "sink": "c"}
+    assert place(["pub", "broker", "sub0", "stream", "sink"], ["a", "b", "c"],
+                 "cross-node") == {"pub": "a", "broker": "c", "sub0": "b", "stream": "a",
+                                   "sink": "b"}
 
 
 def test_ddsperf_streams_in_a_domain_of_its_own_at_the_told_rate():
@@ -124,3 +132,51 @@ def test_ddsperf_streams_in_a_domain_of_its_own_at_the_told_rate():
     assert argv("sink")[3:5] == ["-i", "1"] and argv("sink")[-1] == "sub"
     # the stream outlasts the round trip: it is stopped once the ping ends
     assert float(argv("stream")[2]) > float(argv("pub")[2])
+
+
+def _argv(engine, test, role: str, where: dict[str, str]) -> list[str]:
+    return list(engine.command(test, RoleContext(role, where[role], "eth0", where, "",
+                                                 "/tmp", stream_rate=2345.6)).argv)
+
+
+def _flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_mqtt_streams_on_a_topic_of_its_own_through_the_same_broker():
+    [t] = _tests("mqtt,tcp,64,false,1,true,0,true,50%", head="engine,transport," + HEAD)
+    engine = registry()["mqtt"]
+    assert engine.roles(t) == ["pub", "broker", "sub0", "stream", "sink"]
+    where = {"pub": "10.0.0.1", "broker": "10.0.0.3", "sub0": "10.0.0.2", "stream": "10.0.0.1",
+             "sink": "10.0.0.2"}
+    pub, pong, stream, sink = (_argv(engine, t, r, where)
+                               for r in ("pub", "sub0", "stream", "sink"))
+    assert (_flag(pub, "-mode"), _flag(pub, "-topic")) == ("ping", "k8sdds")
+    assert (_flag(pong, "-mode"), _flag(pong, "-topic")) == ("pong", "k8sdds")
+    assert [_flag(stream, f) for f in ("-mode", "-topic", "-size", "-rate", "-peers")] == [
+        "pub", "k8sdds-stream", "1024", "2346", "1"]
+    assert (_flag(sink, "-mode"), _flag(sink, "-topic")) == ("sub", "k8sdds-stream")
+    assert _flag(stream, "-broker") == _flag(pub, "-broker") == "10.0.0.3:1883"
+    # the stream outlasts the round trip: it is stopped once the ping ends
+    assert float(_flag(stream, "-duration")) > float(_flag(pub, "-duration"))
+
+
+@pytest.mark.parametrize("topology", ["peer", "routed"])
+def test_zenoh_streams_on_a_key_of_its_own(topology):
+    [t] = _tests(f"zenoh,tcp,{topology},64,false,1,false,0,true,max",
+                 head="engine,transport,topology," + HEAD)
+    engine = registry()["zenoh"]
+    where = {"pub": "10.0.0.1", "router": "10.0.0.3", "sub0": "10.0.0.2",
+             "stream": "10.0.0.1", "sink": "10.0.0.2"}
+    roles = engine.roles(t)
+    assert roles[-2:] == ["stream", "sink"]
+    stream, sink, pub = (_argv(engine, t, r, where) for r in ("stream", "sink", "pub"))
+    assert (_flag(stream, "-mode"), _flag(stream, "-key")) == ("pub", "k8sdds-stream")
+    assert (_flag(sink, "-mode"), _flag(sink, "-key")) == ("sub", "k8sdds-stream")
+    assert _flag(pub, "-key") == "k8sdds" and _flag(stream, "-rate") == "2346"
+    if topology == "routed":
+        assert _flag(stream, "-connect") == _flag(sink, "-connect") == "tcp/10.0.0.3:7447"
+    else:  # peer to peer: the stream dials its receiver only, the ping its pongs only
+        assert _flag(stream, "-connect") == "tcp/10.0.0.2:7999"
+        assert _flag(sink, "-listen") == "tcp/0.0.0.0:7999"
+        assert _flag(pub, "-connect") == "tcp/10.0.0.2:7447"

@@ -164,5 +164,6 @@ def test_engines_lists_mqtt_with_what_it_supports():
     out = subprocess.run([sys.executable, "-m", "k8sdds", "engines"], capture_output=True,
                          text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
-    assert "mqtt: MQTT throughput, latency through a broker (mosquitto); tcp; QoS 0" in out.stdout
+    assert ("mqtt: MQTT throughput, latency, latency under load through a broker (mosquitto); "
+            "tcp; QoS 0") in " ".join(out.stdout.split())
     assert "ddsperf: DDS throughput" in out.stdout

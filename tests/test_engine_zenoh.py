@@ -178,5 +178,6 @@ def test_engines_lists_zenoh_with_what_it_supports():
     out = subprocess.run([sys.executable, "-m", "k8sdds", "engines"], capture_output=True,
                          text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
-    assert ("zenoh: Zenoh throughput, latency; peer to peer (topology=peer) or through a Zenoh "
+    assert ("zenoh: Zenoh throughput, latency, latency under load; peer to peer "
+            "(topology=peer) or through a Zenoh "
             "router (topology=routed)") in " ".join(out.stdout.split())

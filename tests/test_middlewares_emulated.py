@@ -131,3 +131,43 @@ def test_dds_zenoh_and_mqtt_run_on_both_cilium_datapaths(tmp_path, env):
     assert namespaces(name) == []
     # the run's testbed went down on cilium-vxlan: its programs' folder went with it
     assert sorted(p.name for p in Path(env["K8SDDS_STATE_DIR"]).iterdir()) == [f"{name}.lock"]
+
+
+@needs("mqtt-amd64", "zenoh-amd64")
+def test_mqtt_and_zenoh_round_trips_beside_their_own_stream(tmp_path, env):
+    """A round trip under load (`load=50%`) with MQTT through its broker and Zenoh peer to
+    peer: the run adds each engine's throughput at 1 KiB as the capacity; the stream is that
+    engine's publisher at half of what the capacity's subscriber printed, on a topic of its
+    own, and its receiver's own lines show it arrived while the pings went on."""
+    from .test_sweeps_emulated import SUB, _rates, _steady
+
+    sch = tmp_path / "load.csv"
+    sch.write_text("engine,transport,topology,load," + HEADER +
+                   "mqtt,tcp,,50%,64,false,1,true,0,true\n"
+                   "zenoh,tcp,peer,50%,64,false,1,false,0,true\n")
+    name = "kdz" + str(os.getpid() % 1000)
+    proc = cli("run", "--sch", str(sch), "--datapath", "flannel-hostgw", "--duration", "3",
+               "--out", str(tmp_path / "logs"), "--testbed", name, "--json", "--no-plot",
+               env=env)
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    assert outcome["failed"] == [], outcome
+    assert namespaces(name) == []
+    run = Path(outcome["run_dir"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    tests = {t["number"]: t for t in manifest["tests"]}
+    assert [(t["engine"], t["latency_test"], t["data_len"], t["load"])
+            for t in tests.values()] == [
+        ("mqtt", False, 1024, ""), ("mqtt", True, 64, "50%"),
+        ("zenoh", False, 1024, ""), ("zenoh", True, 64, "50%")]
+    for capacity_test, loaded in ((1, 2), (3, 4)):
+        capacity = _steady(_rates(run / f"test-{capacity_test}/rep-1/sub0.log", SUB))
+        logs = run / f"test-{loaded}/rep-1"
+        argv = manifest["repeats"][f"test-{loaded}/rep-1"]["argv"]
+        told = round(0.5 * capacity)
+        assert abs(int(argv["stream"][argv["stream"].index("-rate") + 1]) - told) <= 0.01 * told
+        topic = "-topic" if "-topic" in argv["stream"] else "-key"
+        assert argv["stream"][argv["stream"].index(topic) + 1] == "k8sdds-stream"
+        got = _steady(_rates(logs / "sink.log", SUB))
+        assert 0.6 * told <= got <= 1.1 * told, (loaded, told, got)
+        assert "cnt" in (logs / "pub.log").read_text()  # the pings' lines went on beside it

@@ -29,7 +29,7 @@ def place(roles: Sequence[str], nodes: Sequence[str], placement: str,
         if role in OWN_NODE:
             out[role] = free.pop(0) if free else nodes[0]
         elif role in BESIDE:  # a stream beside a round trip: on its ends' nodes
-            out[role] = out[roles[BESIDE[role]]]
+            out[role] = out[BESIDE[role]]
     return {role: out[role] for role in roles}
 
 
@@ -37,7 +37,7 @@ def side(role: str, roles: Sequence[str], path: str) -> str:
     """Where `role` runs on `path` ("node" or "pod", `sides`): the driver's side for the
     driver and what runs beside it, the others' for the rest."""
     first, other = sides(path)
-    return first if role == roles[0] or BESIDE.get(role) == 0 else other
+    return first if role == roles[0] or BESIDE.get(role) == roles[0] else other
 
 
 def _spread(roles: Sequence[str], nodes: Sequence[str], placement: str) -> dict[str, str]:

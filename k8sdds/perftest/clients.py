@@ -1,20 +1,25 @@
 """What the engines on k8sdds' own clients share (k8sdds-mqtt, engines/mqtt; k8sdds-zenoh,
 engines/zenoh): messages of 16 bytes or more over TCP, the DDS columns they refuse, the
-publisher/subscriber and ping/pong modes, the driver's flags, and finding the built
-programs (`make engines` puts them in engine_bin())."""
+publisher/subscriber and ping/pong modes, the driver's flags, the stream beside a round trip
+(`load`: a `pub` at the stream rate, role STREAM, and a `sub`, role SINK, on a topic of their
+own, STREAM_TOPIC), and finding the built programs (`make engines` puts them in
+engine_bin())."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 
-from k8sdds.model import Test
+from k8sdds.model import BESIDE, STREAM, Test
 from k8sdds.perftest.base import Problem, engine_bin, engine_path
 
 MIN_SIZE = 16  # the sequence number and the send time
 MAX_SIZE = 16 * 1024 * 1024
 PEER_WAIT = 10  # seconds the publisher waits for its subscribers (and they for their link)
+STREAM_TOPIC = "k8sdds-stream"  # the stream's topic (key): never the round trip's "k8sdds"
+DRIVERS = ("pub", STREAM)  # the roles that send on their own: the driver, the stream
 
 
 def built(program: str) -> str | None:
@@ -51,7 +56,7 @@ class OwnClient:
     qos_levels: tuple[int, ...] = ()
     drain = 1.0  # seconds the subscribers get to count the last messages
     parallel_streams = False
-    under_load = False  # no stream beside its round trip (the load column)
+    under_load = True  # STREAM and SINK: a pub and a sub on STREAM_TOPIC
     node_traffic = False  # no node interface counters sampled
 
     transport_why: str  # why only tcp
@@ -82,6 +87,9 @@ class OwnClient:
         if test.latency_test and test.pub_rate:
             return ("pub_rate", test.pub_rate,
                     "a latency test sends one ping after each pong; set pubRate=0")
+        if test.load and not MIN_SIZE <= test.load_len <= MAX_SIZE:
+            return ("load_len", test.load_len,
+                    f"{self.binary} sends messages of {MIN_SIZE} to {MAX_SIZE} bytes")
         return None
 
     def service_ports(self, test: Test) -> Sequence[tuple[int, str]]:
@@ -93,10 +101,22 @@ class OwnClient:
     def timeout(self, test: Test) -> float:
         return test.duration + 2 * PEER_WAIT + 10
 
+    def measured(self, test: Test, role: str, rate: float) -> tuple[Test, str]:
+        """What `role` runs of `test`, and on which topic: the stream beside a round trip
+        (STREAM and SINK) is a throughput pair of `load_len` messages at `rate` (0: as fast
+        as it goes) on STREAM_TOPIC, outlasting the round trip (it is stopped once that
+        ends); every other role runs `test` on the round trip's topic."""
+        if role not in BESIDE:
+            return test, "k8sdds"
+        return replace(test, data_len=test.load_len, latency_test=False, num_subscribers=1,
+                       pub_rate=round(rate), load="", load_len=0,
+                       duration=self.timeout(test)), STREAM_TOPIC
+
     @staticmethod
     def mode(test: Test, role: str) -> str:
-        """pub or sub; in a latency test ping or pong (the driver is `pub`)."""
-        driver = role == "pub"
+        """pub or sub; in a latency test ping or pong (the driver is `pub`, the stream's
+        sender STREAM)."""
+        driver = role in DRIVERS
         if test.latency_test:
             return "ping" if driver else "pong"
         return "pub" if driver else "sub"

@@ -3,9 +3,10 @@ Go program on the Eclipse Paho client, built by `make engines`).
 
 Roles: `pub` (the driver: a publisher at full speed or at pubRate, or the ping side of a
 latency test), `broker` (mosquitto, on a node of its own where the cluster has one:
-placement.place) and `sub0..` (subscribers counting, or the pong side). `bestEffort` picks
-the QoS: true is QoS 0 (at most once), false QoS 1 (at least once); `mqttQos=2` asks for
-exactly once (with bestEffort=false). MQTT runs over TCP: the
+placement.place) and `sub0..` (subscribers counting, or the pong side); under load, `stream`
+and `sink` on a topic of their own through the same broker (clients.OwnClient.measured).
+`bestEffort` picks the QoS: true is QoS 0 (at most once), false QoS 1 (at least once);
+`mqttQos=2` asks for exactly once (with bestEffort=false). MQTT runs over TCP: the
 DDS columns it has no counterpart for (UDP, multicast, batching, DDS Security, a send queue,
 a discovery mode) are refused with the reason, never ignored. Roles run `k8sdds-mqtt` by
 name: the emulated backend puts the engines' directory first on their PATH, a host or an
@@ -17,10 +18,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 
-from k8sdds.model import Test
+from k8sdds.model import SINK, STREAM, Test
 from k8sdds.parsers.mqtt import BROKER  # the role name its log is parsed by
 from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version, pubsub_roles
-from k8sdds.perftest.clients import PEER_WAIT, OwnClient, built, first_line, not_built
+from k8sdds.perftest.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 
 PORT = 1883
 BINARY = "k8sdds-mqtt"
@@ -50,8 +51,8 @@ class Mqtt(OwnClient):
     hubs = (BROKER,)
     qos_levels = (0, 1, 2)
     arches = ("amd64", "arm64", "armhf")  # Go: this machine's, a Pi 4/5's and a Pi 3's
-    supports = ("MQTT throughput, latency through a broker (mosquitto); tcp; QoS 0 "
-                "(bestEffort), 1 and 2 (mqttQos)")
+    supports = ("MQTT throughput, latency, latency under load through a broker (mosquitto); "
+                "tcp; QoS 0 (bestEffort), 1 and 2 (mqttQos)")
     parser = "mqtt"
     listen_port = PORT  # the broker (the first follower) listens before the driver starts
     topologies = ("routed",)  # always through its broker
@@ -74,18 +75,19 @@ class Mqtt(OwnClient):
 
     def roles(self, test: Test) -> Sequence[str]:
         roles = pubsub_roles(test)
-        return [roles[0], BROKER, *roles[1:]]
+        return [roles[0], BROKER, *roles[1:]] + ([STREAM, SINK] if test.load else [])
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
         if ctx.role == BROKER:
             name = "mosquitto.conf"
             return Command(("mosquitto", "-c", f"{ctx.config_dir}/{name}"),
                            files={name: broker_config()})
+        test, topic = self.measured(test, ctx.role, ctx.stream_rate)
         argv = [BINARY, "-mode", self.mode(test, ctx.role),
-                "-broker", f"{ctx.endpoints[BROKER]}:{PORT}", "-topic", "k8sdds",
+                "-broker", f"{ctx.endpoints[BROKER]}:{PORT}", "-topic", topic,
                 "-size", str(test.data_len), "-qos", str(qos(test)),
                 "-wait", str(PEER_WAIT), "-id", f"k8sdds-{ctx.role}"]
-        if ctx.role == "pub":
+        if ctx.role in DRIVERS:
             argv += self.driver_flags(test)
         return Command(tuple(argv))
 

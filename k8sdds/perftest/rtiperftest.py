@@ -135,10 +135,10 @@ class RtiPerftest:
     hubs: tuple[str, ...] = ()  # the CDS serves discovery only
     programs = (BUILT,)  # `make perftest` builds it; the engine image carries it
     qos_levels: tuple[int, ...] = ()
-    supports = ("DDS throughput, latency. RTI's own build: udp, tcp, tls, dtls; DDS Security; "
-                "multicast; batching; discovery by multicast, peers or cds. k8sdds' build on "
-                "Cyclone DDS (make perftest): udp, tcp, tls; DDS Security; multicast; "
-                "batching; discovery by multicast (udp) or peers")
+    supports = ("DDS throughput, latency, latency under load. RTI's own build: udp, tcp, "
+                "tls, dtls; DDS Security; multicast; batching; discovery by multicast, peers "
+                "or cds. k8sdds' build on Cyclone DDS (make perftest): udp, tcp, tls; DDS "
+                "Security; multicast; batching; discovery by multicast (udp) or peers")
     parser = "rtiperftest"
     parallel_streams = False
     under_load = True  # STREAM and SINK: a pub and a sub beside the round trip's, domain 1

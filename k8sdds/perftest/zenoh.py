@@ -11,18 +11,21 @@ of its own (7447 + its index, so several share a node's address) and the publish
 them all. `bestEffort` picks the congestion control: true drops what the link cannot take
 (CongestionControl::Drop), false blocks the publisher (Block); Zenoh over TCP loses nothing
 else. The DDS columns it has no counterpart for are refused with the reason, never ignored.
+Under load, `stream` and `sink` on a key of their own (clients.OwnClient.measured): through
+the router where there is one, else the stream dials the sink (SINK_PORT).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from k8sdds.model import Test
+from k8sdds.model import SINK, STREAM, Test
 from k8sdds.parsers.zenoh import ROUTER  # the role name its log is parsed by
 from k8sdds.perftest.base import Command, RoleContext, pubsub_roles
-from k8sdds.perftest.clients import PEER_WAIT, OwnClient, built, first_line, not_built
+from k8sdds.perftest.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 
 PORT = 7447  # Zenoh's own port: the router's, and the first subscriber's peer to peer
+SINK_PORT = 7999  # where the stream's receiver listens peer to peer (past any subscriber's)
 BINARY = "k8sdds-zenoh"
 
 
@@ -42,8 +45,9 @@ class Zenoh(OwnClient):
     programs = (BINARY,)
     hubs = (ROUTER,)  # k8sdds-zenoh -mode router, in the routed topology
     arches = ("amd64", "arm64")  # Rust: this machine's and a Pi 4/5's (Debian's cross gcc)
-    supports = ("Zenoh throughput, latency; peer to peer (topology=peer) or through a Zenoh "
-                "router (topology=routed); tcp; bestEffort drops under congestion")
+    supports = ("Zenoh throughput, latency, latency under load; peer to peer "
+                "(topology=peer) or through a Zenoh router (topology=routed); tcp; bestEffort "
+                "drops under congestion")
     parser = "zenoh"  # k8sdds-zenoh prints ddsperf's lines; the router, Zenoh's errors
     listen_port = PORT  # the router, or the first subscriber, listens before the driver
     topologies = ("peer", "routed")
@@ -59,16 +63,23 @@ class Zenoh(OwnClient):
 
     def roles(self, test: Test) -> Sequence[str]:
         roles = pubsub_roles(test)
-        return [roles[0], ROUTER, *roles[1:]] if routed(test) else roles
+        roles = [roles[0], ROUTER, *roles[1:]] if routed(test) else roles
+        return roles + ([STREAM, SINK] if test.load else [])
 
     def command(self, test: Test, ctx: RoleContext) -> Command:
         if ctx.role == ROUTER:
             return Command(router_argv())
-        driver = ctx.role == "pub"
-        argv = [BINARY, "-mode", self.mode(test, ctx.role), "-key", "k8sdds",
+        routing = routed(test)
+        test, key = self.measured(test, ctx.role, ctx.stream_rate)
+        driver = ctx.role in DRIVERS
+        argv = [BINARY, "-mode", self.mode(test, ctx.role), "-key", key,
                 "-size", str(test.data_len), "-wait", str(PEER_WAIT), "-id", f"k8sdds-{ctx.role}"]
-        if routed(test):
+        if routing:
             argv += ["-zmode", "client", "-connect", f"tcp/{ctx.endpoints[ROUTER]}:{PORT}"]
+        elif ctx.role == STREAM:  # peer to peer, to the stream's receiver only
+            argv += ["-zmode", "peer", "-connect", f"tcp/{ctx.endpoints[SINK]}:{SINK_PORT}"]
+        elif ctx.role == SINK:
+            argv += ["-zmode", "peer", "-listen", f"tcp/0.0.0.0:{SINK_PORT}"]
         elif driver:
             subs = [r for r in ctx.endpoints if r.startswith("sub")]
             argv += ["-zmode", "peer", "-connect",
