@@ -83,6 +83,21 @@ def wait(*names: str) -> float:
     return time.monotonic() - started
 
 
+WAIT = "wait"  # a timeline line's first field: a test that waited for builds (.ci/phase)
+
+
+def record_wait(test: str, names: str, waited: float) -> None:
+    """Add to `make test`'s timeline ($K8SDDS_TIMELINE, where set) that `test` waited
+    `waited` seconds for the builds `names`: .ci/phase prints the longest waits, the run's
+    critical path."""
+    timeline = os.environ.get("K8SDDS_TIMELINE")
+    if not timeline:
+        return
+    line = f"{WAIT}\t{test}\t{waited:.1f}\t{names}\n"
+    with open(timeline, "a", encoding="utf-8") as out:  # one short append: whole lines
+        out.write(line)
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "needs(*artefacts, why=None): the test waits for "
                             "those of .ci/builds' artefacts (tests/builds.py)")
@@ -93,8 +108,9 @@ def pytest_runtest_setup(item) -> None:
     marks = list(item.iter_markers("needs"))
     waited = wait(*dict.fromkeys(n for mark in reversed(marks) for n in mark.args))
     if waited >= 1:
-        item.add_report_section("setup", "builds", f"waited {waited:.0f} s for "
-                                f"{', '.join(n for mark in marks for n in mark.args)}")
+        names = ", ".join(dict.fromkeys(n for mark in marks for n in mark.args))
+        item.add_report_section("setup", "builds", f"waited {waited:.0f} s for {names}")
+        record_wait(item.nodeid, names, waited)
     for mark in marks:
         why = mark.kwargs.get("why")
         reason = why() if why else None

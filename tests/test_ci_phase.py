@@ -64,3 +64,22 @@ def test_a_build_beside_a_phase_is_shown_under_it_and_not_counted_twice(tmp_path
     total = lines[-1].split()
     assert total[:5] == ["total", "20", "min", "00.0", "s"]  # 1,200 s: the phase's alone
     assert total[6:10] == ["30", "min", "00.0", "s"]  # 1,800 s of CPU, not 2,800
+
+
+def test_the_critical_path_is_the_tests_that_waited_longest_for_a_build(tmp_path, monkeypatch):
+    """tests/builds.py adds a line for each test that waited for builds; the timeline
+    prints the longest waits, longest first, after the table (which they do not change)."""
+    from . import builds
+
+    timeline = tmp_path / "timeline"
+    timeline.write_text("tests\t1200.0\t1500.0\t300.0\t0\n")
+    monkeypatch.setenv("K8SDDS_TIMELINE", str(timeline))
+    for i, waited in enumerate((5.0, 725.5, 1.2, 60.0, 300.0, 2.0, 30.0)):
+        builds.record_wait(f"tests/test_{i}.py::test_it", "k8s-amd64, vm-armhf", waited)
+    lines = [line for line in phase("--print", str(timeline)).stdout.splitlines() if line]
+    assert lines[2].split()[:5] == ["total", "20", "min", "00.0", "s"]
+    assert lines[3] == ("the critical path: the tests that waited longest for a build "
+                        "(7 waited; the longest 5):")
+    assert [line.split()[-1] for line in lines[4:]] == [
+        f"tests/test_{i}.py::test_it" for i in (1, 4, 3, 6, 0)]
+    assert lines[4].split()[:6] == ["12", "min", "05.5", "s", "for", "k8s-amd64,"]
