@@ -58,3 +58,76 @@ def test_the_documents_csv_body_says_what_the_service_refuses():
     assert not pattern.search("") and not pattern.search("1024,false,1,false,0\n")
     for shipped in (Path(__file__).parent.parent / "schedules").glob("*.csv"):
         assert pattern.search(shipped.read_text()), shipped.name
+
+
+def _asgi_get(app, target: str, headers: tuple[tuple[bytes, bytes], ...] = ()):
+    """GET `target` of an ASGI `app` in this process: (status, response headers)."""
+    import asyncio
+
+    path, _, query = target.partition("?")
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": query.encode(), "root_path": "",
+             "headers": [(b"host", b"testserver"), *headers],
+             "client": ("127.0.0.1", 50000), "server": ("testserver", 80)}
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}
+
+
+def test_a_page_without_the_token_touches_neither_the_store_nor_the_run_folders(svc):
+    """Every page of the web page checks the token first (the router's dependency): asked
+    without it, no statement reaches the database and no file or folder under --out is
+    opened or listed (Python's audit events, raised by the interpreter itself); the login
+    form is the only page it gets."""
+    import sys
+
+    from sqlalchemy import event
+
+    from k8sdds.serve.api import create_app
+
+    for run_id in ("20260101-000000-0001", "20260102-000000-0002"):
+        runs.add(runs.ImportRequest(run=run_id), svc)
+    app = create_app(svc.db, svc.out, token="t0ken-of-the-test-0123456789")
+    statements: list[str] = []
+    touched: list[str] = []
+    watching = [False]
+    out = str(svc.out.resolve())
+
+    def count(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    def audit(name: str, args: tuple) -> None:
+        if watching[0] and name in ("open", "os.listdir", "os.scandir") and args and \
+                str(args[0]).startswith(out):
+            touched.append(f"{name} {args[0]}")
+
+    event.listen(svc.db, "before_cursor_execute", count)
+    sys.addaudithook(audit)  # cannot be removed: it watches only while `watching`
+    pages = ["/", "/runs/20260101-000000-0001", "/runs/20260101-000000-0001/plots/"
+             "throughput.png", "/runs/20260101-000000-0001/report",
+             "/compare?a=20260101-000000-0001&b=20260102-000000-0002", "/history", "/tasks",
+             "/nodes"]
+    try:
+        watching[0] = True
+        for page in pages:
+            status, headers = _asgi_get(app, page)
+            assert (status, headers.get("location")) == (303, "/login"), page
+        assert statements == [] and touched == []
+        assert _asgi_get(app, "/login")[0] == 200
+        # with the token (the login cookie), the same pages do their work
+        cookie = ((b"cookie", b"k8sdds_token=t0ken-of-the-test-0123456789"),)
+        assert _asgi_get(app, "/compare?a=20260101-000000-0001&b=20260102-000000-0002",
+                         cookie)[0] == 200
+        assert statements and touched
+    finally:
+        watching[0] = False
+        event.remove(svc.db, "before_cursor_execute", count)

@@ -36,6 +36,27 @@ def _pair(where: Path, name: str = "") -> tuple[Path, Path]:
     return cert, key
 
 
+def _dated(where: Path, key_file: Path, days: int) -> Path:
+    """A certificate for `key_file`'s key valid for one day, `days` from now (negative: it
+    ended before today; positive: it starts after), made with the cryptography package."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    key = serialization.load_pem_private_key(key_file.read_bytes(), None)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    start = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=days)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(start + dt.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    path = where / f"dated{days}.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
 def test_the_service_serves_https_beyond_loopback_as_the_page_says(tmp_path):
     """The page's lines (docs/how-to/serve.md, TLS), run in a folder holding its token:
     `serve-cert` for this machine's names instead of the page's (localhost and 127.0.0.1,
@@ -104,6 +125,11 @@ def test_what_serve_refuses_before_it_listens(tmp_path):
         assert done.returncode == 2 and said in " ".join(done.stderr.split()), (args,
                                                                                done.stderr)
         assert "Traceback" not in done.stderr
+    for days, said in ((-2, "is expired: valid from"), (+3, "is not valid yet: valid from")):
+        dated = _dated(tmp_path, key, days)
+        done = invoke(*base, "--tls-cert", str(dated), "--tls-key", str(key))
+        assert done.returncode == 2 and said in " ".join(done.stderr.split()), done.stderr
+        assert "every client would refuse it" in " ".join(done.stderr.split())
     key.chmod(0o644)
     done = invoke(*base, "--tls-cert", str(cert), "--tls-key", str(key))
     assert done.returncode == 2 and "others can read this private key" in " ".join(

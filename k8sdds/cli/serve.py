@@ -31,7 +31,8 @@ SHUTDOWN_WAIT = 5  # seconds a stopping server waits for open connections to clo
 
 def _tls(cert: Path | None, key: Path | None) -> dict[str, str]:
     """uvicorn's TLS arguments for `cert` and `key` ({}: plain HTTP), checked before the
-    server starts: both given, the key private to its owner, the two a pair."""
+    server starts: both given, the key private to its owner, the two a pair, the
+    certificate valid now."""
     import ssl
 
     if cert is None and key is None:
@@ -52,7 +53,29 @@ def _tls(cert: Path | None, key: Path | None) -> dict[str, str]:
         raise typer.BadParameter(f"{cert} and {key}: not a PEM certificate and its private "
                                  f"key ({exc.args[-1] if exc.args else exc})",
                                  param_hint="--tls-cert") from None
+    outside = _outside_validity(cert)
+    if outside:
+        raise typer.BadParameter(outside, param_hint="--tls-cert")
     return {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+
+
+def _outside_validity(cert: Path) -> str | None:
+    """Why the server's certificate (the chain's first) cannot serve now: expired or not yet
+    valid, with its dates; None where it can. Every client refuses such a certificate, so a
+    service started with it would answer nobody."""
+    import datetime as dt
+
+    from cryptography import x509
+
+    first = x509.load_pem_x509_certificate(cert.read_bytes())
+    now = dt.datetime.now(dt.timezone.utc)
+    start, end = first.not_valid_before_utc, first.not_valid_after_utc
+    if start <= now <= end:
+        return None
+    when = "expired" if now > end else "not valid yet"
+    return (f"{cert} is {when}: valid from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
+            f"UTC, and it is {now:%Y-%m-%d %H:%M} UTC; every client would refuse it (a new "
+            "one: `k8sdds serve-cert`, or your CA's)")
 
 
 def serve(

@@ -1,15 +1,16 @@
 """The web page of `k8sdds serve`, a router of its own beside the API's: server-rendered HTML
 (Jinja2) with a little JavaScript on the tasks page (submit, and follow progress live), no
 asset from the network. Each page is a plain function of its request, reading the
-service's parts from `app.state` (`common.Service`), and sends a visitor without the token
-to the login form."""
+service's parts from `app.state` (`common.Service`). A visitor without the token is sent to
+the login form by the router's dependency (`signed_in`), before a page does any work: no
+query of the store, no run folder read. The login form itself is the `public` router's."""
 
 from __future__ import annotations
 
 import hmac
 from pathlib import Path
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
@@ -23,7 +24,17 @@ TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent
                                           "templates"))
 PLOTS = ("throughput.png", "latency.png", "overhead.png")  # what `k8sdds run` draws
 
-router = APIRouter(include_in_schema=False)
+
+
+def signed_in(request: Request) -> None:
+    """The pages' token check, run before anything of a page: a visitor without the token
+    is sent to the login form (303 See Other)."""
+    if not allowed(request, service(request).token):
+        raise HTTPException(303, "sign in first: /login", headers={"Location": "/login"})
+
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(signed_in)])
+public = APIRouter(include_in_schema=False)  # the login form: for a visitor without the token
 
 
 def run_answer(folder: Path, out: Path) -> list[str]:
@@ -42,13 +53,11 @@ def run_answer(folder: Path, out: Path) -> list[str]:
 
 
 def _page(request: Request, name: str, title: str, **values) -> HTMLResponse:
-    """Page `name` rendered, or the login form for a visitor without the token."""
-    if not allowed(request, service(request).token):
-        return RedirectResponse("/login", 303)
+    """Page `name` rendered (the router checked the token)."""
     return TEMPLATES.TemplateResponse(request, name, {"title": title, **values})
 
 
-@router.get("/login", response_class=HTMLResponse)
+@public.get("/login", response_class=HTMLResponse)
 def login(request: Request, token_given: str | None = Query(None, alias="token")):
     token = service(request).token
     if token is None:
@@ -98,8 +107,6 @@ def run(request: Request, run_id: str):
 @router.get("/runs/{run_id}/plots/{name}")
 def plot(request: Request, run_id: str, name: str):
     svc = service(request)
-    if not allowed(request, svc.token):
-        return RedirectResponse("/login", 303)
     found = store.run(svc.db, run_id) if store.RUN_ID.match(run_id) else None
     path = Path(found["path"]) / name if found and name in PLOTS else None
     if path is None or not served(path, svc.out):
@@ -110,8 +117,6 @@ def plot(request: Request, run_id: str, name: str):
 @router.get("/runs/{run_id}/report")
 def report(request: Request, run_id: str):
     svc = service(request)
-    if not allowed(request, svc.token):
-        return RedirectResponse("/login", 303)
     found = store.run(svc.db, run_id) if store.RUN_ID.match(run_id) else None
     path = Path(found["path"]) / "report.html" if found else None
     if path is None or not served(path, svc.out):
