@@ -156,3 +156,44 @@ def test_serve_cert_names_each_address_and_refuses_what_is_no_name(tmp_path):
         assert bad.returncode == 2 and "neither an IP address nor a host name" in " ".join(
             bad.stderr.split()), (name, bad.stderr)
         assert "Traceback" not in bad.stderr and not (tmp_path / "bad").exists()
+
+
+@needs_openssl
+@pytest.mark.service  # seconds of waiting on purpose: make test, not make check
+def test_a_tls_handshake_not_done_within_the_read_timeout_is_closed(tmp_path):
+    """Clients that connect to the TLS port and never complete a handshake (silent, or one
+    that stops after a few bytes of its ClientHello) are closed after --read-timeout (2 s
+    here; asyncio's own wait is 60 s), and a real client is served beside them."""
+    import socket
+    import time
+
+    cert, key = _pair(tmp_path)
+    (tmp_path / "logs").mkdir()
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "k8sdds", "serve", "--listen",
+                             f"127.0.0.1:{port}", "--out", str(tmp_path / "logs"),
+                             "--tls-cert", str(cert), "--tls-key", str(key),
+                             "--read-timeout", "2"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        _wait_listening(proc, port)
+        silent = [socket.create_connection(("127.0.0.1", port), timeout=15) for _ in range(5)]
+        partial = socket.create_connection(("127.0.0.1", port), timeout=15)
+        partial.sendall(b"\x16\x03\x01\x02\x00\x01")  # a ClientHello's first bytes only
+        started = time.monotonic()
+        checked = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/api/runs", timeout=30,
+                                    context=checked) as response:
+            assert response.status == 200
+        for s in [*silent, partial]:
+            try:  # closed by the server: end of stream, or a reset (the 15 s socket
+                assert s.recv(4096) == b""  # timeout would fail the test instead)
+            except ConnectionResetError:
+                pass
+            s.close()
+        closed = time.monotonic() - started
+        assert closed < 10, closed  # --read-timeout 2, not asyncio's 60
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert "Traceback" not in proc.stderr.read()

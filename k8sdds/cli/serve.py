@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import sys
 from pathlib import Path
 
 import typer
@@ -214,16 +215,39 @@ def _add_runs(db, out: Path, include_failed: bool) -> None:
 
 def _listen_until_stopped(app, host: str, port: int, max_connections: int,
                           read_timeout: float, tls: dict[str, str]) -> None:
-    """uvicorn serving `app` until a signal stops it."""
+    """uvicorn serving `app` until a signal stops it, on an event loop that bounds TLS
+    handshakes by `read_timeout` too (`protocol.handshake_bounded`)."""
+    import asyncio
+
     import uvicorn
 
-    from k8sdds.serve.protocol import ConcurrencyLimit, guarded
+    from k8sdds.serve.protocol import ConcurrencyLimit, guarded, handshake_bounded
 
-    uvicorn.run(ConcurrencyLimit(app, max_connections), host=host, port=port,
-                log_level="warning", http=guarded(read_timeout, 16 * max_connections),
-                # a client that keeps its TLS connection open answers no close: stop
-                # waiting for it after a few seconds (asyncio's own wait is 30)
-                timeout_graceful_shutdown=SHUTDOWN_WAIT, **tls)
+    config = uvicorn.Config(ConcurrencyLimit(app, max_connections), host=host, port=port,
+                            log_level="warning", loop="asyncio",
+                            http=guarded(read_timeout, 16 * max_connections),
+                            # a client that keeps its TLS connection open answers no close:
+                            # stop waiting for it after a few seconds (asyncio's own: 30)
+                            timeout_graceful_shutdown=SHUTDOWN_WAIT, **tls)
+    served = uvicorn.Server(config).serve()
+    if sys.version_info >= (3, 11):  # as uvicorn runs it, on our loop
+        with asyncio.Runner(loop_factory=handshake_bounded(read_timeout)) as runner:
+            runner.run(served)
+        return
+    loop = handshake_bounded(read_timeout)()  # Python 3.10: asyncio.run's steps by hand
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(served)
+    finally:  # the callbacks a stop left pending run (the worker threads' end), then close
+        try:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 CERT_FILES = ("ca.pem", "cert.pem", "key.pem")

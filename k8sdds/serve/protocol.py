@@ -3,12 +3,16 @@
 seconds or it is closed, so clients that never finish their headers cannot hold the
 service; at most `max_open` connections are open at once (more are closed at once); and
 only requests being served count against the service's concurrency (ASGI middleware,
-`ConcurrencyLimit`), not connections that are idle or still sending."""
+`ConcurrencyLimit`), not connections that are idle or still sending. Over TLS the handshake
+comes before any of that (asyncio completes it before the protocol sees the connection):
+`handshake_bounded` closes one not done within `read_timeout` too (asyncio's own wait, 60 s,
+let silent clients hold connections long after the read deadline)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import h11
@@ -61,6 +65,26 @@ def guarded(read_timeout: float, max_open: int) -> type[H11Protocol]:
             super().connection_lost(exc)
 
     return Guarded
+
+
+def handshake_bounded(read_timeout: float) -> Callable[[], asyncio.AbstractEventLoop]:
+    """An event loop factory whose TLS servers give a client `read_timeout` seconds to
+    complete its handshake (`ssl_handshake_timeout` of asyncio's create_server, which
+    uvicorn does not set): a client that never completes it is closed then."""
+
+    def factory() -> asyncio.AbstractEventLoop:
+        loop = asyncio.new_event_loop()
+        plain = loop.create_server
+
+        async def create_server(*args: Any, **kwargs: Any) -> asyncio.Server:
+            if kwargs.get("ssl") is not None:
+                kwargs.setdefault("ssl_handshake_timeout", read_timeout)
+            return await plain(*args, **kwargs)
+
+        loop.create_server = create_server  # type: ignore[method-assign]
+        return loop
+
+    return factory
 
 
 def _who(protocol: Any) -> str:
