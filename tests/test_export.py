@@ -114,3 +114,32 @@ def test_an_unknown_format_names_the_allowed_ones(run):
     done = invoke("results", str(run), "--format", "junit")
     assert done.returncode == 2
     assert "github-bigger" in done.stderr and "openmetrics" in done.stderr
+
+
+def test_a_label_from_a_hostile_results_table_is_printable_and_bounded():
+    """A results table is evidence read from disk: a path or datapath holding a line end,
+    quotes and 5,000 characters reaches /metrics as one printable label of at most 200
+    characters, and the text reads back through prometheus-client's own parser."""
+    import pandas as pd
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from k8sdds.analysis import cells as cell_table
+    from k8sdds.analysis import export
+
+    hostile = 'pod"\n} k8sdds_evil 1\n# EOF\n' + "x" * 5000
+    cell = {param: default for param, default in cell_table.DEFAULTS.items()}
+    cell |= {"datapath": 'weave"\nevil', "engine": "ddsperf", "transport": "udp",
+             "data_len": 1024, "path": hostile, "metric": "throughput_mbps", "unit": "Mb/s",
+             "mean": 100.0, "ci_low": 99.0, "ci_high": 101.0, "repeats": 3,
+             "run_id": "20260101-000000-a"}
+    for param in cell_table.SHOWN:
+        cell.setdefault(param, "")
+    text = export.openmetrics(pd.DataFrame([cell]), [("20260101-000000-a", "emulated\n")])
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert "k8sdds_evil" not in families
+    [mean] = families["k8sdds_cell_mean"].samples
+    assert mean.value == 100.0
+    for value in (*mean.labels.values(), *families["k8sdds_run"].samples[0].labels.values()):
+        assert value.isprintable() and len(value) <= 200, value
+    assert mean.labels["datapath"] == 'weave"?evil'
+    assert mean.labels["test"].endswith("...") and len(mean.labels["test"]) == 200

@@ -5,7 +5,10 @@ prometheus-client's own exposition (never written by hand).
 Labels stay bounded: one series per cell and statistic, labelled with what identifies the
 test (its name, datapath, engine, transport, payload) and the metric; never with a run id or
 a time, so a new run of the same schedule updates the same series instead of adding new
-ones. Which run the figures come from is one info series (`k8sdds_run_info`)."""
+ones. Which run the figures come from is one info series (`k8sdds_run_info`). A label's
+value comes from a run's results, which are evidence read from disk: each is printable text
+of at most LABEL_MAX characters (`label`), whatever a results table holds; prometheus-client
+escapes the rest."""
 
 from __future__ import annotations
 
@@ -21,6 +24,14 @@ from k8sdds.analysis import cells as cell_table
 # `customSmallerIsBetter`; a metric with no known direction goes in neither
 DIRECTIONS = {"github-bigger": True, "github-smaller": False}
 LABELS = ("test", "datapath", "engine", "transport", "payload_bytes", "metric", "unit")
+LABEL_MAX = 200  # characters of a label's value; a longer one is cut, ending in "..."
+
+
+def label(value: object) -> str:
+    """A label's value from a results table: each character that is not printable (a line
+    end, a control character) as "?", and at most LABEL_MAX characters."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    return text if len(text) <= LABEL_MAX else text[:LABEL_MAX - 3] + "..."
 STATISTICS = (("mean", "the mean over the repeats"),
               ("ci_low", "the low end of the mean's 95 % interval (Student's t)"),
               ("ci_high", "the high end of the mean's 95 % interval (Student's t)"),
@@ -64,15 +75,14 @@ def families(cells: pd.DataFrame, runs: Iterable[tuple[str, str]] = ()) -> Itera
             value = float(cell[column]) if cell[column] is not None else math.nan
             if math.isnan(value):
                 continue
-            family.add_metric([cell_table.name(cell), str(cell["datapath"]),
-                               str(cell["engine"]), str(cell["transport"]),
-                               str(int(cell["data_len"])), cell["metric"], cell["unit"]],
-                              value)
+            family.add_metric([label(v) for v in (
+                cell_table.name(cell), cell["datapath"], cell["engine"], cell["transport"],
+                int(cell["data_len"]), cell["metric"], cell["unit"])], value)
         yield family
     info = InfoMetricFamily("k8sdds_run", "A run the cells' figures come from.",
                             labels=("run_id", "backend"))
     for run_id, backend in runs:
-        info.add_metric([run_id, backend], {})
+        info.add_metric([label(run_id), label(backend)], {})
     yield info
 
 
