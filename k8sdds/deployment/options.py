@@ -8,7 +8,10 @@ from pathlib import Path
 
 from k8sdds.flags import option
 from k8sdds.images import DEFAULT_IMAGE  # the engine image's tag: the image owns it
+from k8sdds.testbed.profiles import PROFILES  # the profiles' names: the registry owns them
 from k8sdds.testbed.spec import DEFAULT_NAME  # the default testbed's name: the spec owns it
+
+CALIBRATED = ", ".join(n for n, p in PROFILES.items() if p.board)
 
 
 def _names(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -29,13 +32,13 @@ class EmulatedOptions:
                         "control plane, the others are workers, where pods run",
                         cli_type=int, min=2, max=64)
     profile: str | None = option(
-        None, "--profile", "edge profile of every worker: cloud, rpi3b, rpi4, rpi3b-wifi "
-        "(see `k8sdds testbed profiles`)")
+        None, "--profile", f"edge profile of every worker: {', '.join(PROFILES)} (see "
+        "`k8sdds testbed profiles`)")
     testbed_spec: Path | None = option(
         None, "--testbed-spec", "testbed spec (YAML): nodes with name, role, arch, profile "
         "(--cluster is the old spelling)", "--cluster", cli_type=Path, pins=True)
     no_calibrate: bool = option(
-        False, "--no-calibrate", "run a calibrated profile (rpi3b, rpi4, rpi3b-wifi) on the "
+        False, "--no-calibrate", f"run a calibrated profile ({CALIBRATED}) on the "
         "CPU budget in use even where it was not calibrated on this machine (the answer says "
         "so); without it, the run calibrates that budget here first (`k8sdds testbed "
         "calibrate`, about 4 minutes, kept for the runs after it)", cli_type=bool)

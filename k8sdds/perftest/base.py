@@ -11,6 +11,8 @@ from typing import Any, Protocol
 from k8sdds.caches import engine_bin  # where `make engines` puts its engines
 from k8sdds.model import SINK, STREAM, Test  # noqa: F401 - the engines' roles
 
+STREAM_DOMAIN = 1  # the DDS domain of the stream beside a round trip (the round trip's: 0)
+
 # (field of Test, offending value, reason), as schedule.check reports it
 Problem = tuple[str, Any, str] | None
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from k8sdds.model import SINK, STREAM, Test
 from k8sdds.perftest import credentials, cyclone
 from k8sdds.perftest.base import (
+    STREAM_DOMAIN,
     Command,
     Problem,
     RoleContext,
@@ -36,7 +37,6 @@ WAIT_PER_SUBSCRIBER = 0.25  # more participants take longer to discover each oth
 def discovery_wait(test: Test) -> int:
     """-Q initwait: 10 s, and a quarter second more per subscriber beyond the first four."""
     return int(DISCOVERY_WAIT + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
-STREAM_DOMAIN = 1  # the load stream's DDS domain (the round trip's: 0)
 SAMPLE_OVERHEAD = 64  # bytes a sample takes in a datagram beyond its size (headers)
 LARGEST_DATAGRAM = 65000  # under UDP's 65507
 

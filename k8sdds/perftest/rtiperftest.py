@@ -36,7 +36,7 @@ from k8sdds.caches import engine_bin
 from k8sdds.flags import option
 from k8sdds.model import BESIDE, HOST_ARCH, SINK, STREAM, Test
 from k8sdds.perftest import credentials, cyclone
-from k8sdds.perftest.base import Command, Problem, RoleContext, pubsub_roles
+from k8sdds.perftest.base import STREAM_DOMAIN, Command, Problem, RoleContext, pubsub_roles
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620
@@ -53,7 +53,6 @@ HOW = ("build it on Cyclone DDS from a Perftest source tree with `make perftest 
        "K8SDDS_RTIPERFTEST")
 BUILT = "perftest_cpp"  # what `make perftest` links in the engines' cache
 CYCLONE = "Eclipse Cyclone DDS"  # how Perftest built on it names its middleware (banner)
-STREAM_DOMAIN = 1  # the load stream's DDS domain (the round trip's: 0, Perftest's default)
 GOVERNANCE_FILES = (4, 1)  # from this Perftest on, -secureGovernanceFile replaces the flags
 
 
