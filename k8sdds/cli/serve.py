@@ -125,7 +125,8 @@ def serve(
                                         "most 16 times as many are open)."),
     read_timeout: float = typer.Option(10.0, "--read-timeout", min=0.1, max=3600,
                                        help="Seconds a client gets to send a whole request "
-                                       "(head and body); a slower one is closed."),
+                                       "(head and body), and over TLS to complete its "
+                                       "handshake; a slower one is closed."),
     watch: float = typer.Option(5.0, "--watch", min=0, help="Every this many seconds, add "
                                 "the run directories that appeared in --out (those there at "
                                 "start at once; a run still running when it ends; each "
