@@ -80,7 +80,9 @@ def _asgi_get(app, target: str, headers: tuple[tuple[bytes, bytes], ...] = ()):
              "client": ("127.0.0.1", 50000), "server": ("testserver", 80)}
     asyncio.run(app(scope, receive, send))
     start = next(m for m in sent if m["type"] == "http.response.start")
-    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    headers = {k.decode(): v.decode() for k, v in start["headers"]}
+    return start["status"], headers | {"body": body.decode()}
 
 
 def test_a_page_without_the_token_touches_neither_the_store_nor_the_run_folders(svc):
@@ -131,3 +133,30 @@ def test_a_page_without_the_token_touches_neither_the_store_nor_the_run_folders(
     finally:
         watching[0] = False
         event.remove(svc.db, "before_cursor_execute", count)
+
+
+def test_the_api_and_the_page_compare_alike_and_answer_the_same_errors(svc):
+    """/api/compare and the page's /compare go through one helper (routes.common.compared):
+    a run the database lacks, a run whose directory is gone and a good pair are answered
+    with the same reason by both, the API with its status."""
+    import html
+    import json
+
+    from k8sdds.serve.api import create_app
+
+    for run_id in ("20260101-000000-0001", "20260102-000000-0002"):
+        runs.add(runs.ImportRequest(run=run_id), svc)
+    app = create_app(svc.db, svc.out)
+    (svc.out / "20260102-000000-0002" / "manifest.json").rename(svc.out / "kept.json")
+    for b, status in (("20260103-000000-0003", 404), ("20260102-000000-0002", 410)):
+        query = f"a=20260101-000000-0001&b={b}"
+        got, api = _asgi_get(app, f"/api/compare?{query}")
+        said = json.loads(api["body"])["detail"]
+        assert got == status and b in said, (got, said)
+        page_status, page = _asgi_get(app, f"/compare?{query}")
+        assert page_status == 200 and said in html.unescape(page["body"]), said
+    (svc.out / "kept.json").rename(svc.out / "20260102-000000-0002" / "manifest.json")
+    query = "a=20260101-000000-0001&b=20260102-000000-0002"
+    got, api = _asgi_get(app, f"/api/compare?{query}")
+    assert got == 200 and json.loads(api["body"])["rows"]
+    assert 'id="compare"' in _asgi_get(app, f"/compare?{query}")[1]["body"]

@@ -1,6 +1,7 @@
 """What the API's routers share: the service's parts, read from `app.state` (so a route is a
 plain function of its request, not a closure of `create_app`), the token check, the error
-documents and the typed parameters."""
+documents, the typed parameters, and a comparison of two runs (`compared`: the API's
+/api/compare and the page's /compare find, load, admit and compare alike)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,44 @@ def queue(request: Request) -> Worker:
     if worker is None:
         raise HTTPException(503, "this service runs no tasks")
     return worker
+
+
+def run_path(svc: Service, run_id: str) -> Path:
+    """The directory of run `run_id`: 404 where the database has no such run, 410 where its
+    directory is gone."""
+    found = store.run(svc.db, run_id_of(run_id))
+    if found is None:
+        raise HTTPException(404, f"no run {run_id[:80]!r}")
+    path = Path(found["path"])
+    if not (path / "manifest.json").is_file():
+        raise HTTPException(410, f"run {run_id}: its directory {path} is gone")
+    return path
+
+
+class CompareRefused(HTTPException):
+    """Two runs `k8sdds compare` would not compare (422), with its reason: `force` would
+    compare them all the same."""
+
+
+def compared(svc: Service, a: str, b: str, metrics, force: bool,
+             same_fingerprint: bool = False):
+    """Run `b` against run `a` as `k8sdds compare` does (k8sdds.analysis.comparable's rule,
+    then analysis.compare): (what differs, the rows). A missing run is 404, a gone one 410,
+    runs the rule refuses CompareRefused (422), a run that cannot be read 422."""
+    from k8sdds.analysis import comparable, compare
+    from k8sdds.analysis.load import load
+    from k8sdds.errors import UserError
+
+    paths = run_path(svc, a), run_path(svc, b)
+    try:
+        runs = load([paths[0]]), load([paths[1]])
+        admitted = comparable.admit(*runs, (a, b), force, same_fingerprint,
+                                    comparable.QUERY_OPTIONS)
+        return admitted, compare.compare(*runs, metrics)
+    except comparable.CompareRefused as exc:
+        raise CompareRefused(422, str(exc)) from None
+    except (UserError, OSError) as exc:
+        raise HTTPException(422, str(exc)) from None
 
 
 def run_id_of(run_id: str) -> str:

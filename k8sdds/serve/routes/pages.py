@@ -18,7 +18,7 @@ from k8sdds.errors import UserError
 from k8sdds.serve import store
 from k8sdds.serve.access import COOKIE, allowed, served
 from k8sdds.serve.limits import MAX_PAYLOAD
-from k8sdds.serve.routes.common import service
+from k8sdds.serve.routes.common import CompareRefused, compared, service
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent /
                                           "templates"))
@@ -127,28 +127,17 @@ def report(request: Request, run_id: str):
 @router.get("/compare", response_class=HTMLResponse)
 def compare(request: Request, a: str | None = None, b: str | None = None,
             force: bool = False):
-    svc = service(request)
     from k8sdds.analysis import comparable
-    from k8sdds.analysis import compare as comparing
-    from k8sdds.analysis.load import load
 
+    svc = service(request)
     ids = [r["run_id"] for r in store.list_runs(svc.db, store.RunFilter(limit=1000))]
     rows, error, refused, differ = [], "", False, ()
     if a and b:
-        paths = [store.run(svc.db, x) if store.RUN_ID.match(x) else None for x in (a, b)]
-        if None in paths:
-            error = "no such run"
-        else:
-            try:  # compare's rule, as the CLI and the API apply it
-                runs = load([Path(paths[0]["path"])]), load([Path(paths[1]["path"])])
-                admitted = comparable.admit(*runs, (a, b), force,
-                                            options=comparable.QUERY_OPTIONS)
-                differ = admitted.differences + admitted.fingerprints
-                rows = comparing.compare(*runs, comparable.DEFAULT_METRICS)
-            except comparable.CompareRefused as exc:
-                error, refused = str(exc), True
-            except (UserError, OSError) as exc:
-                error = str(exc)
+        try:  # as /api/compare and the CLI: the same finding, loading and rule
+            admitted, rows = compared(svc, a, b, comparable.DEFAULT_METRICS, force)
+            differ = admitted.differences + admitted.fingerprints
+        except HTTPException as exc:
+            error, refused = str(exc.detail), isinstance(exc, CompareRefused)
     return _page(request, "compare.html", "Compare two runs", runs=ids, a=a, b=b,
                  rows=rows, error=error, refused=refused, differ=differ, force=force)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-from pathlib import Path
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import JSONResponse, Response
@@ -25,6 +24,7 @@ from k8sdds.serve.routes.common import (
     Name,
     Service,
     authorized,
+    compared,
     errors,
     run_id_of,
     service,
@@ -89,16 +89,6 @@ def results_body(db: Engine, run_id: str, format: str) -> bytes:
     return rows_to_csv(rows, header=True).encode()
 
 
-def run_path(svc: Service, run_id: str) -> Path:
-    found = store.run(svc.db, run_id_of(run_id))
-    if found is None:
-        raise HTTPException(404, f"no run {run_id!r}")
-    path = Path(found["path"])
-    if not (path / "manifest.json").is_file():
-        raise HTTPException(410, f"run {run_id}: its directory {path} is gone")
-    return path
-
-
 def _plain(value):
     """A value of a comparison as JSON has it: numpy's as Python's, NaN as null."""
     value = value.item() if hasattr(value, "item") else value
@@ -117,16 +107,7 @@ def compare_runs(a: str, b: str, metric: list[Metric] = Query(
     repeats with its interval and n, the change, significance and verdict (no verdict with
     one repeat a side), as `k8sdds compare` gives them; refused (422, the reason) where
     `k8sdds compare` refuses, by the same rule (k8sdds.analysis.comparable)."""
-    from k8sdds.analysis import comparable, compare
-    from k8sdds.analysis.load import load
-
-    try:
-        runs = load([run_path(svc, a)]), load([run_path(svc, b)])
-        admitted = comparable.admit(*runs, (a, b), force, same_fingerprint,
-                                    comparable.QUERY_OPTIONS)
-        rows = compare.compare(*runs, metric)
-    except UserError as exc:
-        raise HTTPException(422, str(exc)) from None
+    admitted, rows = compared(svc, a, b, metric, force, same_fingerprint)
     return {"baseline": a, "contender": b,
             "differences": list(admitted.differences),
             "fingerprint_differences": list(admitted.fingerprints),
