@@ -68,16 +68,12 @@ def run_path(svc: Service, run_id: str) -> Path:
     return path
 
 
-class CompareRefused(HTTPException):
-    """Two runs `k8sdds compare` would not compare (422), with its reason: `force` would
-    compare them all the same."""
-
-
 def compared(svc: Service, a: str, b: str, metrics, force: bool,
              same_fingerprint: bool = False):
     """Run `b` against run `a` as `k8sdds compare` does (k8sdds.analysis.comparable's rule,
     then analysis.compare): (what differs, the rows). A missing run is 404, a gone one 410,
-    runs the rule refuses CompareRefused (422), a run that cannot be read 422."""
+    a run that cannot be read 422; runs the rule refuses raise its CompareRefused (the API
+    answers 422, the page offers `force`)."""
     from k8sdds.analysis import comparable, compare
     from k8sdds.analysis.load import load
     from k8sdds.errors import UserError
@@ -88,8 +84,8 @@ def compared(svc: Service, a: str, b: str, metrics, force: bool,
         admitted = comparable.admit(*runs, (a, b), force, same_fingerprint,
                                     comparable.QUERY_OPTIONS)
         return admitted, compare.compare(*runs, metrics)
-    except comparable.CompareRefused as exc:
-        raise CompareRefused(422, str(exc)) from None
+    except comparable.CompareRefused:
+        raise
     except (UserError, OSError) as exc:
         raise HTTPException(422, str(exc)) from None
 

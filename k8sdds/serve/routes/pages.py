@@ -18,7 +18,7 @@ from k8sdds.errors import UserError
 from k8sdds.serve import store
 from k8sdds.serve.access import COOKIE, allowed, served
 from k8sdds.serve.limits import MAX_PAYLOAD
-from k8sdds.serve.routes.common import CompareRefused, compared, service
+from k8sdds.serve.routes.common import compared, service
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent /
                                           "templates"))
@@ -136,8 +136,10 @@ def compare(request: Request, a: str | None = None, b: str | None = None,
         try:  # as /api/compare and the CLI: the same finding, loading and rule
             admitted, rows = compared(svc, a, b, comparable.DEFAULT_METRICS, force)
             differ = admitted.differences + admitted.fingerprints
+        except comparable.CompareRefused as exc:
+            error, refused = str(exc), True
         except HTTPException as exc:
-            error, refused = str(exc.detail), isinstance(exc, CompareRefused)
+            error = str(exc.detail)
     return _page(request, "compare.html", "Compare two runs", runs=ids, a=a, b=b,
                  rows=rows, error=error, refused=refused, differ=differ, force=force)
 

@@ -107,7 +107,12 @@ def compare_runs(a: str, b: str, metric: list[Metric] = Query(
     repeats with its interval and n, the change, significance and verdict (no verdict with
     one repeat a side), as `k8sdds compare` gives them; refused (422, the reason) where
     `k8sdds compare` refuses, by the same rule (k8sdds.analysis.comparable)."""
-    admitted, rows = compared(svc, a, b, metric, force, same_fingerprint)
+    from k8sdds.analysis.comparable import CompareRefused
+
+    try:
+        admitted, rows = compared(svc, a, b, metric, force, same_fingerprint)
+    except CompareRefused as exc:
+        raise HTTPException(422, str(exc)) from None
     return {"baseline": a, "contender": b,
             "differences": list(admitted.differences),
             "fingerprint_differences": list(admitted.fingerprints),
