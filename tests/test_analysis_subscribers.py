@@ -41,6 +41,11 @@ def test_overlapping_everywhere_is_no_crossover_and_one_repeat_no_verdict():
                         _row(True, 2, (900, math.nan, math.nan), repeats=1)])
     assert fan.crossover(one)[0] is None
     assert fan.crossover(one)[1] == "no verdict at 2 subscribers (one repeat: no interval)"
+    # and the line claims nothing either way: no "does not overtake" from one repeat
+    [line] = fan.sentences(pd.concat([one, one.assign(num_subscribers=4)]))
+    assert line.endswith("; where multicast overtakes unicast is not said (no verdict at 2, "
+                         "4 subscribers (one repeat: no interval))"), line
+    assert "does not overtake" not in line
 
 
 def test_the_line_names_each_delivery_the_crossover_or_why_there_is_no_multicast():

@@ -135,8 +135,12 @@ def sentences(tab: pd.DataFrame, not_applicable: list[dict] = ()) -> list[str]:
                 f"a message, then {hi['pub_cpu_us']:.3g})")
         if g["multicast"].any():
             n, why = crossover(g)
-            parts.append(f"multicast overtakes unicast at {n} subscribers ({why})" if n
-                         else f"multicast does not overtake unicast ({why})")
+            if n:
+                parts.append(f"multicast overtakes unicast at {n} subscribers ({why})")
+            elif (g["repeats"] < 2).all():  # one repeat: no claim either way
+                parts.append(f"where multicast overtakes unicast is not said ({why})")
+            else:
+                parts.append(f"multicast does not overtake unicast ({why})")
         else:
             left = [na["reason"] for na in not_applicable
                     if na.get("datapath") == dp and na.get("column") == "multicast"]
