@@ -24,6 +24,18 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None,
                                    reason="needs openssl (make test installs it)")
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """The server stopped as a user stops it (SIGTERM), and killed if it did not end within
+    20 s (the test fails then: a stop must stop it)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
 def _pair(where: Path, name: str = "") -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and localhost, and its key (0600), by openssl
     as the page says to make one."""
@@ -102,8 +114,7 @@ def test_the_service_serves_https_beyond_loopback_as_the_page_says(tmp_path):
                                    context=ssl.create_default_context())
         assert "CERTIFICATE_VERIFY_FAILED" in str(untrusted.value)
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        _stop(proc)
 
 
 @needs_openssl
@@ -194,6 +205,5 @@ def test_a_tls_handshake_not_done_within_the_read_timeout_is_closed(tmp_path):
         closed = time.monotonic() - started
         assert closed < 10, closed  # --read-timeout 2, not asyncio's 60
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        _stop(proc)
     assert "Traceback" not in proc.stderr.read()
