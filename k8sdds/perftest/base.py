@@ -13,6 +13,12 @@ from k8sdds.model import SINK, STREAM, Test  # noqa: F401 - the engines' roles
 
 STREAM_DOMAIN = 1  # the DDS domain of the stream beside a round trip (the round trip's: 0)
 
+
+def told_rate(rate: float) -> int:
+    """The whole samples a second a stream's sender is told for `rate`: at least 1 (a rate
+    rounded to 0 would read as no rate, as fast as it goes), 0 for none (`max`)."""
+    return max(1, round(rate)) if rate else 0
+
 # (field of Test, offending value, reason), as schedule.check reports it
 Problem = tuple[str, Any, str] | None
 

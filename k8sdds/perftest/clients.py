@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from k8sdds.model import BESIDE, STREAM, Test
-from k8sdds.perftest.base import Problem, engine_bin, engine_path
+from k8sdds.perftest.base import Problem, engine_bin, engine_path, told_rate
 
 MIN_SIZE = 16  # the sequence number and the send time
 MAX_SIZE = 16 * 1024 * 1024
@@ -109,7 +109,7 @@ class OwnClient:
         if role not in BESIDE:
             return test, "k8sdds"
         return replace(test, data_len=test.load_len, latency_test=False, num_subscribers=1,
-                       pub_rate=round(rate), load="", load_len=0,
+                       pub_rate=told_rate(rate), load="", load_len=0,
                        duration=self.timeout(test)), STREAM_TOPIC
 
     @staticmethod

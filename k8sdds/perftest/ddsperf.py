@@ -24,6 +24,7 @@ from k8sdds.perftest.base import (
     RoleContext,
     debian_version,
     pubsub_roles,
+    told_rate,
 )
 from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render, security_plugins
 
@@ -168,7 +169,7 @@ class Ddsperf:
         if test.latency_test:
             argv += ["ping", "size", str(test.data_len)] if publisher else ["pong"]
         elif publisher:
-            argv += ["pub", f"{max(1, round(rate))}Hz" if rate else "inf", "size",
+            argv += ["pub", f"{told_rate(rate)}Hz" if rate else "inf", "size",
                      str(test.data_len)]
         else:
             argv += ["sub"]

@@ -36,7 +36,14 @@ from k8sdds.caches import engine_bin
 from k8sdds.flags import option
 from k8sdds.model import BESIDE, HOST_ARCH, SINK, STREAM, Test
 from k8sdds.perftest import credentials, cyclone
-from k8sdds.perftest.base import STREAM_DOMAIN, Command, Problem, RoleContext, pubsub_roles
+from k8sdds.perftest.base import (
+    STREAM_DOMAIN,
+    Command,
+    Problem,
+    RoleContext,
+    pubsub_roles,
+    told_rate,
+)
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620
@@ -273,7 +280,7 @@ class RtiPerftest:
         if ctx.role in BESIDE:  # a throughput pair of load_len samples, its own domain; it
             # outlasts the round trip beside it and is stopped once that ends
             stream = replace(test, data_len=test.load_len, latency_test=False,
-                             num_subscribers=1, pub_rate=round(ctx.stream_rate), load="",
+                             num_subscribers=1, pub_rate=told_rate(ctx.stream_rate), load="",
                              load_len=0, no_print=False, duration=self.timeout(test))
             return self._command(stream, ctx, env, ctx.role == STREAM, STREAM_DOMAIN)
         return self._command(test, ctx, env, ctx.role == "pub", 0)
