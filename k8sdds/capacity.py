@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from k8sdds.model import Test
@@ -112,9 +112,12 @@ def measured(results: str, number: int) -> list[float]:
     return [statistics.fmean(v) for v in per_repeat.values()]
 
 
-def stream(test: Test, tests: Sequence[Test], results: str) -> StreamRate | None:
+def stream(test: Test, tests: Sequence[Test],
+           rates: Callable[[int], list[float]]) -> StreamRate | None:
     """The stream of a repeat of `test`: None without one; `max` as fast as it goes; a share
-    of the median its capacity test measured so far (its `missing` said where none did)."""
+    of the median its capacity test measured so far (its `missing` said where none did).
+    `rates(number)`: what capacity test `number` measured so far, a value per finished
+    repeat (`measured` of the run's results; the runner reads them once per new repeat)."""
     if not test.load:
         return None
     share = test.load_share
@@ -124,12 +127,12 @@ def stream(test: Test, tests: Sequence[Test], results: str) -> StreamRate | None
     if base is None:
         return StreamRate(0.0, missing=f"load={test.load} needs the path's capacity, and the run "
                       "holds no test of it (a run written before it was added)")
-    rates = [r for r in measured(results, base.number) if r > 0]
+    got = [r for r in rates(base.number) if r > 0]
     where = f"test-{base.number}"
-    if not rates:
+    if not got:
         return StreamRate(0.0, source=where, missing=f"load={test.load}: the path's capacity "
                       f"({where}, {test.engine} at {test.load_len} B) has no finished repeat "
                       "to take a share of")
-    capacity = statistics.median(rates)
+    capacity = statistics.median(got)
     return StreamRate(rate=share * capacity, capacity=capacity,
-                  source=f"{where}, median of {len(rates)} repeat(s)")
+                      source=f"{where}, median of {len(got)} repeat(s)")

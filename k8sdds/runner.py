@@ -164,6 +164,7 @@ class Runner:
                           not_applicable=summary(manifest.not_applicable))
         sequence = ORDERS[manifest.order](list(manifest.pending()))
         self.progress.start(len(sequence))
+        capacities = _capacities(run, manifest)
         wired = None
         try:
             for test, rep in sequence:
@@ -181,8 +182,7 @@ class Runner:
                     None if test.datapath in manifest.fingerprints else
                     functools.partial(manifest.fingerprints.__setitem__, test.datapath),
                     manifest.fingerprints.get(test.datapath),
-                    capacity.stream(test, manifest.tests, run.read_results_text()
-                                    if test.load_share is not None else ""))
+                    capacity.stream(test, manifest.tests, capacities))
                 manifest.repeats[key] = entry
                 try:
                     run.write_manifest(manifest)
@@ -263,3 +263,16 @@ def _space_left(path: Path, min_free_mb: float, upcoming: RepeatKey) -> None:
                          f"repeats are kept; make room, then continue with "
                          f"`k8sdds run --resume {path}`")
 
+
+def _capacities(run: RunDir, manifest: RunManifest) -> Callable[[int], list[float]]:
+    """What each capacity test measured so far (capacity.measured), read from the run's
+    results once per new repeat of that test, not once per repeat that takes a share."""
+    seen: dict[int, tuple[int, list[float]]] = {}
+
+    def rates(number: int) -> list[float]:
+        done = sum(1 for key in manifest.repeats if key.test == number)
+        if number not in seen or seen[number][0] != done:
+            seen[number] = (done, capacity.measured(run.read_results_text(), number))
+        return seen[number][1]
+
+    return rates

@@ -19,6 +19,12 @@ from k8sdds.perftest.base import RoleContext
 HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,load"
 
 
+def _of(results: str):
+    """What the runner gives `capacity.stream`: each capacity test's values, read from a
+    results table's text."""
+    return lambda number: capacity.measured(results, number)
+
+
 def _tests(*rows: str, head: str = HEAD):
     return schedule.loads("\n".join([head, *rows]) + "\n")
 
@@ -80,7 +86,7 @@ RESULTS = ("test,repeat,role,kind,metric,value\n"
 
 def test_a_share_is_told_of_the_median_the_capacity_test_received_so_far():
     tests = expand(_tests("64,false,1,false,0,true,75%"), ["host"])
-    stream = capacity.stream(tests[1], tests, RESULTS)
+    stream = capacity.stream(tests[1], tests, _of(RESULTS))
     assert (stream.rate, stream.capacity, stream.missing) == (0.75 * 40000, 40000, "")
     assert stream.record() == {"rate_per_s": 30000.0, "capacity_per_s": 40000.0,
                                "of": "test-1, median of 3 repeat(s)"}
@@ -90,13 +96,14 @@ def test_max_is_told_no_rate_and_an_idle_row_has_no_stream():
     tests = expand(_tests("64,false,1,false,0,true,max", "64,false,1,false,0,true,0"),
                    ["host"])
     assert [t.load for t in tests] == ["max", ""]  # no capacity test: no share
-    assert capacity.stream(tests[0], tests, "").record() == {"rate_per_s": 0.0}
-    assert capacity.stream(tests[1], tests, "") is None
+    assert capacity.stream(tests[0], tests, _of("")).record() == {"rate_per_s": 0.0}
+    assert capacity.stream(tests[1], tests, _of("")) is None
 
 
 def test_a_share_whose_capacity_has_no_finished_repeat_says_so():
     tests = expand(_tests("64,false,1,false,0,true,75%"), ["host"])
-    missing = capacity.stream(tests[1], tests, "test,repeat,role,kind,metric,value\n").missing
+    missing = capacity.stream(tests[1], tests,
+                              _of("test,repeat,role,kind,metric,value\n")).missing
     assert missing == ("load=75%: the path's capacity (test-1, ddsperf at 1024 B) has no "
                        "finished repeat to take a share of")
 

@@ -37,6 +37,13 @@ class Trace(NamedTuple):
 MAX_SAMPLES = 3600
 
 
+def steady(seconds):
+    """A per-second series without its first and last second (discovery, the stop: partial
+    seconds), where it has three or more; else the whole of it. The one rule every parser
+    reads an interval series' mean by."""
+    return seconds[1:-1] if len(seconds) >= 3 else seconds
+
+
 def thinning_step(n: int) -> int:
     """Of `n` samples every k-th is kept: k the smallest power of two that leaves at most
     MAX_SAMPLES (a power of two, so a log read a piece at a time is thinned as it is read,

@@ -17,7 +17,7 @@ import re
 
 from k8sdds.model import STREAM
 from k8sdds.parsers import latency
-from k8sdds.parsers.base import SAMPLE, Parsed, Value
+from k8sdds.parsers.base import SAMPLE, Parsed, Value, steady
 
 _PREFIX = r"^\[(?P<pid>\d+)\]\s+(?P<t>\d+(?:\.\d+)?)\s+"
 _SUB = re.compile(
@@ -97,8 +97,7 @@ def read(text: str, role: str, latency_test: bool) -> Parsed:
 
 
 def _steady(rows: list[dict[str, float]]) -> list[dict[str, float]]:
-    active = [r for r in rows if r["delta"] > 0]
-    return active[1:-1] if len(active) >= 3 else active
+    return steady([r for r in rows if r["delta"] > 0])
 
 
 def _throughput_summary(rows: list[dict[str, float]]) -> tuple[list[Value], str | None]:
@@ -116,8 +115,7 @@ def _throughput_summary(rows: list[dict[str, float]]) -> tuple[list[Value], str 
 
 
 def _rate_summary(rates: list[float]) -> tuple[list[Value], str | None]:
-    active = [r for r in rates if r > 0]
-    used = active[1:-1] if len(active) >= 3 else active
+    used = steady([r for r in rates if r > 0])
     if not used:
         return [], None  # the subscribers' output decides whether the repeat failed
     return [Value("samples_per_s", sum(used) / len(used), "samples/s"),

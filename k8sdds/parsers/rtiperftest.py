@@ -36,7 +36,7 @@ import numpy as np
 
 from k8sdds.model import SINK
 from k8sdds.parsers import latency
-from k8sdds.parsers.base import SUMMARY, Parsed, Samples, Trace, Value
+from k8sdds.parsers.base import SUMMARY, Parsed, Samples, Trace, Value, steady
 from k8sdds.parsers.perftest_csv import Sections, numeric
 from k8sdds.parsers.perftest_json import Document
 
@@ -244,10 +244,10 @@ def _carried(values: list[Value], samples: dict[tuple[str, str], Samples]) -> li
         column = samples[(metric, unit)].column() if (metric, unit) in samples else None
         if column is None:
             continue
-        steady = column.values[1:-1] if len(column.values) >= 3 else column.values
-        out.append(Value(metric, float(np.mean(steady)), unit))
+        used = steady(column.values)
+        out.append(Value(metric, float(np.mean(used)), unit))
         if metric == "throughput_mbps":
-            out.append(Value("intervals", float(len(steady)), "intervals"))
+            out.append(Value("intervals", float(len(used)), "intervals"))
     return out
 
 
