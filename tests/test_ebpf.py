@@ -4,6 +4,7 @@ missing. The programs at work: tests/test_emulated.py."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -58,3 +59,16 @@ def test_a_program_that_does_not_compile_is_said_with_clangs_words(tmp_path):
     with pytest.raises(ebpf.TestbedError, match="clang-19 could not compile datapath.c for "
                                                 "n1: .*ENDPOINTS"):
         ebpf.build("#define TUNNEL 0\n", tmp_path / "n1")
+
+
+def test_the_programs_and_their_counters_are_the_c_sources_own():
+    """ebpf.PROGRAMS is read against datapath.c: the same sections, and each program's
+    counter at the index of its name in the C enum (bpftool's keys are those indices)."""
+    source = ebpf.SOURCE.read_text()
+    sections = re.findall(r'^SEC\("([a-z-]+)"\)', source, re.MULTILINE)
+    assert sections == ["from-container", "from-netdev", "from-overlay"]
+    assert list(ebpf.PROGRAMS) == sections
+    enum = re.search(r"^enum \{([^}]*)\};", source, re.MULTILINE).group(1)
+    counters = [name.strip() for name in enum.split(",")]
+    assert counters[-1] == "HITS"  # the map's size
+    assert [c.lower().replace("_", "-") for c in counters[:-1]] == list(ebpf.PROGRAMS)

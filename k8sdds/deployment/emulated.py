@@ -276,7 +276,7 @@ class EmulatedBackend:
                                                dp.encryption if dp and dp.encryption != "none"
                                                else "")))}
         if dp and isinstance(dp.wiring, Ebpf):  # which programs, and what of the kernel
-            cni.update(ebpf.about(bool(dp.wiring.tunnel)))
+            cni.update(ebpf.about("tunnel" if dp.wiring.tunnel else "native"))
         machine = {**fp.machine(fp.local), "runtime": "none (pods are network namespaces)",
                    "kubelet": "none"}
         probed = self._multicast(placement)

@@ -146,14 +146,14 @@ def _number(field: int | list[str]) -> int:
     return int.from_bytes(bytes(int(b, 16) for b in field), sys.byteorder)
 
 
-# the kernel's features the programs use, by mode (a fingerprint says them)
-FEATURES = {True: ("tc clsact", "bpf_redirect", "bpf_redirect_peer", "bpf_skb_set_tunnel_key",
-                   "a collect-metadata VXLAN device"),
-            False: ("tc clsact", "bpf_redirect", "bpf_redirect_peer", "bpf_redirect_neigh")}
+# the kernel's features the programs use, by Cilium's routing mode (a fingerprint says them)
+FEATURES = {"tunnel": ("tc clsact", "bpf_redirect", "bpf_redirect_peer",
+                       "bpf_skb_set_tunnel_key", "a collect-metadata VXLAN device"),
+            "native": ("tc clsact", "bpf_redirect", "bpf_redirect_peer", "bpf_redirect_neigh")}
 
 
 @functools.cache
-def about(tunnel: bool) -> dict[str, str]:
+def about(routing_mode: str) -> dict[str, str]:
     """Which programs, built by what, using which of the kernel's features: for a node's
     fingerprint."""
     clang = run([CLANG, "--version"], check=False).stdout.splitlines()
@@ -161,4 +161,4 @@ def about(tunnel: bool) -> dict[str, str]:
     return {"programs": f"k8sdds' own tc programs ({SOURCE.name}, sha256 {digest}), "
                         "compiled for each node",
             "compiler": clang[0].strip() if clang else f"{CLANG}: not found",
-            "kernel_features": ", ".join(FEATURES[tunnel])}
+            "kernel_features": ", ".join(FEATURES[routing_mode])}

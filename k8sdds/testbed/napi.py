@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed import cgroups, netns
-from k8sdds.testbed.kube.forward import enter
+from k8sdds.testbed.netns import enter
 
 # netlink and generic netlink constants (linux/netlink.h, genetlink.h, netdev.h)
 NETLINK_GENERIC = 16

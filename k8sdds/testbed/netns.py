@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from k8sdds.errors import TestbedError
 
+CLONE_NEWNET = 0x40000000  # setns(2): a network namespace
 # commands not in iproute2, and their Debian package
 PACKAGES = {"nft": "nftables", "iptables-restore": "iptables", "ipset": "ipset"}
 
@@ -26,6 +28,18 @@ def run(argv: Sequence[str], check: bool = True, stdin: str | None = None
     if check and proc.returncode != 0:
         raise TestbedError(f"`{' '.join(argv)}` failed: {proc.stderr.strip() or proc.stdout}")
     return proc
+
+
+
+def enter(netns: str) -> None:
+    """Move this process's network namespace to `netns` (a /run/netns path): for a process
+    of k8sdds' own that must open its sockets inside a testbed namespace."""
+    fd = os.open(netns, os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {netns}")
+    finally:
+        os.close(fd)
 
 
 def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:

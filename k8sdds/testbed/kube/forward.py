@@ -6,23 +6,11 @@ NETNS_PATH HOST PORT`; prints nothing, serves until killed."""
 
 from __future__ import annotations
 
-import ctypes
-import os
 import socket
 import sys
 import threading
 
-CLONE_NEWNET = 0x40000000
-
-
-def enter(netns: str) -> None:
-    """Move this process's network namespace to `netns` (a /run/netns path)."""
-    fd = os.open(netns, os.O_RDONLY)
-    try:
-        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {netns}")
-    finally:
-        os.close(fd)
+from k8sdds.testbed.netns import enter
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
