@@ -119,7 +119,7 @@ def test_every_name_the_architecture_page_quotes_exists():
 
 def test_the_name_check_finds_a_stale_name():
     assert missing("schedule.load") is None and missing("Runner.run") is None
-    assert missing("request.prepare()") is None and missing("testbed/wiring.py") is None
+    assert missing("request.prepare()") is None and missing("testbed/wiring/ebpf.py") is None
     assert missing("schedule.no_such_loader") == "no_such_loader is not a name of schedule"
     assert missing("NoSuchConstant") == "NoSuchConstant is defined nowhere"
     assert missing("testbed/no_such.py") == "no file testbed/no_such.py"

@@ -1,4 +1,4 @@
-"""The emulated Cilium's programs (k8sdds/testbed/bpf/datapath.c): each node's configuration
+"""The emulated Cilium's programs (k8sdds/testbed/wiring/bpf/datapath.c): each node's configuration
 as clang reads it, the object clang-19 makes of it, and what is said where a tool is
 missing. The programs at work: tests/test_emulated.py."""
 
@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 
-from k8sdds.testbed import ebpf
+from k8sdds.testbed.wiring import ebpf
 
 ONE_NODE = """\
-// written by k8sdds/testbed/ebpf.py for one node of an emulated testbed
+// written by k8sdds/testbed/wiring/ebpf.py for one node of an emulated testbed
 #define TUNNEL 1
 #define VNI 2
 #define NETDEV_IFINDEX 3

@@ -320,7 +320,7 @@ def test_cilium_pod_packets_take_its_programs_past_the_bridge_and_netfilter(wire
     by tc programs (their count grows by every packet), never through the node's bridge or
     its netfilter hooks (their counters stay still), to a pod of the same node and of
     another. The same watch on flannel-hostgw counts them: it can see what it watches."""
-    from k8sdds.testbed import ebpf
+    from k8sdds.testbed.wiring import ebpf
 
     reason = capabilities.datapath_unavailable(model.datapath(name))
     if reason:

@@ -13,7 +13,7 @@ from typing import Any
 Argv = tuple[str, ...]
 
 
-# ---- how the emulated testbed wires a datapath (testbed/wiring.py interprets these) ----
+# ---- how the emulated testbed wires a datapath (testbed/wiring/: a module per kind) ----
 @dataclass(frozen=True)
 class Routed:
     """A route to each node's pod CIDR via the node's address (host-gw, BGP-learnt routes);
@@ -71,7 +71,7 @@ class L2Segment:
 @dataclass(frozen=True)
 class Ebpf:
     """No bridge and no netfilter on a pod's path: each pod alone behind its veth (a /32),
-    tc programs moving its packets (k8sdds/testbed/bpf/datapath.c): into a pod of the same
+    tc programs moving its packets (k8sdds/testbed/wiring/bpf/datapath.c): into a pod of the same
     node, to the tunnel device `tunnel` (a VXLAN device in collect-metadata mode, the remote
     node the tunnel key) or, without one, to the uplink after a FIB lookup (native routing,
     a route per node's pod CIDR); and from the uplink or the tunnel straight into the pod's

@@ -1,5 +1,5 @@
 """Cilium: an eBPF datapath, VXLAN between nodes (its default) or native routing. The emulated
-testbed wires each mode with k8sdds' own tc programs (k8sdds/testbed/bpf/datapath.c, see
+testbed wires each mode with k8sdds' own tc programs (k8sdds/testbed/wiring/bpf/datapath.c, see
 base.Ebpf); the testbed cluster and `cluster init` run Cilium itself.
 
 Real: Cilium publishes a Helm chart, not a manifest. k8sdds ships the chart of the v1.19.0 module

@@ -12,7 +12,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from k8sdds import model
-from k8sdds.cni.base import Ebpf
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, side
@@ -20,7 +19,7 @@ from k8sdds.errors import UserError
 from k8sdds.images.foreign import OCI
 from k8sdds.model import Limits, Test
 from k8sdds.perftest.base import Command, engine_path
-from k8sdds.testbed import capabilities, cgroups, ebpf, fidelity, netns, userspace
+from k8sdds.testbed import capabilities, cgroups, fidelity, netns, userspace
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
@@ -275,8 +274,8 @@ class EmulatedBackend:
                "mode": ", ".join(filter(None, (dp.encapsulation if dp else "none",
                                                dp.encryption if dp and dp.encryption != "none"
                                                else "")))}
-        if dp and isinstance(dp.wiring, Ebpf):  # which programs, and what of the kernel
-            cni.update(ebpf.about("tunnel" if dp.wiring.tunnel else "native"))
+        if dp:  # what the wiring says of itself (eBPF: which programs, what of the kernel)
+            cni.update(WIRING[dp.name].about())
         machine = {**fp.machine(fp.local), "runtime": "none (pods are network namespaces)",
                    "kubelet": "none"}
         probed = self._multicast(placement)

@@ -60,7 +60,7 @@ def datapath_unavailable(dp: Datapath) -> str | None:
     if dp.encryption.startswith("WireGuard"):
         return wireguard()[1]
     if isinstance(dp.wiring, Ebpf):
-        from k8sdds.testbed import ebpf
+        from k8sdds.testbed.wiring import ebpf
 
         return ebpf.unavailable()
     if getattr(dp.wiring, "firewall", False):

@@ -1,7 +1,8 @@
 """Cilium's datapath on the emulated testbed: k8sdds' own tc programs (bpf/datapath.c),
 compiled for each node with that node's configuration by Debian's clang-19 (the LLVM of
 Cilium's own images, 19.1.7), as Cilium's agent compiles its programs for each node and
-endpoint, and attached with tc in direct-action mode; bpftool reads what they counted."""
+endpoint, and attached with tc in direct-action mode (no bridge, no netfilter on a pod's
+path); bpftool reads what they counted."""
 
 from __future__ import annotations
 
@@ -14,11 +15,17 @@ import sys
 import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from k8sdds.cni.base import Ebpf
 from k8sdds.errors import TestbedError
 from k8sdds.results import atomic_write
-from k8sdds.testbed.netns import run
+from k8sdds.testbed.layout import Layout, Node, host_veth
+from k8sdds.testbed.netns import ip, run
+from k8sdds.testbed.wiring.hooks import Wiring, route_setup, route_teardown
+
+KIND = Ebpf
 
 SOURCE = Path(__file__).parent / "bpf" / "datapath.c"
 CLANG = "clang-19"
@@ -73,7 +80,7 @@ def _octets(mac: str) -> str:
 def config(tunnel: bool, vni: int, netdev: int, tunnel_ifindex: int,
            endpoints: Sequence[Endpoint], remotes: Sequence[OtherNode]) -> str:
     """node_config.h: what datapath.c reads of one node. Pure."""
-    lines = ["// written by k8sdds/testbed/ebpf.py for one node of an emulated testbed",
+    lines = ["// written by k8sdds/testbed/wiring/ebpf.py for one node of an emulated testbed",
              f"#define TUNNEL {int(tunnel)}",
              f"#define VNI {vni}", f"#define NETDEV_IFINDEX {netdev}",
              f"#define TUNNEL_IFINDEX {tunnel_ifindex}", "#define ENDPOINTS(X) \\"]
@@ -162,3 +169,60 @@ def about(routing_mode: str) -> dict[str, str]:
                         "compiled for each node",
             "compiler": clang[0].strip() if clang else f"{CLANG}: not found",
             "kernel_features": ", ".join(FEATURES[routing_mode])}
+
+
+# ---- the wiring: the programs on every node, built for its pods --------------------------
+def _setup(kind: Ebpf, mtu: int, tb: Layout) -> None:
+    reason = unavailable()
+    if reason:
+        raise TestbedError(f"no eBPF datapath here: {reason}")
+    for node in tb.nodes:
+        if kind.tunnel:  # one device for every remote node: the programs give the remote end
+            ip("link", "add", kind.tunnel, "mtu", str(node.shrink(mtu)), "type", "vxlan",
+               "external", "dstport", str(kind.port), ns=node.ns)
+            ip("link", "set", kind.tunnel, "up", ns=node.ns)
+    if not kind.tunnel:
+        route_setup(tb)  # what the uplink's FIB lookup finds (Cilium: auto-direct-node-routes)
+    for node in tb.nodes:
+        _pods(kind, tb, node, tb.pods_of(node))
+
+
+def _link(ns: str, dev: str) -> dict:
+    return json.loads(ip("-j", "link", "show", "dev", dev, ns=ns).stdout)[0]
+
+
+def _pods(kind: Ebpf, tb: Layout, node: Node, pods: Sequence[tuple[str, str]]) -> None:
+    """The node's programs compiled for its pods and attached: on each pod's host veth, and
+    on the tunnel device or the uplink."""
+    endpoints = []
+    for name, address in pods:
+        host = _link(node.ns, host_veth(name))
+        mac = _link(tb.pod_namespace(node, name), "eth0")["address"]
+        endpoints.append(Endpoint(address, host["ifindex"], mac, host["address"]))
+    remotes = [OtherNode(r.pod_cidr, r.address) for r in tb.nodes if r is not node]
+    header = config(bool(kind.tunnel), kind.vni, _link(node.ns, "eth0")["ifindex"],
+                         _link(node.ns, kind.tunnel)["ifindex"] if kind.tunnel else 0,
+                         endpoints, remotes)
+    obj = build(header, tb.state_file.with_suffix(".bpf") / node.name)
+    for name, _ in pods:
+        attach(node.ns, host_veth(name), obj, FROM_CONTAINER)
+    if kind.tunnel:
+        attach(node.ns, kind.tunnel, obj, FROM_OVERLAY)
+    else:
+        attach(node.ns, "eth0", obj, FROM_NETDEV)
+
+
+def _teardown(kind: Ebpf, tb: Layout) -> None:
+    for node in tb.nodes:
+        if kind.tunnel:
+            ip("link", "del", kind.tunnel, ns=node.ns, check=False)
+        else:
+            detach(node.ns, "eth0")
+    if not kind.tunnel:
+        route_teardown(tb)
+    shutil.rmtree(tb.state_file.with_suffix(".bpf"), ignore_errors=True)
+
+
+def wiring(kind: Ebpf, mtu: int) -> Wiring:
+    return Wiring(partial(_setup, kind, mtu), partial(_teardown, kind), partial(_pods, kind),
+                  partial(about, "tunnel" if kind.tunnel else "native"))
