@@ -107,6 +107,11 @@ class Datapath:
     multicast_same_node: bool = True
 
 
+# kubeadm's usual pod range, as flannel's manifest has it (flannel, kube-router and Cilium
+# install with it; Weave's own default differs)
+POD_CIDR = "10.244.0.0/16"
+
+
 # ---- a real cluster ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class UpstreamManifest:
@@ -146,19 +151,10 @@ class Image:
 
 
 @dataclass(frozen=True)
-class ClusterCni:
-    """The real CNI on the testbed cluster (`testbed up --kubernetes --pod-network real`)."""
+class NodeParts:
+    """What a CNI's own pods need of each testbed node beyond its host paths, said by the CNI
+    that needs it (Cilium: its kernel parts; Weave: a machine id); nothing by default."""
 
-    datapaths: tuple[str, ...]  # those of its datapaths it carries on the testbed
-    binaries: tuple[str, ...]  # built by .ci/k8s-test-binaries; the first names its version
-    daemonset: tuple[str, str]  # (namespace, name): ready when every pod of it is
-    host_paths: Mapping[str, str]  # a hostPath of the manifest -> its directory in the node view
-    # the record's own changes: (documents, datapath, node view, pod network, workers) ->
-    # documents, images already the built ones and host paths already in the node view
-    adapt: Callable[..., list[dict]] = lambda docs, *_: docs
-    # a node-view file each node gets its own machine id in (/etc/machine-id, which the CNI
-    # names its peer by); None: the CNI reads none
-    machine_id: str | None = None
     # machine-wide sysctls the CNI sets (/proc/sys path -> its value): each node shows them
     # with that value, read-only, so the machine keeps its own
     sysctls: Mapping[str, str] = field(default_factory=dict)
@@ -169,6 +165,23 @@ class ClusterCni:
     # what the CNI's plugin reads from its environment (the runtime passes its own on), each
     # value's "{view}" the node view: where it finds its agent when its host path moved there
     plugin_env: Mapping[str, str] = field(default_factory=dict)
+    # a node-view file each node gets its own machine id in (/etc/machine-id, which the CNI
+    # names its peer by); None: the CNI reads none
+    machine_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterCni:
+    """The real CNI on the testbed cluster (`testbed up --kubernetes --pod-network real`)."""
+
+    datapaths: tuple[str, ...]  # those of its datapaths it carries on the testbed
+    binaries: tuple[str, ...]  # built by .ci/k8s-test-binaries; the first names its version
+    daemonset: tuple[str, str]  # (namespace, name): ready when every pod of it is
+    host_paths: Mapping[str, str]  # a hostPath of the manifest -> its directory in the node view
+    # the record's own changes: (documents, datapath, node view, pod network, workers) ->
+    # documents, images already the built ones and host paths already in the node view
+    adapt: Callable[..., list[dict]] = lambda docs, *_: docs
+    node: NodeParts = NodeParts()  # what its pods need of each node, beyond host paths
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ What the testbed changes beside (`testbed_adapt`, nothing else):
 * three init containers go: `mount-cgroup` and `apply-sysctl-overwrites` enter the mount
   namespace of this machine's PID 1 (to mount cgroup2, and to write /etc/sysctl.d and restart
   systemd-sysctl), `mount-bpf-fs` mounts a BPF filesystem the node already has (its own, at
-  /sys/fs/bpf in its mount namespace: the record's `bpf_fs`);
+  /sys/fs/bpf in its mount namespace: the record's `node.bpf_fs`);
 * no mount propagation: each node's mounts are private to it, which the runtime refuses for
   HostToContainer; everything the agent reads is mounted before it starts;
 * the machine-wide sysctls the agent sets (`SYSCTLS`) are shown to it as set, read-only, in the
@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from k8sdds.cni.base import (
+    POD_CIDR,
     Argv,
     ClusterCni,
     Cni,
@@ -42,6 +43,7 @@ from k8sdds.cni.base import (
     Ebpf,
     Image,
     Install,
+    NodeParts,
     Reset,
     UpstreamManifest,
     containers,
@@ -49,7 +51,6 @@ from k8sdds.cni.base import (
     objects,
     where,
 )
-from k8sdds.cni.flannel import POD_CIDR  # kubeadm's usual pod range, as flannel's
 
 VERSION = "1.19.0"  # built here (.ci/k8s-versions), rendered in k8sdds/manifests/cilium.yaml
 CONFIG_MAPS = (("kube-system", "cilium-config"),)
@@ -57,16 +58,20 @@ VXLAN = "cilium-vxlan"
 NATIVE = "cilium-native"
 
 DATAPATHS = (
-    Datapath(VXLAN, "Cilium, VXLAN tunnel (its default): tc programs move a pod's packets "
+    Datapath(name=VXLAN,
+             emulates="Cilium, VXLAN tunnel (its default): tc programs move a pod's packets "
              "to cilium_vxlan, the remote node as tunnel key, and from it into the pod "
-             "(bpf_redirect_peer); no bridge, no netfilter on a pod's path", "VXLAN (eBPF)",
-             1450, False, pod_prefix=32, kernel_links=("vxlan",),
-             wiring=Ebpf(tunnel="cilium_vxlan"), multicast_same_node=False),
-    Datapath(NATIVE, "Cilium, native routing: tc programs move a pod's packets to the "
+             "(bpf_redirect_peer); no bridge, no netfilter on a pod's path",
+             encapsulation="VXLAN (eBPF)", mtu=1450, multicast_across_nodes=False,
+             pod_prefix=32, kernel_links=("vxlan",), wiring=Ebpf(tunnel="cilium_vxlan"),
+             multicast_same_node=False),
+    Datapath(name=NATIVE,
+             emulates="Cilium, native routing: tc programs move a pod's packets to the "
              "uplink after a FIB lookup (bpf_redirect_neigh) and from it into the pod "
              "(bpf_redirect_peer); a route per node's pod CIDR, no bridge, no netfilter on "
-             "a pod's path", "none (routed, eBPF)", 1500, False, pod_prefix=32,
-             wiring=Ebpf(), multicast_same_node=False),
+             "a pod's path",
+             encapsulation="none (routed, eBPF)", mtu=1500, multicast_across_nodes=False,
+             pod_prefix=32, wiring=Ebpf(), multicast_same_node=False),
 )
 
 # what native routing sets in cilium-config (the chart's routingMode=native,
@@ -159,18 +164,20 @@ def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detec
 
 
 CNI = Cni(
-    "cilium",
-    DATAPATHS,
+    name="cilium",
+    datapaths=DATAPATHS,
     manifest=UpstreamManifest(
-        "cilium.yaml", "054a5ff114458f7dbe24fe5dc1ac14df2526363bd93678ead9f02035679d5ff8",
-        f"https://github.com/cilium/cilium/tree/v{VERSION}/install/kubernetes/cilium"),
-    installs=(Install(VXLAN, POD_CIDR, VXLAN), Install(NATIVE, POD_CIDR, NATIVE)),
+        file="cilium.yaml",
+        sha256="054a5ff114458f7dbe24fe5dc1ac14df2526363bd93678ead9f02035679d5ff8",
+        url=f"https://github.com/cilium/cilium/tree/v{VERSION}/install/kubernetes/cilium"),
+    installs=(Install(name=VXLAN, pod_cidr=POD_CIDR, datapath=VXLAN),
+              Install(name=NATIVE, pod_cidr=POD_CIDR, datapath=NATIVE)),
     adapt=adapt, url_steps=url_steps, detect=detect, config_maps=CONFIG_MAPS,
     images=(
         # the agent on Debian with what upstream's runtime image gives it: clang (LLVM 19, to
         # compile its datapath at start), iproute2, iptables, ipset, kmod
-        Image("quay.io/cilium/cilium", "cilium-agent",
-              {"/usr/bin/cilium-agent": "cilium-agent", "/usr/bin/cilium-dbg": "cilium-dbg",
+        Image(repository="quay.io/cilium/cilium", binary="cilium-agent",
+              files={"/usr/bin/cilium-agent": "cilium-agent", "/usr/bin/cilium-dbg": "cilium-dbg",
                "/opt/cni/bin/cilium-cni": "cilium-cni", "/var/lib/cilium/bpf": "cilium-bpf",
                "/init-container.sh": "cilium-init-container",
                "/install-plugin.sh": "cilium-install-plugin",
@@ -178,17 +185,18 @@ CNI = Cni(
               apt=("clang-19", "iproute2", "iptables", "ipset", "kmod", "ca-certificates"),
               run=("ln -s /usr/bin/clang-19 /usr/local/bin/clang",),
               tag_of=lambda v: f"v{v}"),
-        Image("quay.io/cilium/operator-generic", "cilium-operator-generic",
-              {"/usr/local/bin/cilium-operator-generic": "cilium-operator-generic"},
+        Image(repository="quay.io/cilium/operator-generic", binary="cilium-operator-generic",
+              files={"/usr/local/bin/cilium-operator-generic": "cilium-operator-generic"},
               entrypoint=("/usr/local/bin/cilium-operator-generic",), tag_of=lambda v: f"v{v}"),
     ),
-    testbed=ClusterCni((VXLAN, NATIVE),
-                       ("cilium-agent", "cilium-cni", "cilium-dbg", "cilium-operator-generic",
-                        "cilium-bpf", "cilium-init-container", "cilium-install-plugin",
-                        "cilium-cni-uninstall"),
-                       ("kube-system", "cilium"), HOST_PATHS, testbed_adapt,
-                       sysctls=SYSCTLS, bpf_fs=True, cgroup2="cilium-run/cgroupv2",
-                       plugin_env={"CILIUM_SOCK": "{view}/cilium-run/cilium.sock"}),
+    testbed=ClusterCni(
+        datapaths=(VXLAN, NATIVE),
+        binaries=("cilium-agent", "cilium-cni", "cilium-dbg", "cilium-operator-generic",
+                  "cilium-bpf", "cilium-init-container", "cilium-install-plugin",
+                  "cilium-cni-uninstall"),
+        daemonset=("kube-system", "cilium"), host_paths=HOST_PATHS, adapt=testbed_adapt,
+        node=NodeParts(sysctls=SYSCTLS, bpf_fs=True, cgroup2="cilium-run/cgroupv2",
+                       plugin_env={"CILIUM_SOCK": "{view}/cilium-run/cilium.sock"})),
     reset=Reset(files=("/opt/cni/bin/cilium-cni", "/var/run/cilium", "/var/lib/cilium",
                        "/sys/fs/bpf/cilium"),
                 links=("cilium_host", "cilium_net", "cilium_vxlan"), chains=("CILIUM_",)),

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from k8sdds.cni.base import (
+    POD_CIDR,
     Argv,
     ClusterCni,
     Cni,
@@ -34,7 +35,6 @@ from k8sdds.cni.base import (
     where,
 )
 
-POD_CIDR = "10.244.0.0/16"
 CONFIG_MAPS = (("kube-flannel", "kube-flannel-cfg"), ("kube-system", "kube-flannel-cfg"))
 # datapath -> flanneld's Backend.Type
 BACKENDS = {"flannel-vxlan": "vxlan", "flannel-hostgw": "host-gw",
@@ -136,9 +136,11 @@ CNI = Cni(
               note="flannel's CNI plugin from containernetworking/plugins (the version the Go "
                    "module proxy has), under the manifest's name"),
     ),
-    testbed=ClusterCni(("flannel-vxlan", "flannel-hostgw"),
-                    ("flanneld", "flannel-install-conf", "flannel-cni"),
-                    ("kube-flannel", "kube-flannel-ds"), HOST_PATHS, testbed_adapt),
+    testbed=ClusterCni(
+        datapaths=("flannel-vxlan", "flannel-hostgw"),
+        binaries=("flanneld", "flannel-install-conf", "flannel-cni"),
+        daemonset=("kube-flannel", "kube-flannel-ds"), host_paths=HOST_PATHS,
+        adapt=testbed_adapt),
     reset=Reset(files=("/run/flannel", "/opt/cni/bin/flannel"), links=("flannel.1",),
                 chains=("FLANNEL-",),
                 # host-gw's routes to the other nodes' pod subnets (proto boot, as flanneld

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from k8sdds.cni.base import (
+    POD_CIDR,
     ClusterCni,
     Cni,
     Datapath,
@@ -32,7 +33,6 @@ from k8sdds.cni.base import (
     named,
     where,
 )
-from k8sdds.cni.flannel import POD_CIDR  # kubeadm's usual pod range, as flannel's
 
 # the newest kube-router the Go module proxy serves (the image k8sdds builds and pins)
 VERSION = "v2.1.0"
@@ -70,8 +70,8 @@ CNI = Cni(
               apt=("iptables", "ipset", "iproute2", "conntrack", "ca-certificates"),
               entrypoint=("/usr/local/bin/kube-router",)),
     ),
-    testbed=ClusterCni(("kube-router",), ("kube-router",), ("kube-system", "kube-router"),
-                    HOST_PATHS),
+    testbed=ClusterCni(datapaths=("kube-router",), binaries=("kube-router",),
+                       daemonset=("kube-system", "kube-router"), host_paths=HOST_PATHS),
     # its chains start KUBE- (kubeadm's reset list has them); its routes to the other nodes'
     # pod CIDRs are its own protocol's (17), its ipsets named by its network policy controller
     reset=Reset(files=("/var/lib/kube-router",),

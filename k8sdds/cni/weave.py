@@ -36,6 +36,7 @@ from k8sdds.cni.base import (
     Image,
     Install,
     L2Segment,
+    NodeParts,
     Reset,
     UpstreamManifest,
     containers,
@@ -193,12 +194,12 @@ CNI = Cni(
               entrypoint=("/usr/bin/launch.sh",),
               note=f"Weave Net {BUILT}, the newest the Go module proxy serves"),
     ),
-    testbed=ClusterCni(("weave", "weave-encrypted"),
-                    ("weaver", "weave-weaveutil", "weave-kube-utils", "weave-npc",
-                     "weave-script", "weave-kube-launch", "weave-npc-launch", "weave-data",
-                     "weave-npc-ulogd"),
-                    ("kube-system", "weave-net"), HOST_PATHS, testbed_adapt,
-                    machine_id="weave-machine-id"),
+    testbed=ClusterCni(
+        datapaths=("weave", "weave-encrypted"),
+        binaries=("weaver", "weave-weaveutil", "weave-kube-utils", "weave-npc", "weave-script",
+                  "weave-kube-launch", "weave-npc-launch", "weave-data", "weave-npc-ulogd"),
+        daemonset=("kube-system", "weave-net"), host_paths=HOST_PATHS, adapt=testbed_adapt,
+        node=NodeParts(machine_id="weave-machine-id")),
     # its database, the plugin setup-cni installs (named by the weave script's version:
     # upstream's release stamps it; the script built here, from the module, says "latest")
     # and its links: the bridge, the pair into it (sleeve mode: pcap's end; fast datapath:

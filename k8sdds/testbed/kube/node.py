@@ -26,7 +26,7 @@ PAUSE = "localhost/k8sdds/pause:1"
 # state) is node-private, as on separate machines, and never this machine's /etc, /opt or /run
 # (the CNI records' host paths: k8sdds/cni)
 VIEW = {"net.d": "dir", "cni-bin": "dir", "xtables.lock": "file",
-        **{name: "file" if name == record.testbed.machine_id else "dir"
+        **{name: "file" if name == record.testbed.node.machine_id else "dir"
            for record in cni.CNIS.values() if record.testbed
            for name in record.testbed.host_paths.values()
            if name not in ("net.d", "cni-bin", "xtables.lock")}}

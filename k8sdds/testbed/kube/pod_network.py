@@ -103,15 +103,16 @@ class Real(PodNetwork):
         return False
 
     def node_mounts(self, cgroup_root: str) -> dict:
-        mounts = {"sysctls": self.part.sysctls, "bpf_fs": self.part.bpf_fs}
-        if self.part.cgroup2:
+        needs = self.part.node
+        mounts = {"sysctls": needs.sysctls, "bpf_fs": needs.bpf_fs}
+        if needs.cgroup2:
             from k8sdds.testbed import cgroups
 
-            mounts["cgroup2"] = (cgroups.unified_dir(cgroup_root), self.part.cgroup2)
+            mounts["cgroup2"] = (cgroups.unified_dir(cgroup_root), needs.cgroup2)
         return mounts
 
     def plugin_env(self, view: Path) -> dict[str, str]:
-        return {k: v.format(view=view) for k, v in self.part.plugin_env.items()}
+        return {k: v.format(view=view) for k, v in self.part.node.plugin_env.items()}
 
     def prepare(self, binaries: Path, say: Callable[[str], None]) -> None:
         """The record's images, built once and cached, named localhost/k8sdds/<name>:<version>."""
@@ -127,10 +128,10 @@ class Real(PodNetwork):
     def configure(self, node: Node, files: agent.NodeFiles) -> None:
         """The node's own machine id where the CNI reads one (as each machine has its own);
         the CNI's pods write its configuration."""
-        if self.part.machine_id:
+        if self.part.node.machine_id:
             import uuid
 
-            files.own(self.part.machine_id).write_text(uuid.uuid4().hex + "\n")
+            files.own(self.part.node.machine_id).write_text(uuid.uuid4().hex + "\n")
 
     def documents(self, view: Path, workers: int) -> list[dict]:
         """The shipped manifest as the testbed applies it: the images built here, then the
