@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from k8sdds.parsers import PARSERS, latency
+from k8sdds.results import upgrade
 
 from .conftest import FIXTURES
 
@@ -264,10 +265,10 @@ def test_an_old_imported_k8sdds_tree_row_is_doubled_and_a_network_row_is_not():
             {"engine": "ping", "metric": "latency_us_mean", "value": "32"},
             {"engine": "zenoh", "metric": "latency_us_p99", "value": "90"},
             {"engine": "ddsperf", "metric": "throughput_mbps", "value": "90"}]
-    got = [latency.upgrade_row(r) for r in rows]
+    got = [upgrade.upgrade_row(r) for r in rows]
     assert [g["value"] for g in got] == ["800", "18.8", "32", "90", "90"]
     assert [g["definition"] for g in got] == ["round trip"] * 4 + [""]
-    assert [latency.upgrade_row(g) for g in got] == got  # once only
+    assert [upgrade.upgrade_row(g) for g in got] == got  # once only
 
 
 def test_the_run_directory_v1_fixture_reads_with_the_column(tmp_path):

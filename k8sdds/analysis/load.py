@@ -11,9 +11,9 @@ import pandas as pd
 
 from k8sdds.analysis.stats import QUANTILES, latency_cdf
 from k8sdds.errors import UserError
-from k8sdds.parsers.latency import upgrade_frame, upgrade_row
 from k8sdds.results import RESULTS, ManifestError, RepeatKey, RunDir
 from k8sdds.results.schema import BOOLEANS, BY_NAME, NAMES, PARAMS
+from k8sdds.results.upgrade import upgrade_frame, upgrade_row
 
 # PARAMS: what identifies a test across runs (so runs of different datapaths or clusters
 # combine), from the results schema

@@ -8,14 +8,12 @@ checks every engine's stored round trip against a live run (the round trips an i
 counted times their mean come to the interval's length, one ping in flight).
 
 Runs written before this definition stored ddsperf's and Perftest's figures as printed (half
-a round trip): `BEFORE` has the factor each engine's old rows need, and `upgrade_row` /
-`upgrade_frame` apply it to every row whose `definition` column is not `ROUND_TRIP` (the
-column did not exist then), wherever results are read. Pure."""
+a round trip); `k8sdds.results.upgrade` makes their rows round trips wherever results are
+read. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from k8sdds.parsers.base import Parsed
 
@@ -70,11 +68,6 @@ PRINTED: dict[str, Printed] = {
         1.0, "support/ab.c", "(double) concurrency * timetaken * 1000 / done);"),
 }
 
-# the factor a row written before the `definition` column needs, by engine: those stored as
-# printed (half a round trip); qperf's was already doubled at parse, the others are whole
-BEFORE: dict[str, float] = {"ddsperf": 2.0, "rtiperftest": 2.0}
-
-
 def is_latency(metric: str) -> bool:
     return metric == PREFIX or metric.startswith(PREFIX + "_")
 
@@ -96,34 +89,4 @@ def definition(metric: str) -> str:
     return ROUND_TRIP if is_latency(metric) else ""
 
 
-def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A results.csv row (text, as read) as k8sdds writes it now: a latency written before
-    the one definition made a round trip (`BEFORE`), and its `definition` filled in."""
-    metric = row.get("metric") or ""
-    if row.get("definition") is not None and (row["definition"] == ROUND_TRIP
-                                              or not is_latency(metric)):
-        return row
-    row = {**row, "definition": definition(metric)}
-    factor = BEFORE.get(row.get("engine") or "", 1.0)
-    if factor != 1.0 and is_latency(metric):
-        try:
-            row["value"] = f"{float(row['value']) * factor:.6g}"
-        except (TypeError, ValueError):
-            pass  # not a number: the reader's own check names it
-    return row
-
-
-def upgrade_frame(df: Any) -> Any:
-    """`upgrade_row` over a results table read by pandas (value a float column)."""
-    latency = df["metric"].astype(str).map(is_latency)
-    old = latency & (df["definition"].astype(str) != ROUND_TRIP) if "definition" in df \
-        else latency
-    factor = df["engine"].astype(str).map(BEFORE).fillna(1.0)
-    df = df.copy()
-    df.loc[old, "value"] = df.loc[old, "value"] * factor[old]
-    df["definition"] = latency.map({True: ROUND_TRIP, False: ""})
-    return df
-
-
-__all__ = ["BEFORE", "PRINTED", "ROUND_TRIP", "Printed", "definition", "is_latency",
-           "round_trips", "upgrade_frame", "upgrade_row"]
+__all__ = ["PRINTED", "ROUND_TRIP", "Printed", "definition", "is_latency", "round_trips"]

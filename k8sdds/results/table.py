@@ -8,8 +8,8 @@ import io
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from k8sdds.parsers.latency import upgrade_row
 from k8sdds.results.schema import NAMES
+from k8sdds.results.upgrade import upgrade_row
 
 # one measured value per row; the test parameters added since the first release follow these
 COLUMNS = NAMES[:NAMES.index("unit") + 1]
@@ -31,7 +31,7 @@ def rows_to_csv(rows: Iterable[Mapping[str, Any]], header: bool) -> str:
 
 def csv_to_rows(text: str) -> list[dict[str, str]]:
     """The rows of results.csv text as k8sdds writes them now: a latency an older k8sdds
-    wrote as its engine printed it is a round trip (`latency.upgrade_row`)."""
+    wrote as its engine printed it is a round trip (`upgrade.upgrade_row`)."""
     return [upgrade_row(row) for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 

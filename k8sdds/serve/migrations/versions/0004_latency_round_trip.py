@@ -20,7 +20,7 @@ BATCH = 1000
 
 
 def upgrade() -> None:
-    from k8sdds.parsers.latency import upgrade_row
+    from k8sdds.results.upgrade import upgrade_row
 
     conn = op.get_bind()
     query = (sa.select(_results.c.id, _results.c.row)
