@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from k8sdds.perftest.base import engine_path
+from k8sdds.engines.base import engine_path
 from k8sdds.testbed import netns
 
 

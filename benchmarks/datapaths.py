@@ -24,7 +24,7 @@ from k8sdds import model
 from k8sdds.testbed import capabilities, netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring import WIRING
+from k8sdds.testbed.wiring.kinds import WIRING
 
 TESTBED = "kdbench"
 

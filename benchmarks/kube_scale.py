@@ -29,7 +29,7 @@ from k8sdds import model, schedule  # noqa: E402
 from k8sdds.deployment.kubernetes import KubernetesBackend  # noqa: E402
 from k8sdds.deployment.kubernetes import objects as m  # noqa: E402
 from k8sdds.deployment.options import KubernetesOptions  # noqa: E402
-from k8sdds.perftest.base import Command  # noqa: E402
+from k8sdds.engines.base import Command  # noqa: E402
 from tests import kube_support as ks  # noqa: E402
 
 

@@ -35,8 +35,8 @@ from pathlib import Path
 import pandas as pd
 from common import Hand, k8sdds, mean_interval, ratio_interval  # benchmarks/common.py
 
+from k8sdds.engines import registry
 from k8sdds.parsers import PARSERS
-from k8sdds.perftest import registry
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from k8sdds import model
+from k8sdds.engines import Engine
 from k8sdds.model import PATHS, SERVICE_PATHS, Test
-from k8sdds.perftest import Engine
 
 ENGINES = ("ping", "iperf3", "qperf", "ab")
 PUBSUB = "ddsperf"  # the pub/sub traffic measured on the same paths (`--dds`)

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from k8sdds import cni, perftest, records
+from k8sdds import cni, records
+from k8sdds.engines import registry
 from k8sdds.errors import UserError
 from k8sdds.guarded import FileRefused, read_bytes, read_head, read_pieces
 from k8sdds.model import Test
@@ -192,7 +193,7 @@ def _import(root: Path, kind: str, latency: bool, folder: Path, out: Path,
     datapath, transport, variant = configuration(folder.name)
     links: list[str] = []
     sch = _schedule(folder, root, schedule, links)
-    engines = perftest.registry()
+    engines = registry()
     rows = load(sch, engines=engines) if sch is not None else None
     tests_dirs = {}
     for p in folder.iterdir():

@@ -15,7 +15,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("order", "environment", "fingerprint", "parsers", "stopping", "expansion"),
     ("results",),
     ("certs",),
-    ("perftest",),
+    ("engines",),
     ("schedule", "records", "baseline"),
     ("reparse", "importer", "analysis", "run_flags"),
     ("images",),  # the places: the images, then what runs them, then the backends

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from k8sdds import perftest, records
+from k8sdds import records
+from k8sdds.engines import registry
 from k8sdds.errors import UserError
 from k8sdds.results import RunDir
 
@@ -14,7 +15,7 @@ def reparse(run_dir: Path, unread: list[str] | None = None) -> int:
     `unread` gets one line per role whose log gave nothing ("test-i/rep-r role: why")."""
     run = RunDir(run_dir)
     manifest = run.read_manifest()
-    engines = perftest.registry()
+    engines = registry()
     rows = []
     for key in sorted(manifest.repeats):
         test = manifest.test(key.test)

@@ -12,9 +12,9 @@ from pathlib import Path
 from k8sdds import model, records, stopping
 from k8sdds.capacity import StreamRate
 from k8sdds.deployment import Backend, Handle
+from k8sdds.engines import Engine, RoleContext
 from k8sdds.errors import DeploymentError
 from k8sdds.model import Test
-from k8sdds.perftest import Engine, RoleContext
 from k8sdds.results import RepeatEntry, RepeatKey, RunDir, atomic_write, now
 
 

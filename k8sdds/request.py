@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
-from k8sdds import baseline, cni, deployment, model, perftest, schedule
+from k8sdds import baseline, cni, deployment, model, schedule
+from k8sdds.engines import RtiSettings, registry
 from k8sdds.errors import UserError
 from k8sdds.expansion import summary
 from k8sdds.flags import pinned, recorded
@@ -192,7 +193,7 @@ def prepare(req: RunRequest) -> Prepared:
     if rti.get("image") and not chosen.images:
         raise UserError(f"--rtiperftest-image is for backends that run roles in images "
                         f"(--backend kubernetes), not {name}")
-    engines = perftest.registry(perftest.RtiSettings.from_environment(**rti))
+    engines = registry(RtiSettings.from_environment(**rti))
     order = choice(req.flags.order, list(ORDERS), "--order")
     if req.resume is not None:
         run_dir = RunDir(req.resume)

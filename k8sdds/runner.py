@@ -18,11 +18,11 @@ from typing import Any, Protocol
 
 from k8sdds import capacity, environment, records, schedule, stopping
 from k8sdds.deployment import Backend
+from k8sdds.engines import Engine
 from k8sdds.errors import EngineUnavailable, RunStopped, ScheduleError, UserError
 from k8sdds.expansion import summary
 from k8sdds.model import Test
 from k8sdds.order import ORDERS
-from k8sdds.perftest import Engine
 from k8sdds.repeat import one_repeat
 from k8sdds.results import RepeatKey, RunDir, RunManifest, now
 

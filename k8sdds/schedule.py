@@ -15,7 +15,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from k8sdds import capacity, model, perftest
+from k8sdds import capacity, model
+from k8sdds.engines import Engine, registry
 from k8sdds.errors import ScheduleError
 from k8sdds.expansion import expand, expand_where_applicable  # noqa: F401 - the schedule's API
 from k8sdds.model import (
@@ -30,7 +31,6 @@ from k8sdds.model import (
     Limits,
     Test,
 )
-from k8sdds.perftest import Engine
 
 REQUIRED = ("dataLen", "multicast", "numSubscribers", "bestEffort", "batchSize")
 
@@ -177,7 +177,7 @@ def loads(text: str, path: str | Path = "schedule", defaults: Defaults = Default
           ) -> list[Test]:
     """Validate schedule CSV `text`; `path` names it in messages."""
     path = Path(path)
-    engines = perftest.registry() if engines is None else engines
+    engines = registry() if engines is None else engines
     try:  # newline="": old Mac line ends (a lone CR) split rows as the csv module expects
         rows = [r for r in csv.reader(io.StringIO(text, newline=""))]
     except csv.Error as exc:

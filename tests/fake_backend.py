@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from k8sdds.deployment import Handle, Placement
+from k8sdds.engines import Command
 from k8sdds.errors import DeploymentError
 from k8sdds.model import PATHS, Limits, Test
-from k8sdds.perftest import Command
 
 from .conftest import FIXTURES
 

@@ -72,9 +72,9 @@ def _unpack(archive: Path, rootfs: Path) -> dict:
 
 def _roles(tmp_path: Path, latency: bool) -> dict[str, tuple[list[str], dict[str, str]]]:
     """Each role's argv and environment as k8sdds' ddsperf engine makes them, on loopback."""
+    from k8sdds.engines.base import RoleContext
+    from k8sdds.engines.ddsperf import Ddsperf
     from k8sdds.model import Test
-    from k8sdds.perftest.base import RoleContext
-    from k8sdds.perftest.ddsperf import Ddsperf
 
     test = Test(row=0, line=2, data_len=64 if latency else 1024, multicast=False,
                 num_subscribers=1, best_effort=False, batch_size=0, duration=3,
@@ -154,9 +154,9 @@ def _await_listening(pid: int, port: int, timeout: float = 30) -> None:
 
 def _middleware_roles(engine: str, tmp_path: Path) -> dict[str, list[str]]:
     """broker (mqtt only), sub0 and pub argv as k8sdds' engine makes them, on loopback."""
+    from k8sdds.engines import registry
+    from k8sdds.engines.base import RoleContext
     from k8sdds.model import Test
-    from k8sdds.perftest import registry
-    from k8sdds.perftest.base import RoleContext
 
     eng = registry()[engine]
     test = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=1,
@@ -180,10 +180,10 @@ def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, 
     """mosquitto (Debian's, for the Pi) and k8sdds-mqtt in the image; its ARM subscriber,
     run by qemu-user, counts what this machine's publisher sends through this machine's
     broker; on arm64 the same for k8sdds-zenoh."""
+    from k8sdds.engines import registry
+    from k8sdds.engines.base import engine_bin, engine_path
     from k8sdds.images.foreign import DEBIAN
     from k8sdds.parsers import PARSERS
-    from k8sdds.perftest import registry
-    from k8sdds.perftest.base import engine_bin, engine_path
 
     archive = tmp_path / f"engines-{arch}.tar"
     done = cli("image", "build", "--arch", arch, "--out", str(archive), cwd=ROOT,

@@ -11,10 +11,10 @@ import pytest
 
 from k8sdds import capacity, schedule
 from k8sdds.deployment.placement import place, side
+from k8sdds.engines import registry
+from k8sdds.engines.base import RoleContext
 from k8sdds.errors import ScheduleError
 from k8sdds.expansion import expand
-from k8sdds.perftest import registry
-from k8sdds.perftest.base import RoleContext
 
 HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,load"
 

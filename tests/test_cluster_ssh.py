@@ -696,10 +696,10 @@ def test_ssh_backend_runs_zenoh_and_mqtt_from_the_hosts_engine_bin(bare, tmp_pat
 
     import pandas as pd
 
-    from k8sdds.perftest.base import engine_bin
-    from k8sdds.perftest.mqtt import Mqtt
-    from k8sdds.perftest.rtiperftest import RtiPerftest
-    from k8sdds.perftest.zenoh import Zenoh
+    from k8sdds.engines.base import engine_bin
+    from k8sdds.engines.mqtt import Mqtt
+    from k8sdds.engines.rtiperftest import RtiPerftest
+    from k8sdds.engines.zenoh import Zenoh
 
     for engine in (Mqtt(), Zenoh(), RtiPerftest()):  # make test installs mosquitto and
         # builds the engines (Perftest on Cyclone DDS: make perftest)

@@ -36,7 +36,7 @@ def test_each_install_is_detected_as_its_datapath_from_its_own_manifest(name):
 
 
 def test_the_emulated_wiring_covers_every_datapath_that_has_one():
-    from k8sdds.testbed.wiring import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING
 
     # what the emulated testbed wires (docs/explanation/datapaths.md), written out
     assert set(WIRING) == {"host", "flannel-hostgw", "flannel-vxlan", "flannel-wireguard",

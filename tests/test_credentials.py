@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from cryptography import x509
 
-from k8sdds.perftest import credentials
+from k8sdds.engines import credentials
 
 
 def _mode(path) -> int:

@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
+from k8sdds.engines import RoleContext, registry
+from k8sdds.engines.cyclone import CycloneConfig, render
 from k8sdds.model import Test
-from k8sdds.perftest import RoleContext, registry
-from k8sdds.perftest.cyclone import CycloneConfig, render
 
 BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,
             best_effort=False, batch_size=0, datapath="flannel-vxlan", duration=5)
@@ -108,7 +108,7 @@ def test_tls_is_tcp_with_ssl_and_the_role_keystore(tmp_path):
 
 def test_secure_configures_the_three_plugins_and_this_role_credentials(tmp_path,
                                                                         monkeypatch):
-    from k8sdds.perftest import ddsperf
+    from k8sdds.engines import ddsperf
     monkeypatch.setattr(ddsperf, "security_plugins", lambda: "/plugins")
     test = replace(BASE, secure=True)
     root = _xml(ENGINES["ddsperf"].command(test, _secure_ctx("pub", tmp_path)))
@@ -130,7 +130,7 @@ def test_secure_configures_the_three_plugins_and_this_role_credentials(tmp_path,
 
 
 def test_ddsperf_refuses_what_cyclone_cannot_do(monkeypatch):
-    from k8sdds.perftest import cyclone
+    from k8sdds.engines import cyclone
     engine = ENGINES["ddsperf"]
     assert "no DTLS" in engine.check(replace(BASE, transport="dtls"))[2]
     assert engine.check(replace(BASE, transport="tls", multicast=True))[0] == "multicast"
@@ -141,7 +141,7 @@ def test_ddsperf_refuses_what_cyclone_cannot_do(monkeypatch):
 
 
 def test_debian_security_plugins_are_found():
-    from k8sdds.perftest import cyclone
+    from k8sdds.engines import cyclone
     found = cyclone.security_plugins()
     assert found is not None, "cyclonedds-tools pulls libddsc0debian, which ships them"
     assert (Path(found) / "libdds_security_auth.so").exists()

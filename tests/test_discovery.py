@@ -15,12 +15,12 @@ import pytest
 from k8sdds import schedule
 from k8sdds.analysis import discovery as analysis
 from k8sdds.deployment.placement import place
+from k8sdds.engines import RoleContext, registry
 from k8sdds.errors import ScheduleError
 from k8sdds.expansion import expand, problem
 from k8sdds.model import Limits, Test
 from k8sdds.parsers import counters
 from k8sdds.parsers import discovery as parser
-from k8sdds.perftest import RoleContext, registry
 from k8sdds.repeat import discovery_of
 
 from .conftest import FIXTURES

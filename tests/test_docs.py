@@ -126,7 +126,7 @@ def test_every_results_column_is_documented(site):
 
 
 def test_every_emulated_datapath_is_in_the_datapath_table(site):
-    from k8sdds.testbed.wiring import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING
 
     text = _text(site / "explanation/datapaths.html")
     for name in WIRING:
@@ -164,12 +164,12 @@ def test_an_option_without_help_text_is_reported():
 
 def test_the_pages_name_every_engine():
     """The results reference's `engine` row and the front page name every engine k8sdds runs."""
-    from k8sdds import perftest
+    from k8sdds import engines
 
     [row] = [line for line in (DOCS / "reference" / "results.md").read_text().splitlines()
              if line.startswith("| `engine` |")]
     front = (DOCS / "index.md").read_text()
-    for name in perftest.registry():
+    for name in engines.registry():
         assert f"`{name}`" in row, name
     for said in ("ddsperf", "RTI Perftest", "Zenoh", "MQTT", "iperf3", "qperf", "ping", "ab"):
         assert said in front, said
@@ -194,14 +194,14 @@ def test_the_module_reference_lists_every_module_by_its_docstring(site):
 def test_the_glossary_defines_the_words_and_names_what_exists(site):
     """The glossary has the words a reader meets first, and its lists of engines and
     profiles are the code's."""
-    from k8sdds import perftest
+    from k8sdds import engines
     from k8sdds.testbed.profiles import PROFILES
 
     text = _text(site / "explanation/glossary.html")
     for word in ("CNI", "DDS", "QoS", "datapath", "repeat", "round", "profile", "verdict",
                  "interval", "engine", "role", "schedule", "testbed"):
         assert re.search(rf"^{word}$", text, re.M), word
-    for name in [*perftest.registry(), *PROFILES]:
+    for name in [*engines.registry(), *PROFILES]:
         assert re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text), name
 
 

@@ -21,7 +21,7 @@ from k8sdds.results import SCHEMA_VERSION
 from k8sdds.testbed import capabilities, netns, spec
 from k8sdds.testbed.netfilter import pod_chain
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring import WIRING, wg_interface
+from k8sdds.testbed.wiring.kinds import WIRING, wg_interface
 
 from .builds import needs
 from .conftest import user_python
@@ -171,8 +171,8 @@ def test_the_multicast_probe_and_dds_itself_agree_with_every_datapaths_record(
     k8sdds-discovery participants by multicast SPDP alone (no peers list), finds its peer on
     the other node exactly where the probe saw multicast cross."""
     from k8sdds.deployment.kubernetes import multicast_pods
-    from k8sdds.perftest.base import engine_path
-    from k8sdds.perftest.cyclone import CycloneConfig, render
+    from k8sdds.engines.base import engine_path
+    from k8sdds.engines.cyclone import CycloneConfig, render
     from k8sdds.testbed import multicast
 
     dp = model.datapath(name)

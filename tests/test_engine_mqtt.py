@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from k8sdds.engines import RoleContext, registry
+from k8sdds.engines.mqtt import broker_config
 from k8sdds.model import Limits, Test
 from k8sdds.parsers import PARSERS
-from k8sdds.perftest import RoleContext, registry
-from k8sdds.perftest.mqtt import broker_config
 from k8sdds.schedule import check
 
 from .conftest import FIXTURES

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from k8sdds import schedule
+from k8sdds.engines import RoleContext
+from k8sdds.engines.rtiperftest import RtiPerftest, RtiSettings
 from k8sdds.errors import ScheduleError
 from k8sdds.model import Test
-from k8sdds.perftest import RoleContext
-from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 
 from .conftest import FIXTURES
 from .emulated_support import cli, requires_namespaces
@@ -42,9 +42,9 @@ def engine(tmp_path) -> RtiPerftest:
 
 def _with(engine: RtiPerftest) -> dict:
     """A run's registry with this RTI Perftest."""
-    from k8sdds import perftest
+    from k8sdds import engines
 
-    return {**perftest.registry(), "rtiperftest": engine}
+    return {**engines.registry(), "rtiperftest": engine}
 
 
 def _argv(engine, test, role, discovery="peers"):

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from k8sdds.deployment.placement import place
+from k8sdds.engines import RoleContext, registry
 from k8sdds.model import Limits, Test
 from k8sdds.parsers import PARSERS
-from k8sdds.perftest import RoleContext, registry
 from k8sdds.schedule import check
 
 from .conftest import FIXTURES

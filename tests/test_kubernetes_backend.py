@@ -19,8 +19,8 @@ from k8sdds import model, schedule
 from k8sdds.deployment.kubernetes import KubernetesBackend
 from k8sdds.deployment.kubernetes import objects as m
 from k8sdds.deployment.options import KubernetesOptions
-from k8sdds.perftest import registry
-from k8sdds.perftest.base import Command
+from k8sdds.engines import registry
+from k8sdds.engines.base import Command
 from k8sdds.runner import NoProgress, Runner, RunOptions
 
 from . import kube_support as ks

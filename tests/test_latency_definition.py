@@ -108,9 +108,9 @@ def test_perftest_one_way_is_doubled_and_its_pongs_counted():
 
 
 def test_every_engine_with_a_latency_has_its_definition():
-    from k8sdds import perftest
+    from k8sdds import engines
 
-    engines = perftest.registry()
+    engines = engines.registry()
     measured = {n for n, e in engines.items() if e.parser in latency.PRINTED}
     # iperf3 measures no latency, dds-discovery and zenoh-discovery discovery
     assert set(engines) - measured == {"iperf3", "dds-discovery", "zenoh-discovery"}

@@ -243,12 +243,12 @@ def test_no_code_outside_the_engines_branches_on_an_engines_name():
     """What differs by engine is in its record (perftest's registry: its name, probes,
     ports, parser): `engine == "ddsperf"` elsewhere is a fact kept outside it. The baseline
     names its pub/sub engine once (baseline.PUBSUB) and marks its probes (Probe.pubsub)."""
-    from k8sdds.perftest import registry
+    from k8sdds.engines import registry
 
     names = set(registry())
     assert {"ddsperf", "rtiperftest", "zenoh", "mqtt", "iperf3"} <= names
     found = {name: lines for name, path in _modules().items()
-             if not name.startswith("k8sdds.perftest")
+             if not name.startswith("k8sdds.engines")
              and (lines := _branches_on(path, names))}
     assert found == {}
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from k8sdds.perftest.mqtt import Mqtt
-from k8sdds.perftest.zenoh import Zenoh
+from k8sdds.engines.mqtt import Mqtt
+from k8sdds.engines.zenoh import Zenoh
 
 from .builds import needs
 from .emulated_support import cli, interval_fill, namespaces, requires_namespaces

@@ -21,10 +21,10 @@ import pytest
 
 from k8sdds import schedule
 from k8sdds.caches import engine_bin
+from k8sdds.engines import RoleContext
+from k8sdds.engines.rtiperftest import RtiPerftest, RtiSettings
 from k8sdds.errors import ScheduleError
 from k8sdds.model import Test
-from k8sdds.perftest import RoleContext
-from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
 
 from .builds import needs
 from .conftest import user_python
@@ -156,9 +156,9 @@ def test_every_flag_k8sdds_gives_perftest_is_one_of_its_own(built):
 
 
 def test_what_the_cyclone_build_cannot_honour_is_refused_at_load(built, write_schedule):
-    from k8sdds import perftest
+    from k8sdds import engines
 
-    engines = {**perftest.registry(), "rtiperftest": RtiPerftest(RtiSettings(path=str(built)))}
+    engines = {**engines.registry(), "rtiperftest": RtiPerftest(RtiSettings(path=str(built)))}
     head = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,engine,transport,secure,"
             "discovery\n")
     ok = write_schedule(head + "1024,false,1,false,0,rtiperftest,tcp,false,peers\n"
@@ -196,7 +196,7 @@ def test_the_study_governance_is_the_one_perftest_ships_for_its_flags(tmp_path):
     """credentials.STUDY protects what Perftest's own governance for -secureSign
     -secureEncryptBoth (resource/secure/signed_PerftestGovernance_SignEncryptBoth.xml in its
     sources) protects."""
-    from k8sdds.perftest import credentials
+    from k8sdds.engines import credentials
 
     with tarfile.open(SRC) as archive:
         [member] = [m for m in archive.getmembers()
@@ -275,7 +275,7 @@ def test_perftest_on_cyclone_runs_live_on_the_emulated_testbed(built, tmp_path):
     unbatched = (run / "test-1" / "rep-1" / "pub.log").read_text()
     assert "Cyclone DDS configuration" in unbatched and "WriteBatch" not in unbatched
     # unbatched, one sample per datagram: the datagram sizes ddsperf runs with too
-    from k8sdds.perftest.ddsperf import unpacked
+    from k8sdds.engines.ddsperf import unpacked
 
     sizes = unpacked(replace(BASE, data_len=1024, batch_size=0))
     assert (f"<MaxMessageSize>{sizes['max_message_bytes']}B</MaxMessageSize><FragmentSize>"

@@ -15,7 +15,7 @@ import pytest
 from k8sdds.deployment.base import Placement
 from k8sdds.deployment.emulated import EmulatedBackend
 from k8sdds.deployment.options import EmulatedOptions
-from k8sdds.perftest.base import Command
+from k8sdds.engines.base import Command
 from k8sdds.testbed import capabilities, netns
 from k8sdds.testbed.profiles import PROFILES, engine_env
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
-from k8sdds import perftest, schedule, stopping
+from k8sdds import schedule, stopping
+from k8sdds.engines import registry
 from k8sdds.errors import RunStopped, ScheduleError, UserError
 from k8sdds.results import RepeatKey, RunDir
 from k8sdds.runner import Runner, RunOptions, resumable
@@ -26,7 +27,7 @@ SCHEDULE = ("dataLen,multicast,numSubscribers,bestEffort,batchSize,repeats,durat
 def setup(tmp_path):
     sch = tmp_path / "s.csv"
     sch.write_text(SCHEDULE)
-    engines = perftest.registry()
+    engines = registry()
     tests = schedule.expand(schedule.load(sch, engines=engines), ["flannel-hostgw"], sch)
 
     def runner(backend: FakeBackend) -> Runner:
@@ -263,7 +264,7 @@ def test_where_the_runs_own_probe_found_no_multicast_it_is_not_used(tmp_path):
     sch = tmp_path / "s.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize,repeats,duration\n"
                    "1024,false,1,false,0,2,1\n1024,true,1,false,0,2,1\n")
-    engines = perftest.registry()
+    engines = registry()
     tests = schedule.expand(schedule.load(sch, engines=engines), ["host"], sch)
     backend = FakeBackend(multicast={"from": "node1", "between": "nodes",
                                      "group": "239.255.0.1:7400", "arrived": {"node2": False}})

@@ -286,7 +286,7 @@ def test_a_schedule_mixes_engines(write_schedule):
 
 def test_baseline_matrix_is_a_valid_schedule(tmp_path):
     from k8sdds import baseline
-    from k8sdds.perftest import registry
+    from k8sdds.engines import registry
     text = baseline.schedule(["host", "flannel-vxlan"], list(model.Limits().paths),
                              ["ping", "iperf3", "qperf", "ab"], registry(), dds=True,
                              duration=2)

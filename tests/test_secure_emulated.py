@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from k8sdds.perftest.rtiperftest import built
+from k8sdds.engines.rtiperftest import built
 from k8sdds.testbed import netns
 
 from .builds import needs

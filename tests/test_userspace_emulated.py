@@ -16,9 +16,9 @@ import pytest
 
 from k8sdds.deployment.emulated import EmulatedBackend
 from k8sdds.deployment.options import EmulatedOptions
+from k8sdds.engines.base import Command
 from k8sdds.images import board_root
 from k8sdds.model import Test
-from k8sdds.perftest.base import Command
 from k8sdds.testbed import hopcost
 from k8sdds.testbed.profiles import resolve
 

@@ -86,7 +86,7 @@ def middleware_notes(manifests: dict[str, dict]) -> list[str]:
     """What RTI Perftest ran on, where the runs measured with it: its banner names the
     middleware underneath (RTI Connext, or Cyclone DDS in k8sdds' build), and a reader
     comparing with RTI's figures must know which."""
-    from k8sdds.perftest.rtiperftest import CYCLONE, RtiPerftest
+    from k8sdds.engines.rtiperftest import CYCLONE, RtiPerftest
 
     lines = []
     for m in manifests.values():

@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 
 from k8sdds.analysis.stats import summarize
+from k8sdds.engines import registry
+from k8sdds.engines.discovery import SETTLE, DiscoveryTest
 from k8sdds.parsers import counters
 from k8sdds.parsers import discovery as parsed
-from k8sdds.perftest import registry
-from k8sdds.perftest.discovery import SETTLE, DiscoveryTest
 from k8sdds.results import ManifestError, RepeatKey
 
 # the discovery tests' engines, each naming its modes

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from k8sdds import perftest
+from k8sdds import engines
 from k8sdds.analysis import verdict
 from k8sdds.analysis.tables import base, payload
 from k8sdds.analysis.verdict import Side
@@ -16,15 +16,15 @@ from k8sdds.results.manifest import RepeatKey
 
 # the engines that are middlewares (the others measure the network itself), as their
 # records say
-MIDDLEWARES = perftest.middlewares()
+MIDDLEWARES = engines.middlewares()
 # what tells one middleware line from another: kept apart by the payload sweep
 KEYS = ("datapath", "data_len", "engine", "topology", "mqtt_qos", "best_effort", "transport")
 # the roles every message goes through, on a node of their own (placement.OWN_NODE)
-HUBS = perftest.hubs()
+HUBS = engines.hubs()
 
 
 # per engine, as its record says: (named by its QoS level, named by its topology)
-LINE_FACTS = perftest.line_facts()
+LINE_FACTS = engines.line_facts()
 
 
 def label(row: pd.Series) -> str:

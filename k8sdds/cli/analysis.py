@@ -18,7 +18,7 @@ def engines() -> None:
     """List the measuring engines, whether each can run here and, for the engines k8sdds
     builds itself (zenoh, mqtt, rtiperftest on Cyclone DDS), the architectures they are built
     for and how to build the rest."""
-    from k8sdds import perftest
+    from k8sdds import engines
     from k8sdds.images.build import built_for
     from k8sdds.model import DEBIAN_ARCH
 
@@ -34,7 +34,7 @@ def engines() -> None:
     for col in ("engine", "available here", "version", "built for"):
         table.add_column(col, overflow="fold")
     notes = []
-    for name, engine in perftest.registry().items():
+    for name, engine in engines.registry().items():
         reason = engine.unavailable()
         arches, rest = builds(engine) if engine.programs else (None, "")
         table.add_row(name, "no" if reason else "yes", "-" if reason else engine.version(),

@@ -45,7 +45,7 @@ def cluster_check(inventory: Path = INVENTORY,
     (and --cni's manifest) will run; the fix for each failure. Exit status 1 when a check
     fails on a host."""
     from k8sdds import cni as cnis
-    from k8sdds import perftest
+    from k8sdds import engines
     from k8sdds.cluster.checks import check_host, engines_check, image_check
     from k8sdds.cluster.remote import HostError
     from k8sdds.cni.manifests import images
@@ -55,7 +55,7 @@ def cluster_check(inventory: Path = INVENTORY,
     loaded, known = hosts(inventory, known_hosts)
     control = loaded.control_plane().name
     fix = f"k8sdds cluster images --cni {plan.name if plan else 'CNI'} --from DIR (or --build)"
-    own = perftest.programs()
+    own = engines.programs()
     results, folder = per_host(loaded, known, dry_run, log_dir, lambda r: [
         *check_host(r), image_check(r, r.host.name == control, cni_images, address, fix),
         engines_check(r, own)])

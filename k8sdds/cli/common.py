@@ -25,7 +25,7 @@ from rich.progress import (
 
 from k8sdds import deployment, request
 from k8sdds.deployment import BACKENDS
-from k8sdds.perftest import RtiSettings
+from k8sdds.engines import RtiSettings
 
 # wide enough that no table or line is ever cut, however long its paths
 UNWRAPPED_WIDTH = 100_000

@@ -72,7 +72,7 @@ def testbed_up(name: str | None = backend_option("testbed"),
     testbed_spec = one_of(testbed_spec, old_spec, "--testbed-spec", "--spec")
     from k8sdds import cni
     from k8sdds.testbed.capabilities import datapath_unavailable
-    from k8sdds.testbed.wiring import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING
 
     dp = datapath or (cni.CLUSTER_DEFAULT if kubernetes else "host")
     [dp] = datapath_list(dp, list(WIRING))[:1]

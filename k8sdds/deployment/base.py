@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from k8sdds.engines.base import Command
 from k8sdds.model import Limits, Test
-from k8sdds.perftest.base import Command
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from k8sdds import model
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, side
+from k8sdds.engines.base import Command, engine_path
 from k8sdds.errors import UserError
 from k8sdds.images.foreign import OCI
 from k8sdds.model import Limits, Test
-from k8sdds.perftest.base import Command, engine_path
 from k8sdds.testbed import capabilities, cgroups, fidelity, netns, userspace
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
@@ -26,7 +26,7 @@ from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.pods import MAX_PODS_PER_NODE
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring import TUNNEL_PROCESSES, WIRING
+from k8sdds.testbed.wiring.kinds import TUNNEL_PROCESSES, WIRING
 
 
 class EmulatedBackend:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from k8sdds.engines import hubs
 from k8sdds.model import BESIDE
-from k8sdds.perftest import hubs
 
 # roles that take a node no other role uses, where there is one: the engines' hubs (the MQTT
 # broker, the Zenoh router)

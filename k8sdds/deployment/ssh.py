@@ -22,9 +22,9 @@ from k8sdds.cluster.remote import HostError, Remote
 from k8sdds.deployment.base import Handle, Placement, mentions, shippable
 from k8sdds.deployment.options import SshOptions
 from k8sdds.deployment.placement import place
+from k8sdds.engines.base import Command
 from k8sdds.errors import SshError, UserError
 from k8sdds.model import DEBIAN_ARCH, Limits, Test
-from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
 
 MAX_PER_HOST = 16  # processes of one test on one host
@@ -273,7 +273,7 @@ class SshBackend:
         """Multicast probed from the first placed host to the others, on each one's
         inventory address (testbed.multicast's probe, the hosts' `k8sdds-discovery probe`
         from their engine_bin): its record, or why it did not run; None on one host."""
-        from k8sdds.perftest.discovery import BINARY
+        from k8sdds.engines.discovery import BINARY
         from k8sdds.testbed import multicast as mc
 
         hosts = {p.node: p.address for p in placement.values()}

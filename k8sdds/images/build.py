@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from k8sdds import caches, perftest
+from k8sdds import caches, engines
 from k8sdds.errors import UserError
 from k8sdds.images import DEFAULT_IMAGE, foreign
 from k8sdds.images.dockerfile import Recipe, parse
@@ -111,18 +111,18 @@ DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "Dockerfile"
 
 # the engines k8sdds builds itself (engines/build), which the engine image carries, as the
 # engine records say
-OWN_ENGINES = perftest.programs()
+OWN_ENGINES = engines.programs()
 
 
 def built_engine(name: str, arch: str) -> Path:
     """Where engines/build puts program `name` for Debian architecture `arch`: NAME for this
     machine's, NAME-ARCH for another's (in $K8SDDS_ENGINE_BIN)."""
-    from k8sdds.perftest.base import engine_bin
+    from k8sdds.engines.base import engine_bin
 
     return engine_bin() / (name if arch == HOST_ARCH else f"{name}-{arch}")
 
 
-def built_for(engine: perftest.Engine, arch: str) -> bool:
+def built_for(engine: engines.Engine, arch: str) -> bool:
     """Whether every program of `engine` (k8sdds builds them) is built here for Debian
     architecture `arch`."""
     return all(built_engine(p, arch).exists() for p in engine.programs)
@@ -132,7 +132,7 @@ def not_built(arch: str) -> list[str]:
     """Each program of k8sdds' own engines not built here for Debian architecture `arch`,
     with how to build it, or the architectures its engine runs on."""
     out = []
-    for engine in perftest.registry().values():
+    for engine in engines.registry().values():
         if not engine.programs or built_for(engine, arch):
             continue
         why = (f"runs on {', '.join(engine.arches)} only"

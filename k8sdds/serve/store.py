@@ -91,10 +91,10 @@ def _names() -> dict[str, tuple[str, ...]]:
     """The names a row's engine, datapath, transport and backend can have: what k8sdds
     measures with, over and on, or the importer's backend (a run's table is evidence: a name
     k8sdds never writes is refused, never served as a label)."""
-    from k8sdds import importer, model, perftest
+    from k8sdds import engines, importer, model
     from k8sdds.deployment import BACKENDS
 
-    return {"engine": tuple(perftest.registry()), "datapath": tuple(model.DATAPATHS),
+    return {"engine": tuple(engines.registry()), "datapath": tuple(model.DATAPATHS),
             "transport": model.TRANSPORTS, "backend": (*BACKENDS, importer.BACKEND)}
 
 

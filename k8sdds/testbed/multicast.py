@@ -203,7 +203,7 @@ def every_datapath(tb, say=lambda line: None) -> dict[str, MulticastProbe]:
     each; the datapath it had is wired again after."""
     from k8sdds import model
     from k8sdds.testbed.capabilities import datapath_unavailable
-    from k8sdds.testbed.wiring import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING
 
     before = tb.load_state().datapath
     out = {}

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import hopcost, netns, wiring
+from k8sdds.testbed import hopcost, netns
 from k8sdds.testbed.layout import Layout, Node, State, host_veth, pods_on
 from k8sdds.testbed.netns import ip
+from k8sdds.testbed.wiring.kinds import WIRING
 
 MAX_PODS_PER_NODE = 32
 
@@ -55,7 +56,7 @@ def add(tb: Layout, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
 
 def _changed(tb: Layout, state: State, nodes: list[Node]) -> None:
     """Tell the wiring (kube-router's firewall keeps a chain per local pod)."""
-    hook = wiring.WIRING[state.datapath].pods if state.datapath and state.wired else None
+    hook = WIRING[state.datapath].pods if state.datapath and state.wired else None
     for node in nodes if hook else ():
         hook(tb, node, pods_on(node, state))
 

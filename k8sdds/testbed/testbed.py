@@ -19,12 +19,13 @@ import shutil
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import cgroups, netns, pods, shaping, wiring
+from k8sdds.testbed import cgroups, netns, pods, shaping
 from k8sdds.testbed.layout import Layout, Node, State, check_name, state_dir
 from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.pods import Pod
 from k8sdds.testbed.spec import DEFAULT_NAME, TestbedSpec, default_nodes, load
+from k8sdds.testbed.wiring.kinds import TUNNEL_PROCESSES, WIRING
 
 
 class Testbed(Layout):
@@ -121,7 +122,7 @@ class Testbed(Layout):
         if state.datapath == name and state.wired == wired:
             return
         if state.datapath and state.wired:
-            wiring.WIRING[state.datapath].teardown(self)
+            WIRING[state.datapath].teardown(self)
         was_wired, state.datapath = state.wired, None
         self.save_state(state)
         if wired != was_wired:  # the pod gateway: on the testbed's cni0, or (as on a real
@@ -129,7 +130,7 @@ class Testbed(Layout):
                 ip("addr", *(("replace", f"{node.gateway}/24") if wired else ("flush",)),
                    "dev", "cni0", ns=node.ns)
         if wired:
-            wiring.WIRING[name].setup(self)
+            WIRING[name].setup(self)
             self._charge_tunnels(state)
         state.wired = wired
         state.datapath = name
@@ -140,7 +141,7 @@ class Testbed(Layout):
         for node in self.nodes:
             group = state.cgroups.get(node.name)
             for pid in netns.pids(node.ns) if group else ():
-                if netns.command(pid) in wiring.TUNNEL_PROCESSES:
+                if netns.command(pid) in TUNNEL_PROCESSES:
                     cgroups.join(group, pid)
 
     # ---- pods (testbed/pods.py) and budgets (testbed/shaping.py) ----------------------

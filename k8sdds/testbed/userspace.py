@@ -49,11 +49,11 @@ def unbuilt(arches: set[str]) -> dict[str, str]:
     """engine -> why it cannot run on nodes of `arches`: a program k8sdds builds for it
     (images.build.built_engine) that is not built for one of them. The Debian engines come
     with the board's user space."""
-    from k8sdds import perftest
+    from k8sdds import engines
     from k8sdds.images.build import built_engine
 
     out = {}
-    for name, engine in perftest.registry().items():
+    for name, engine in engines.registry().items():
         for arch in sorted(arches):
             if engine.arches and arch not in engine.arches:
                 continue  # refused by the engine's own architectures (schedule.check)

@@ -26,9 +26,9 @@ from k8sdds.deployment.kubernetes.usage import Usage
 from k8sdds.deployment.kubernetes.view import ApiView
 from k8sdds.deployment.options import KubernetesOptions
 from k8sdds.deployment.placement import place, side
+from k8sdds.engines.base import Command
 from k8sdds.errors import KubernetesError, UserError
 from k8sdds.model import DEBIAN_ARCH, PATHS, SERVICE_PATHS, Limits, Test
-from k8sdds.perftest.base import Command
 from k8sdds.results import atomic_write
 
 MAX_PODS_PER_NODE = 110  # the kubelet's default

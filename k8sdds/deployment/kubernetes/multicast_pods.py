@@ -20,8 +20,8 @@ from k8sdds.deployment.kubernetes import pods, watch
 from k8sdds.deployment.kubernetes.api import Api
 from k8sdds.deployment.kubernetes.cleanup import delete_repeat
 from k8sdds.deployment.kubernetes.probes import ROLE as PROBE
+from k8sdds.engines.discovery import BINARY  # in the engine image (`make engines`)
 from k8sdds.errors import KubernetesError
-from k8sdds.perftest.discovery import BINARY  # in the engine image (`make engines`)
 from k8sdds.testbed.multicast import LISTEN, READY, SAME_NODE, MulticastProbe
 
 ROLE = PROBE  # the role label and container of every pod k8sdds runs before the roles

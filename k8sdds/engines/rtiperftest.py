@@ -33,10 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from k8sdds.caches import engine_bin
-from k8sdds.flags import option
-from k8sdds.model import BESIDE, HOST_ARCH, SINK, STREAM, Test
-from k8sdds.perftest import credentials, cyclone
-from k8sdds.perftest.base import (
+from k8sdds.engines import credentials, cyclone
+from k8sdds.engines.base import (
     STREAM_DOMAIN,
     Command,
     Problem,
@@ -44,6 +42,8 @@ from k8sdds.perftest.base import (
     pubsub_roles,
     told_rate,
 )
+from k8sdds.flags import option
+from k8sdds.model import BESIDE, HOST_ARCH, SINK, STREAM, Test
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620

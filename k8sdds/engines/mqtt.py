@@ -18,10 +18,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Sequence
 
+from k8sdds.engines.base import Command, Problem, RoleContext, debian_version, pubsub_roles
+from k8sdds.engines.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 from k8sdds.model import SINK, STREAM, Test
 from k8sdds.parsers.mqtt import BROKER  # the role name its log is parsed by
-from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version, pubsub_roles
-from k8sdds.perftest.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 
 PORT = 1883
 BINARY = "k8sdds-mqtt"

@@ -12,8 +12,8 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
 
+from k8sdds.engines.base import Problem, engine_bin, engine_path, told_rate
 from k8sdds.model import BESIDE, STREAM, Test
-from k8sdds.perftest.base import Problem, engine_bin, engine_path, told_rate
 
 MIN_SIZE = 16  # the sequence number and the send time
 MAX_SIZE = 16 * 1024 * 1024

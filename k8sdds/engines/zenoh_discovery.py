@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from k8sdds.engines.base import Command, Problem, RoleContext
+from k8sdds.engines.clients import built, first_line, not_built
+from k8sdds.engines.discovery import ROLE, SETTLE, WAIT, DiscoveryTest, data_problem, participants
+from k8sdds.engines.zenoh import BINARY, PORT, router_argv
 from k8sdds.model import Test
 from k8sdds.parsers.zenoh import ROUTER
-from k8sdds.perftest.base import Command, Problem, RoleContext
-from k8sdds.perftest.clients import built, first_line, not_built
-from k8sdds.perftest.discovery import ROLE, SETTLE, WAIT, DiscoveryTest, data_problem, participants
-from k8sdds.perftest.zenoh import BINARY, PORT, router_argv
 
 NAME = "zenoh-discovery"
 

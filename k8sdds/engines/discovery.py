@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from k8sdds.engines import cyclone
+from k8sdds.engines.base import Command, Problem, RoleContext, debian_version
+from k8sdds.engines.clients import built, not_built
+from k8sdds.engines.cyclone import CycloneConfig, render
 from k8sdds.model import Test
-from k8sdds.perftest import cyclone
-from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version
-from k8sdds.perftest.clients import built, not_built
-from k8sdds.perftest.cyclone import CycloneConfig, render
 
 BINARY = "k8sdds-discovery"
 WAIT = 30  # seconds a participant waits for every peer before it gives up

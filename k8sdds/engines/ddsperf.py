@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from k8sdds.model import SINK, STREAM, Test
-from k8sdds.perftest import credentials, cyclone
-from k8sdds.perftest.base import (
+from k8sdds.engines import credentials, cyclone
+from k8sdds.engines.base import (
     STREAM_DOMAIN,
     Command,
     Problem,
@@ -26,7 +25,8 @@ from k8sdds.perftest.base import (
     pubsub_roles,
     told_rate,
 )
-from k8sdds.perftest.cyclone import CycloneConfig, SecurityFiles, render, security_plugins
+from k8sdds.engines.cyclone import CycloneConfig, SecurityFiles, render, security_plugins
+from k8sdds.model import SINK, STREAM, Test
 
 MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024

@@ -3,14 +3,14 @@ built for its run (`registry(settings)`): nothing global, nothing changed in pla
 
 from __future__ import annotations
 
-from k8sdds.perftest.base import Command, Engine, RoleContext
-from k8sdds.perftest.ddsperf import Ddsperf
-from k8sdds.perftest.discovery import DdsDiscovery
-from k8sdds.perftest.mqtt import Mqtt
-from k8sdds.perftest.network import Ab, Iperf3, Ping, Qperf
-from k8sdds.perftest.rtiperftest import RtiPerftest, RtiSettings
-from k8sdds.perftest.zenoh import Zenoh
-from k8sdds.perftest.zenoh_discovery import ZenohDiscovery
+from k8sdds.engines.base import Command, Engine, RoleContext
+from k8sdds.engines.ddsperf import Ddsperf
+from k8sdds.engines.discovery import DdsDiscovery
+from k8sdds.engines.mqtt import Mqtt
+from k8sdds.engines.network import Ab, Iperf3, Ping, Qperf
+from k8sdds.engines.rtiperftest import RtiPerftest, RtiSettings
+from k8sdds.engines.zenoh import Zenoh
+from k8sdds.engines.zenoh_discovery import ZenohDiscovery
 
 
 def registry(rti: RtiSettings | None = None) -> dict[str, Engine]:

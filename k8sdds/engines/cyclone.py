@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from k8sdds.engines.base import Problem
 from k8sdds.model import Test
-from k8sdds.perftest.base import Problem
 
 SPDP_INTERVAL = "1s"  # participant announcements to listed peers (Cyclone's default: 30 s)
 # where distributions put Cyclone's DDS Security plugins (Debian: a private directory)

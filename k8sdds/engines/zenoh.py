@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from k8sdds.engines.base import Command, RoleContext, pubsub_roles
+from k8sdds.engines.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 from k8sdds.model import SINK, STREAM, Test
 from k8sdds.parsers.zenoh import ROUTER  # the role name its log is parsed by
-from k8sdds.perftest.base import Command, RoleContext, pubsub_roles
-from k8sdds.perftest.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 
 PORT = 7447  # Zenoh's own port: the router's, and the first subscriber's peer to peer
 SINK_PORT = 7999  # where the stream's receiver listens peer to peer (past any subscriber's)

@@ -13,8 +13,8 @@ import pwd
 import shutil
 from collections.abc import Sequence
 
+from k8sdds.engines.base import Command, Problem, RoleContext, debian_version
 from k8sdds.model import Test
-from k8sdds.perftest.base import Command, Problem, RoleContext, debian_version
 
 MAX_DATAGRAM = 65507  # UDP and ICMP payload in one IPv4 datagram
 AB_PORT = 8080
