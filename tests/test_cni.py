@@ -46,6 +46,28 @@ def test_the_emulated_wiring_covers_every_datapath_that_has_one():
     assert set(WIRING) == wired
 
 
+def test_each_wiring_kind_has_its_module_as_the_architecture_page_says():
+    """docs/architecture.md: a new wiring kind is its record class in cni/base.py and its
+    module in testbed/wiring/, named in wiring.kinds.MODULES. Every class of base.Wiring has
+    exactly one module, each module sits in that folder and names its class."""
+    import typing
+    from pathlib import Path
+
+    from k8sdds.testbed.wiring import kinds
+
+    classes = set(typing.get_args(base.Wiring))
+    assert {c.__name__ for c in classes} == {"Routed", "Vxlan", "Ipip", "WireGuard",
+                                             "L2Segment", "Ebpf"}
+    assert set(kinds.BY_KIND) == classes
+    assert len(kinds.MODULES) == len(classes)
+    folder = Path(kinds.__file__).parent
+    for module in kinds.MODULES:
+        assert Path(module.__file__).parent == folder, module.__name__
+        assert module.KIND in classes and callable(module.wiring)
+    assert "`wiring.kinds.MODULES`" in (Path(__file__).parent.parent
+                                         / "docs/architecture.md").read_text()
+
+
 def _runs(record) -> set[str]:
     """The image repositories the record's upstream manifest (shipped, pinned) runs."""
     from k8sdds.images.kubernetes import split
