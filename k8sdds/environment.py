@@ -44,7 +44,7 @@ def capture() -> dict:
         "hostname": socket.gethostname(),
         "kernel": uname.release,
         "os": _first("/etc/os-release", "PRETTY_NAME", "=").strip('"'),
-        "machine": uname.machine,
+        "arch": uname.machine,  # uname -m
         "cpu_model": _first("/proc/cpuinfo", "model name"),
         "cpu_count": os.cpu_count(),
         "memory": _first("/proc/meminfo", "MemTotal"),

@@ -121,8 +121,8 @@ def network(run: Runner) -> dict:
     return got
 
 
-def machine(run: Runner) -> dict:
-    """What the machine decides: kernel, CPU, governor, runtime and kubelet versions."""
+def system(run: Runner) -> dict:
+    """What a node's system decides: kernel, CPU, governor, runtime and kubelet versions."""
     code, cpuinfo = run(["cat", "/proc/cpuinfo"])
     model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
                   if line.split(":", 1)[0].strip() in ("model name", "Model")), "unknown")
@@ -138,7 +138,7 @@ def node(run: Runner, cni: Mapping[str, str], engines: Mapping[str, str],
          pods: Mapping[str, Runner] | None = None) -> dict:
     """A node's fingerprint: the machine, the node's network namespace, each pod's (by role)
     and the CNI (name, version, mode) and engines (name -> version) the backend knows."""
-    return {**machine(run), **network(run),
+    return {**system(run), **network(run),
             "pods": {role: interfaces(pod) for role, pod in (pods or {}).items()},
             "cni": dict(cni), "engines": dict(engines)}
 

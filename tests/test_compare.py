@@ -189,6 +189,43 @@ def test_a_run_whose_repeats_all_failed_still_plots_and_reports(tmp_path):
     assert report.returncode == 0, report.stderr
 
 
+def _node(kernel: str, cni_version: str) -> dict:
+    return {"kernel": kernel, "cpu_model": "Cortex-A53", "cpu_count": 4,
+            "cni": {"name": "flannel", "version": cni_version, "mode": "vxlan"}}
+
+
+def test_compare_judges_the_measured_nodes_and_shows_the_controller_as_context(runs):
+    """Two runs from one controller whose Pi nodes differ in kernel and flannel's version
+    are refused, naming the nodes; two runs of the same nodes from controllers on
+    different kernels are compared, the controller's difference said as context."""
+    a, b = runs
+    from k8sdds.results import RunDir
+
+    def write(run, controller: str, kernels: tuple[str, str], cni: str) -> None:
+        manifest = RunDir(run).read_manifest()
+        manifest.environment = {"kernel": controller, "cpu_model": "AMD EPYC", "cpu_count": 2}
+        manifest.fingerprints = {"flannel-vxlan": {"pi3-a": _node(kernels[0], cni),
+                                                   "pi3-b": _node(kernels[1], cni)}}
+        RunDir(run).write_manifest(manifest)
+
+    write(a, "6.1.0", ("6.1.21-v8+", "6.1.21-v8+"), "v0.28.9")
+    write(b, "6.1.0", ("6.6.31-v8+", "6.6.31-v8+"), "v0.26.0")
+    done = _cli("compare", str(a), str(b))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    said = " ".join(done.stderr.split())
+    assert "kernel: 6.1.21-v8+ against 6.6.31-v8+ (pi3-a, pi3-b)" in said
+    assert "CNI on flannel-vxlan: flannel v0.28.9 against flannel v0.26.0 (pi3-a, pi3-b)" \
+        in said
+    write(a, "6.1.0", ("6.1.21-v8+", "6.1.21-v8+"), "v0.28.9")
+    write(b, "6.12.0", ("6.1.21-v8+", "6.1.21-v8+"), "v0.28.9")
+    done = _cli("compare", str(a), str(b))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "the computer k8sdds ran on differs (context: the nodes are alike): kernel: " \
+        "6.1.0 against 6.12.0" in said
+    assert "warning" not in said
+
+
 def test_compare_refuses_runs_not_made_alike_unless_forced(runs):
     a, b = runs
     from k8sdds.results import RunDir

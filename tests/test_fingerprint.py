@@ -62,7 +62,7 @@ def test_the_machine_is_this_one():
             return 127, ""  # the Runner's contract: an absent program is exit 127
         return done.returncode, done.stdout
 
-    got = fp.machine(here)
+    got = fp.system(here)
     assert got["kernel"] == os.uname().release
     assert got["cpu_count"] == os.cpu_count()
     assert got["cpu_model"] != "unknown"
@@ -118,8 +118,8 @@ def test_the_probe_script_as_a_pod_runs_it_reads_back_what_the_probes_read_direc
     assert done.returncode == 0, done.stderr
     read = fp.recorded(done.stdout)
     assert fp.network(read) == fp.network(_ns_runner(namespace))
-    assert fp.machine(read)["governor"] == fp.machine(fp.local)["governor"]
-    assert fp.machine(read)["kernel"] == os.uname().release
+    assert fp.system(read)["governor"] == fp.system(fp.local)["governor"]
+    assert fp.system(read)["kernel"] == os.uname().release
     assert read(["containerd", "--version"]) == (127, "")  # not probed: as absent
     only = fp.recorded(subprocess.run(["ip", "netns", "exec", namespace, "sh", "-c",
                                        fp.probe_script(network_only=True)],

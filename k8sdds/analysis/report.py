@@ -156,9 +156,9 @@ def _runs_html(runs: Runs) -> str:
             "not applied": "; ".join(cluster.get("not_applied", [])) or "-",
             "the emulator cannot show": "; ".join(cluster.get("cannot_show", [])) or "-",
             "tools": ", ".join(f"{k} {v}" for k, v in m.get("tools", {}).items()),
-            "machine": f"{env.get('cpu_model')} x{env.get('cpu_count')}, {env.get('memory')}, "
-                       f"kernel {env.get('kernel')}, {env.get('os')}, "
-                       f"Python {env.get('python')}",
+            "controller (the computer k8sdds ran on)":
+                f"{env.get('cpu_model')} x{env.get('cpu_count')}, {env.get('memory')}, "
+                f"kernel {env.get('kernel')}, {env.get('os')}, Python {env.get('python')}",
             "repeats": f"{len(m.get('repeats', {}))} "
                        f"({sum(e.get('status') == 'failed' for e in m.get('repeats', {}).values())}"
                        " failed)",

@@ -119,9 +119,10 @@ def compare(
 ) -> None:
     """Per test and metric: each side's mean over its repeats with its 95 % interval and n,
     the change, and its verdict (better, worse, no significant change, or no verdict with
-    one repeat a side), judged over the repeat values. Runs made on different machines,
-    kernels, engine versions, backends or profiles are refused (exit 2, the differences
-    listed) unless --force. Exit status: 0, 1 a --fail-if bound crossed, 2 a usage error,
+    one repeat a side), judged over the repeat values. Runs whose nodes differ in kernel,
+    CPU or CNI version (their fingerprints; without them, the computer k8sdds ran on), or
+    in engine versions, backend or profiles, are refused (exit 2, the differences listed)
+    unless --force. Exit status: 0, 1 a --fail-if bound crossed, 2 a usage error,
     3 --fail-if cannot judge."""
     from k8sdds.analysis import comparable
     from k8sdds.analysis import compare as cmp
@@ -140,6 +141,9 @@ def compare(
                           highlight=False)
     for line in printed:
         err_console.print(f"[yellow]fingerprint differs: {line}[/yellow]", highlight=False)
+    for line in admitted.controller:
+        err_console.print(f"the computer k8sdds ran on differs (context: the nodes are "
+                          f"alike): {line}", markup=False, highlight=False)
     about = cmp.compared(*runs)
     if not as_json:
         err_console.print("comparing " + ("; ".join(about) if about else
@@ -152,6 +156,7 @@ def compare(
             "rows": rows, "crossed": gate.crossed, "cannot_judge": gate.unjudged,
             "within_noise": gate.noise, "compared": about, "differences": differ,
             "fingerprint_differences": printed,
+            "controller_differences": list(admitted.controller),
             "test": method}, default=str))
     else:
         _print_comparison(rows, gate, f"{contender} against {baseline} ({_TESTS[method]} "

@@ -276,7 +276,7 @@ class EmulatedBackend:
                                                else "")))}
         if dp:  # what the wiring says of itself (eBPF: which programs, what of the kernel)
             cni.update(WIRING[dp.name].about())
-        machine = {**fp.machine(fp.local), "runtime": "none (pods are network namespaces)",
+        system = {**fp.system(fp.local), "runtime": "none (pods are network namespaces)",
                    "kubelet": "none"}
         probed = self._multicast(placement)
         out = {}
@@ -284,7 +284,7 @@ class EmulatedBackend:
             node = self.testbed.node(name)
             pods = {p.role: runner(p.where) for p in placement.values()
                     if p.node == name and p.where != node.ns}
-            out[name] = {**machine, **fp.network(runner(node.ns)),
+            out[name] = {**system, **fp.network(runner(node.ns)),
                          "pods": {role: fp.interfaces(run) for role, run in pods.items()},
                          "cni": cni, "engines": {},
                          **({"multicast": probed} if probed else {})}

@@ -135,7 +135,7 @@ def compare(request: Request, a: str | None = None, b: str | None = None,
     if a and b:
         try:  # as /api/compare and the CLI: the same finding, loading and rule
             admitted, rows = compared(svc, a, b, comparable.DEFAULT_METRICS, force)
-            differ = admitted.differences + admitted.fingerprints
+            differ = admitted.differences + admitted.fingerprints + admitted.controller
         except comparable.CompareRefused as exc:
             error, refused = str(exc), True
         except HTTPException as exc:

@@ -98,8 +98,9 @@ def _plain(value):
 @router.get("/api/compare", responses=errors(*COMMON, 404, 410))
 def compare_runs(a: str, b: str, metric: list[Metric] = Query(
         list(DEFAULT_METRICS), max_length=MAX_METRICS),
-        force: bool = Query(False, description="Compare runs made on different machines, "
-                            "kernels, engine versions, backends or profiles (`--force`)"),
+        force: bool = Query(False, description="Compare runs whose nodes differ in kernel, "
+                            "CPU or CNI version, or in engine versions, backends or "
+                            "profiles (`--force`)"),
         same_fingerprint: bool = Query(False, description="Refuse runs whose nodes' "
                                        "fingerprints differ (`--same-fingerprint`)"),
         svc: Service = Depends(service)):
@@ -116,6 +117,7 @@ def compare_runs(a: str, b: str, metric: list[Metric] = Query(
     return {"baseline": a, "contender": b,
             "differences": list(admitted.differences),
             "fingerprint_differences": list(admitted.fingerprints),
+            "controller_differences": list(admitted.controller),
             "rows": [{k: _plain(v) for k, v in r.items()} for r in rows]}
 
 
