@@ -35,6 +35,23 @@ def test_each_install_is_detected_as_its_datapath_from_its_own_manifest(name):
     assert cni.detect(sets, maps).datapath == plan.install.datapath
 
 
+def test_weave_told_no_fast_datapath_is_detected_in_its_sleeve_mode(tmp_path):
+    """The testbed runs Weave with WEAVE_NO_FASTDP (no Open vSwitch here): detection says
+    sleeve, which the kubernetes backend's fingerprint gives as the CNI's mode; Weave's own
+    published manifest, as `cluster init` applies it, does not say it."""
+    from k8sdds.cni import weave
+
+    record = cni.CNIS["weave"]
+    upstream = manifests.documents(manifests.shipped(record))
+    sets = [o for o in base.objects(upstream) if o.get("kind") == "DaemonSet"]
+    assert record.detect(sets[0], {}).mode == ""
+    adapted = weave.testbed_adapt(upstream, "weave", tmp_path, "10.244.0.0/16", 2)
+    sets = [o for o in base.objects(adapted) if o.get("kind") == "DaemonSet"]
+    found = record.detect(sets[0], {})
+    assert (found.datapath, found.mode) == ("weave", "sleeve (the router in user space, "
+                                                      "UDP 6783)")
+
+
 def test_the_emulated_wiring_covers_every_datapath_that_has_one():
     from k8sdds.testbed.wiring.kinds import WIRING
 

@@ -202,6 +202,9 @@ class Detected:
     datapath: str  # a datapath name, or "unknown"
     cni: str  # what was found, for the manifest ("flannel (vxlan)", "weave (encrypted)")
     daemonset: str = ""  # namespace/name of the CNI's DaemonSet
+    # how it carries packets, where the DaemonSet says more than the datapath's record
+    # (Weave told WEAVE_NO_FASTDP: its sleeve mode); "": the datapath's encapsulation
+    mode: str = ""
 
 
 # a DaemonSet (as the API's dict), the ConfigMaps read -> what it shows, or None: not this CNI

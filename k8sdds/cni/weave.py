@@ -148,13 +148,18 @@ def testbed_adapt(docs: list[dict], datapath: str, view: Path, network: str,
     return docs
 
 
+SLEEVE = "sleeve (the router in user space, UDP 6783)"
+
+
 def detect(ds: Mapping, config_maps: Mapping[tuple[str, str], Mapping]) -> Detected | None:
     if "weave" not in named(ds):
         return None
-    encrypted = any(e.get("name") == "WEAVE_PASSWORD" for c in containers(ds)
-                    for e in c.get("env") or [])
-    return (Detected("weave-encrypted", "weave (encrypted)", where(ds)) if encrypted
-            else Detected("weave", "weave", where(ds)))
+    env = {e.get("name") for c in containers(ds) for e in c.get("env") or []}
+    # without Open vSwitch's fast datapath (told so, or a kernel without it) the router
+    # carries the pods' packets itself, in user space over UDP 6783
+    mode = SLEEVE if "WEAVE_NO_FASTDP" in env else ""
+    return (Detected("weave-encrypted", "weave (encrypted)", where(ds), mode)
+            if "WEAVE_PASSWORD" in env else Detected("weave", "weave", where(ds), mode))
 
 
 CNI = Cni(

@@ -338,7 +338,7 @@ class KubernetesBackend:
             except KubernetesError:
                 pass  # not ours to read: the version stays unknown
         try:
-            mode = model.datapath(found.datapath).encapsulation
+            mode = found.mode or model.datapath(found.datapath).encapsulation
         except KeyError:
             mode = found.cni
         cni = {"name": found.cni, "version": version, "mode": mode}
