@@ -36,7 +36,6 @@ import pandas as pd
 from common import Hand, k8sdds, mean_interval, ratio_interval  # benchmarks/common.py
 
 from k8sdds.engines import registry
-from k8sdds.parsers import PARSERS
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
 
@@ -72,7 +71,7 @@ def by_hand(tb: Testbed, run_dir: Path, engine: str, sessions: bool = True) -> f
     finally:
         hand.stop()
     out = procs["sub0"].stdout.read()
-    return PARSERS[engine](out, "sub0", False).summary("throughput_mbps")
+    return registry()[engine].parser.parse(out, "sub0", False).summary("throughput_mbps")
 
 
 def transparency(pairs: int, duration: float, names: list[str]) -> None:

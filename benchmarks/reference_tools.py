@@ -159,7 +159,7 @@ def where_time_goes(tb, zenoh_dir: Path, dds_dir: Path, tools: Path, size: int,
                     duration: float) -> list[str]:
     """One round-trip sitting of each middleware's own tools by hand, peer to peer: the echo
     side's threads and its context switches (wake-ups) per round trip, and the p50."""
-    from k8sdds.parsers import PARSERS
+    from k8sdds.engines import registry
 
     rows = []
     for name, run_dir in (("zenoh: z_ping/z_pong", zenoh_dir), ("DDS: ddsperf ping/pong",
@@ -186,7 +186,7 @@ def where_time_goes(tb, zenoh_dir: Path, dds_dir: Path, tools: Path, size: int,
                 ping = hand.start("pub", argv["pub"])
                 out = ping.communicate(timeout=duration * 10 + 60)[0]
                 after = switches(pong.pid)
-                parsed = PARSERS["ddsperf"](out, "pub", True)
+                parsed = registry()["ddsperf"].parser.parse(out, "pub", True)
                 trips = int(sum(v.value for v in parsed.all_values()
                                 if v.metric == "roundtrips" and v.kind == "sample"))
                 p50 = parsed.summary("latency_us_p50") or float("nan")

@@ -10,12 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from k8sdds import parsers
 from k8sdds.guarded import read_bytes, text_pieces
 from k8sdds.model import BESIDE, Test
 from k8sdds.parsers import Parsed, Value, counters
 from k8sdds.parsers.base import MAX_SAMPLES, thinning_step
 from k8sdds.parsers.latency import definition
+from k8sdds.parsers.reader import Parser
 from k8sdds.results.schema import test_values
 
 USAGE = "usage.json"  # what the datapath consumed during a repeat (written by the runner)
@@ -29,12 +29,12 @@ def measures_round_trips(test: Test, role: str) -> bool:
     return test.latency_test and role not in BESIDE
 
 
-def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: str,
+def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: Parser,
                advance: Callable[[int], None] | None = None) -> dict[str, Parsed]:
     """Parse each role's log of one repeat with `parser` (the engine's; a missing log parses
     as a failure), and each node's sampled counters (counters-NODE.log, under `NODE` +
     its name); `advance(n)`: n more bytes of a log read (a progress bar's)."""
-    parse, stream = parsers.PARSERS[parser], parsers.STREAMS.get(parser)
+    parse, stream = parser.parse, parser.stream
     out = {}
     for role in roles:
         log = rep_dir / f"{role}.log"

@@ -183,7 +183,8 @@ def test_the_arm_image_carries_the_engines_k8sdds_builds_and_they_measure(arch, 
     from k8sdds.engines import registry
     from k8sdds.engines.base import engine_bin, engine_path
     from k8sdds.images.foreign import DEBIAN
-    from k8sdds.parsers import PARSERS
+
+    from .parsers_support import PARSERS
 
     archive = tmp_path / f"engines-{arch}.tar"
     done = cli("image", "build", "--arch", arch, "--out", str(archive), cwd=ROOT,

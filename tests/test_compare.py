@@ -237,9 +237,9 @@ def test_compare_refuses_runs_not_made_alike_unless_forced(runs):
         RunDir(run).write_manifest(manifest)
     done = _cli("compare", str(a), str(b))
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "kernel: 6.1.0 against 6.12.0" in done.stderr
+    assert "the controller's kernel: 6.1.0 against 6.12.0" in done.stderr
     assert "engine versions: ddsperf 0.10.2 against ddsperf 0.11.0" in done.stderr
     forced = _cli("compare", str(a), str(b), "--force")
     assert forced.returncode == 0, forced.stderr
-    assert "warning: the runs differ in kernel" in forced.stderr
+    assert "warning: the runs differ in the controller's kernel" in forced.stderr
     assert "comparing the same tests" in forced.stderr

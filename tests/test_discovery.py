@@ -254,7 +254,7 @@ def test_a_nodes_counters_are_rows_of_that_node_and_a_stray_file_is_left_out(tmp
     (tmp_path / "counters-node2.log").write_text((HERE / "counters-node2-head.log").read_text())
     (tmp_path / "counters-elsewhere.log").write_text("0.1 1 1 1 1\n0.2 2 2 2 2\n")
     test = replace(BASE, num_subscribers=0, number=1)
-    parsed = records.parse_logs(test, tmp_path, ["p0"], "discovery")
+    parsed = records.parse_logs(test, tmp_path, ["p0"], parser.PARSER)
     dropped: list[str] = []
     rows = records.rows("r", "emulated", test, 1, {"p0": "node2"}, parsed, dropped=dropped)
     nodes = [r for r in rows if r["role"] == "node"]

@@ -10,10 +10,10 @@ import pytest
 from k8sdds.engines import RoleContext, registry
 from k8sdds.engines.mqtt import broker_config
 from k8sdds.model import Limits, Test
-from k8sdds.parsers import PARSERS
 from k8sdds.schedule import check
 
 from .conftest import FIXTURES
+from .parsers_support import PARSERS
 
 MQTT = FIXTURES / "mqtt"
 BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,

@@ -11,10 +11,10 @@ import pytest
 from k8sdds.deployment.placement import place
 from k8sdds.engines import RoleContext, registry
 from k8sdds.model import Limits, Test
-from k8sdds.parsers import PARSERS
 from k8sdds.schedule import check
 
 from .conftest import FIXTURES
+from .parsers_support import PARSERS
 
 ZENOH = FIXTURES / "zenoh"
 BASE = Test(row=0, line=2, data_len=1024, multicast=False, num_subscribers=2,

@@ -1,14 +1,15 @@
 """docs/architecture.md's list for a new engine, kept true: each engine of the registry lives
-in a module of k8sdds/engines/, its parser in k8sdds/parsers/ is in parsers.PARSERS, and an
-engine that measures a latency has its definition in parsers.latency.PRINTED."""
+in a module of k8sdds/engines/ and names its parser, a module of k8sdds/parsers/ whose
+`PARSER` it is; an engine that measures a latency carries its program's definition there
+(`PRINTED`, `Parser.printed`)."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from pathlib import Path
 
 from k8sdds import engines, parsers
-from k8sdds.parsers import latency
 
 ROOT = Path(__file__).parent.parent
 
@@ -21,11 +22,13 @@ def test_every_engine_lives_where_the_architecture_page_says():
                           "zenoh-discovery", "iperf3", "qperf", "ping", "ab"}
     for name, engine in known.items():
         assert Path(inspect.getfile(type(engine))).parent == folder, name
-        parse = parsers.PARSERS[engine.parser]
-        assert Path(inspect.getfile(parse)).parent == Path(parsers.__file__).parent, name
+        module = importlib.import_module(f"k8sdds.parsers.{engine.parser.name}")
+        assert module.PARSER is engine.parser and module.parse is engine.parser.parse, name
+        assert Path(module.__file__).parent == Path(parsers.__file__).parent, name
+        assert engine.parser.printed is getattr(module, "PRINTED", None), name
     # iperf3 measures no latency; the discovery engines time discovery
-    timed = {n for n, e in known.items() if e.parser in latency.PRINTED}
+    timed = {n for n, e in known.items() if e.parser.printed is not None}
     assert set(known) - timed == {"iperf3", "dds-discovery", "zenoh-discovery"}
     page = (ROOT / "docs/architecture.md").read_text()
-    for quoted in ("`engines.registry()`", "`parsers.PARSERS`", "`parsers.latency.PRINTED`"):
+    for quoted in ("`engines.registry()`", "`Engine.parser`", "`PRINTED`"):
         assert quoted in page

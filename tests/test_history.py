@@ -58,7 +58,7 @@ def test_a_drop_is_one_change_point_with_what_changed_with_it(tmp_path):
     assert change["before"] == pytest.approx(100) and change["after"] == pytest.approx(80)
     assert change["change_pct"] == pytest.approx(-20) and change["regression"] is True
     assert change["p_value"] < 0.001
-    assert change["changed_with"] == ["kernel: 6.1.0 against 6.12.0"]
+    assert change["changed_with"] == ["the controller's kernel: 6.1.0 against 6.12.0"]
 
 
 # three runs without a profile, then three on the Pi 3B's, measured on a loaded 2-core
@@ -107,7 +107,7 @@ def test_the_services_database_gives_the_same_changes(tmp_path):
     assert done.returncode == 0, done.stderr
     [change] = json.loads(done.stdout)["changes"]
     assert change["run_id"] == dirs[4].name and change["change_pct"] == pytest.approx(-20)
-    assert change["changed_with"] == ["kernel: 6.1.0 against 6.12.0"]
+    assert change["changed_with"] == ["the controller's kernel: 6.1.0 against 6.12.0"]
 
 
 def test_the_plot_and_the_report_mark_the_change(tmp_path):
@@ -198,6 +198,6 @@ def test_the_services_history_page_shows_the_series_and_the_change(tmp_path):
     changes = page[page.index('<ul id="changes">'):]
     changes = changes[:changes.index("</ul>")]
     assert f"from run {dirs[4].name}" in changes and "regression" in changes
-    assert "kernel: 6.1.0 against 6.12.0" in changes
+    assert "the controller&#39;s kernel: 6.1.0 against 6.12.0" in changes  # as HTML escapes it
     assert all(f'href="/runs/{d.name}"' in page for d in dirs)
     assert "Traceback" not in proc.stderr.read()

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from k8sdds import model, schedule
 from k8sdds.errors import ScheduleError, UserError
-from k8sdds.parsers import PARSERS
 
 from .cli_support import invoke
 from .conftest import FIXTURES
+from .parsers_support import PARSERS
 
 HEADER = "dataLen,multicast,numSubscribers,bestEffort,batchSize"
 LOGS = sorted((FIXTURES / "ddsperf").glob("*.log")) + sorted(

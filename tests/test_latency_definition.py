@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from k8sdds.parsers import PARSERS, latency
 from k8sdds.results import upgrade
 
 from .conftest import FIXTURES
+from .parsers_support import PARSERS, PRINTED
 
 ROOT = Path(__file__).parent.parent
 
@@ -111,7 +111,7 @@ def test_every_engine_with_a_latency_has_its_definition():
     from k8sdds import engines
 
     engines = engines.registry()
-    measured = {n for n, e in engines.items() if e.parser in latency.PRINTED}
+    measured = {n for n, e in engines.items() if e.parser.printed is not None}
     # iperf3 measures no latency, dds-discovery and zenoh-discovery discovery
     assert set(engines) - measured == {"iperf3", "dds-discovery", "zenoh-discovery"}
 
@@ -144,9 +144,9 @@ def test_ddsperf_halves_the_round_trip_in_its_own_source():
     debian = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "cyclonedds-tools"],
                             capture_output=True, text=True)
     assert debian.stdout.startswith("0.10.2"), debian
-    source = _cyclone_source(latency.PRINTED["ddsperf"].source)
-    assert _line(source, latency.PRINTED["ddsperf"].line)
-    assert latency.PRINTED["ddsperf"].factor == 2.0
+    source = _cyclone_source(PRINTED["ddsperf"].source)
+    assert _line(source, PRINTED["ddsperf"].line)
+    assert PRINTED["ddsperf"].factor == 2.0
 
 
 def test_perftest_halves_the_round_trip_in_its_own_source():
@@ -155,7 +155,7 @@ def test_perftest_halves_the_round_trip_in_its_own_source():
     src = os.environ.get("PERFTEST_SRC") or next(
         iter(sorted((ROOT.parent / "shared/third_party").glob("rtiperftest-*.tar.gz"))), "")
     assert src, "no RTI Perftest sources (PERFTEST_SRC or ../shared/third_party)"
-    want = latency.PRINTED["rtiperftest"]
+    want = PRINTED["rtiperftest"]
     if Path(src).is_dir():
         text = (Path(src) / want.source).read_text()
     else:
@@ -171,7 +171,7 @@ def test_perftest_halves_the_round_trip_in_its_own_source():
 
 @pytest.mark.parametrize("engine", ["zenoh", "mqtt"])
 def test_k8sdds_own_clients_time_the_whole_round_trip_in_their_source(engine):
-    want = latency.PRINTED[engine]
+    want = PRINTED[engine]
     assert _line((ROOT / want.source).read_text(), want.line)
     assert want.factor == 1.0
 

@@ -9,10 +9,10 @@ import pytest
 
 from k8sdds.engines import RoleContext, registry
 from k8sdds.model import Limits, Test
-from k8sdds.parsers import PARSERS
 from k8sdds.schedule import check
 
 from .conftest import FIXTURES
+from .parsers_support import PARSERS
 
 NET = FIXTURES / "network"
 

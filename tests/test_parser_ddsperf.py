@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from k8sdds.parsers import PARSERS
 from k8sdds.parsers.ddsperf import parse, weighted_median
 
 from .conftest import FIXTURES
+from .parsers_support import PARSERS
 
 D = FIXTURES / "ddsperf"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from k8sdds.parsers import PARSERS
 from k8sdds.parsers.rtiperftest import parse
 
 from .conftest import FIXTURES
+from .parsers_support import PARSERS
 
 R = FIXTURES / "rtiperftest"
 

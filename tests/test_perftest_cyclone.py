@@ -292,7 +292,7 @@ def test_the_pis_builds_measure_each_other_under_qemu(built, tmp_path):
     """`make perftest PERFTEST_ARCHES="arm64 armhf"` (docs/how-to/rti-perftest.md), then a Pi
     4's publisher (arm64) and a Pi 3's subscriber (armhf) over loopback, each under qemu-user
     with its own architecture's Cyclone DDS: Perftest's summary, read by k8sdds' parser."""
-    from k8sdds.parsers import PARSERS
+    from .parsers_support import PARSERS
 
     done = subprocess.run(["make", "--no-print-directory", "perftest", f"PERFTEST_SRC={SRC}",
                            "PERFTEST_ARCHES=arm64 armhf"], cwd=REPO, capture_output=True,
@@ -328,7 +328,7 @@ def test_a_latency_test_answers_on_the_receive_thread_one_ping_in_flight(built, 
     `dds_write: Timeout` after 10 s at any size), from 256 B to a 1 MB sample (large data),
     and the publisher has one ping in flight: its pongs times their mean round trip stay
     within what the seconds it pinged hold (FILL_PERFTEST; two in flight came to 1.55)."""
-    from k8sdds.parsers import PARSERS
+    from .parsers_support import PARSERS
 
     common = ["-nic", "lo", "-dataLen", str(size), "-domain", "9", "-peer", "127.0.0.1"]
     sub = subprocess.Popen([str(built), "-sub", *common], stdout=subprocess.PIPE,

@@ -89,12 +89,11 @@ def admit(baseline: Runs, contender: Runs, names: tuple[str, str], force: bool =
 def differences(baseline: dict, contender: dict) -> list[str]:
     """What differs between the two runs' manifests beyond the tests, of what was measured:
     one line each. The nodes both measured are judged by their fingerprints; without one,
-    the controller's (said so)."""
+    the controller ("the controller's kernel: ...")."""
     out = _read(RUN_SAME, baseline, contender)
     if _common_nodes(baseline, contender):
         return out + _nodes(baseline, contender)
-    return out + [f"{line} (the computer k8sdds ran on: the runs hold no fingerprint of a "
-                  "node both measured)" for line in _read(CONTROLLER, baseline, contender)]
+    return out + [f"the controller's {line}" for line in _read(CONTROLLER, baseline, contender)]
 
 
 def _read(fields, baseline: dict, contender: dict) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from k8sdds.caches import engine_bin  # where `make engines` puts its engines
 from k8sdds.model import SINK, STREAM, Test  # noqa: F401 - the engines' roles
+from k8sdds.parsers.reader import Parser
 
 STREAM_DOMAIN = 1  # the DDS domain of the stream beside a round trip (the round trip's: 0)
 
@@ -56,7 +57,7 @@ class Command:
 class Engine(Protocol):
     name: str
     supports: str  # what it measures and which columns it honours, for `k8sdds engines`
-    parser: str  # name in k8sdds.parsers.PARSERS
+    parser: Parser  # what reads its program's logs (k8sdds/parsers/<name>.py's PARSER)
     parallel_streams: bool  # whether the `streams` column means anything to it
     under_load: bool  # it runs a stream beside a round-trip test (the `load` column): the
     # roles STREAM and SINK, beside the driver and the first other role

@@ -27,6 +27,7 @@ from k8sdds.engines.base import (
 )
 from k8sdds.engines.cyclone import CycloneConfig, SecurityFiles, render, security_plugins
 from k8sdds.model import SINK, STREAM, Test
+from k8sdds.parsers.ddsperf import PARSER
 
 MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024
@@ -65,7 +66,7 @@ class Ddsperf:
     qos_levels: tuple[int, ...] = ()
     supports = ("DDS throughput, latency, latency under load; udp, tcp, tls; DDS Security; "
                 "multicast; batching; discovery by multicast or peers")
-    parser = "ddsperf"
+    parser = PARSER
     binary = "ddsperf"
     # seconds the subscribers get after the publisher exits; its publisher only exits once its
     # reliable data is acknowledged (Cyclone lingers ~0.4 s), so little is still in flight

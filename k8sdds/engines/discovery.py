@@ -23,6 +23,7 @@ from k8sdds.engines.base import Command, Problem, RoleContext, debian_version
 from k8sdds.engines.clients import built, not_built
 from k8sdds.engines.cyclone import CycloneConfig, render
 from k8sdds.model import Test
+from k8sdds.parsers.discovery import PARSER
 
 BINARY = "k8sdds-discovery"
 WAIT = 30  # seconds a participant waits for every peer before it gives up
@@ -60,7 +61,7 @@ class DiscoveryTest:
 
     middleware = False  # it measures discovery, not a middleware's data path
     qos_levels: tuple[int, ...] = ()
-    parser = "discovery"
+    parser = PARSER
     drain = 2 * SETTLE + 3.0  # the others matched a little after the first: their last lines
     listen_port = None  # each participant waits for its peers itself (WAIT)
     parallel_streams = False

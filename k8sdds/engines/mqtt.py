@@ -21,7 +21,10 @@ from collections.abc import Sequence
 from k8sdds.engines.base import Command, Problem, RoleContext, debian_version, pubsub_roles
 from k8sdds.engines.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 from k8sdds.model import SINK, STREAM, Test
-from k8sdds.parsers.mqtt import BROKER  # the role name its log is parsed by
+from k8sdds.parsers.mqtt import (
+    BROKER,  # the role name its log is parsed by
+    PARSER,
+)
 
 PORT = 1883
 BINARY = "k8sdds-mqtt"
@@ -53,7 +56,7 @@ class Mqtt(OwnClient):
     arches = ("amd64", "arm64", "armhf")  # Go: this machine's, a Pi 4/5's and a Pi 3's
     supports = ("MQTT throughput, latency, latency under load through a broker (mosquitto); "
                 "tcp; QoS 0 (bestEffort), 1 and 2 (mqttQos)")
-    parser = "mqtt"
+    parser = PARSER
     listen_port = PORT  # the broker (the first follower) listens before the driver starts
     topologies = ("routed",)  # always through its broker
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from k8sdds.engines.base import Command, Problem, RoleContext, debian_version
 from k8sdds.model import Test
+from k8sdds.parsers import ab, iperf3, ping, qperf
+from k8sdds.parsers.reader import Parser
 
 MAX_DATAGRAM = 65507  # UDP and ICMP payload in one IPv4 datagram
 AB_PORT = 8080
@@ -28,7 +30,7 @@ class _Network:
     """What the three share: two roles, one path, no DDS options."""
 
     name: str
-    parser: str
+    parser: Parser
     package: str  # the Debian package that provides the binary
     binary: str
     drain = 1.0  # the server gets this long after the client ends
@@ -107,7 +109,8 @@ class Iperf3(_Network):
     """iperf3 -J: TCP or UDP throughput (`-u`, rate from pubRate x dataLen, else unlimited),
     `-l dataLen` per write, `-P streams`."""
 
-    name = parser = binary = package = "iperf3"
+    name = binary = package = "iperf3"
+    parser = iperf3.PARSER
     supports = "throughput; tcp, udp; parallel streams; through a Service"
     parallel_streams = True  # -P
     listen_port = IPERF3_PORT
@@ -140,7 +143,8 @@ class Iperf3(_Network):
 class Qperf(_Network):
     """qperf: `tcp_bw`/`udp_bw`, or `tcp_lat`/`udp_lat` in a latency test, `-m dataLen`."""
 
-    name = parser = binary = package = "qperf"
+    name = binary = package = "qperf"
+    parser = qperf.PARSER
     supports = "throughput, latency; tcp, udp"
     listen_port = QPERF_PORT
 
@@ -156,7 +160,8 @@ class Qperf(_Network):
 class Ping(_Network):
     """ping: ICMP echo round trips of dataLen bytes, every 0.2 s (or at pubRate)."""
 
-    name = parser = binary = "ping"
+    name = binary = "ping"
+    parser = ping.PARSER
     supports = "latency (ICMP echo)"
     package = "iputils-ping"
     drain = 0.0
@@ -211,7 +216,8 @@ class Ab(_Network):
     """ab against nginx: HTTP GETs of a dataLen-byte file over keep-alive connections,
     `streams` of them at once (ab -c), for the duration."""
 
-    name = parser = "ab"
+    name = "ab"
+    parser = ab.PARSER
     supports = "HTTP requests and latency; tcp; concurrent connections; through a Service"
     binary = "ab"
     package = "apache2-utils"

@@ -44,6 +44,7 @@ from k8sdds.engines.base import (
 )
 from k8sdds.flags import option
 from k8sdds.model import BESIDE, HOST_ARCH, SINK, STREAM, Test
+from k8sdds.parsers.rtiperftest import PARSER
 
 MIN_SIZE = 28  # Perftest refuses smaller samples
 MAX_SIZE = 2_147_482_620
@@ -145,7 +146,7 @@ class RtiPerftest:
                 "tls, dtls; DDS Security; multicast; batching; discovery by multicast, peers "
                 "or cds. k8sdds' build on Cyclone DDS (make perftest): udp, tcp, tls; DDS "
                 "Security; multicast; batching; discovery by multicast (udp) or peers")
-    parser = "rtiperftest"
+    parser = PARSER
     parallel_streams = False
     under_load = True  # STREAM and SINK: a pub and a sub beside the round trip's, domain 1
     node_traffic = False  # no node interface counters sampled

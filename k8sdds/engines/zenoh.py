@@ -22,7 +22,10 @@ from collections.abc import Sequence
 from k8sdds.engines.base import Command, RoleContext, pubsub_roles
 from k8sdds.engines.clients import DRIVERS, PEER_WAIT, OwnClient, built, first_line, not_built
 from k8sdds.model import SINK, STREAM, Test
-from k8sdds.parsers.zenoh import ROUTER  # the role name its log is parsed by
+from k8sdds.parsers.zenoh import (
+    PARSER,
+    ROUTER,  # the role name its log is parsed by
+)
 
 PORT = 7447  # Zenoh's own port: the router's, and the first subscriber's peer to peer
 SINK_PORT = 7999  # where the stream's receiver listens peer to peer (past any subscriber's)
@@ -48,7 +51,7 @@ class Zenoh(OwnClient):
     supports = ("Zenoh throughput, latency, latency under load; peer to peer "
                 "(topology=peer) or through a Zenoh router (topology=routed); tcp; bestEffort "
                 "drops under congestion")
-    parser = "zenoh"  # k8sdds-zenoh prints ddsperf's lines; the router, Zenoh's errors
+    parser = PARSER  # k8sdds-zenoh prints ddsperf's lines; the router, Zenoh's errors
     listen_port = PORT  # the router, or the first subscriber, listens before the driver
     topologies = ("peer", "routed")
 

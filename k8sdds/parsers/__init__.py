@@ -1,20 +1,10 @@
-"""Parsers by name: pure functions from an engine's output text to values."""
+"""Pure functions from an engine's output text to values, a module per program. An engine's
+record names its program's parser (`Engine.parser`, a `reader.Parser`: its `parse`, a reader
+of a log a piece at a time where there is one, and its latency definition); there is no
+registry of them by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from k8sdds.parsers import ab, ddsperf, discovery, iperf3, mqtt, ping, qperf, rtiperftest, zenoh
 from k8sdds.parsers.base import SAMPLE, SUMMARY, Parsed, Trace, Value
 
-# parser(text, role, latency_test) -> Parsed
-PARSERS: dict[str, Callable[[str, str, bool], Parsed]] = {
-    "ddsperf": ddsperf.parse, "rtiperftest": rtiperftest.parse, "iperf3": iperf3.parse,
-    "qperf": qperf.parse, "ping": ping.parse, "ab": ab.parse, "mqtt": mqtt.parse,
-    "zenoh": zenoh.parse, "discovery": discovery.parse}
-
-# parsers that can also read a log a piece at a time (Stream(role, latency_test): feed(piece),
-# result()): their memory does not grow with a log's lines
-STREAMS = {"rtiperftest": rtiperftest.Stream}
-
-__all__ = ["PARSERS", "STREAMS", "SAMPLE", "SUMMARY", "Trace", "Parsed", "Value"]
+__all__ = ["SAMPLE", "SUMMARY", "Trace", "Parsed", "Value"]

@@ -5,6 +5,15 @@ from __future__ import annotations
 import re
 
 from k8sdds.parsers.base import Parsed, Value
+from k8sdds.parsers.latency import Printed
+from k8sdds.parsers.reader import Parser
+
+# what ab's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "ab (Apache 2.4)",
+    "the time per request: a request's send to its response's end",
+    1.0, "support/ab.c", "(double) concurrency * timetaken * 1000 / done);")
+
 
 RPS = re.compile(r"^Requests per second:\s+([0-9.]+)", re.M)
 PER_REQUEST = re.compile(r"^Time per request:\s+([0-9.]+) \[ms\] \(mean\)$", re.M)
@@ -41,3 +50,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
     values += [Value(f"latency_us_p{q}", float(ms) * 1000, "us")
                for q, ms in PERCENT.findall(text)]
     return Parsed(values=tuple(values))
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("ab", parse, PRINTED)

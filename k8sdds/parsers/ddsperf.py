@@ -18,6 +18,17 @@ import re
 from k8sdds.model import STREAM
 from k8sdds.parsers import latency
 from k8sdds.parsers.base import SAMPLE, Parsed, Value, steady
+from k8sdds.parsers.latency import Printed
+from k8sdds.parsers.reader import Parser
+
+# what ddsperf's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "ddsperf (Eclipse Cyclone DDS 0.10.2, Debian's cyclonedds-tools)",
+    "half the round trip: the pong's receipt minus the ping's source timestamp, / 2",
+    2.0, "src/tools/ddsperf/ddsperf.c",
+    "const bool all = update_roundtrip (iseq[i].publication_handle, "
+    "(tnow - iseq[i].source_timestamp) / 2, isping, *seq);")
+
 
 _PREFIX = r"^\[(?P<pid>\d+)\]\s+(?P<t>\d+(?:\.\d+)?)\s+"
 _SUB = re.compile(
@@ -38,9 +49,9 @@ _RSS_MB = {"kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
 
 def parse(text: str, role: str, latency_test: bool) -> Parsed:
     """Parse one ddsperf process's output (pure: no I/O); its latencies, half a round trip
-    as ddsperf prints them, as round trips (`latency.PRINTED`)."""
+    as ddsperf prints them, as round trips (`PRINTED`)."""
     return latency.round_trips(read(text, role, latency_test),
-                               latency.PRINTED["ddsperf"].factor)
+                               PRINTED.factor)
 
 
 def read(text: str, role: str, latency_test: bool) -> Parsed:
@@ -159,3 +170,7 @@ def _resource_summary(values: list[Value]) -> list[Value]:
             value = agg(series) if agg else sum(series) / len(series)
             out.append(Value(metric, value, unit))
     return out
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("ddsperf", parse, PRINTED)

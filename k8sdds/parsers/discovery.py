@@ -21,6 +21,7 @@ import numpy as np
 
 from k8sdds.parsers import zenoh
 from k8sdds.parsers.base import Parsed, Trace, Value
+from k8sdds.parsers.reader import Parser
 
 START = re.compile(r"^start iface \S+ late (\d+(?:\.\d+)?) epoch (\d+(?:\.\d+)?)$", re.M)
 DISCOVERED = re.compile(r"^discovered (\d+(?:\.\d+)?)$", re.M)
@@ -78,3 +79,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         t, v = zip(*matched, strict=True)
         columns = (Trace("matched_peers", "count", np.array(t), np.array(v, dtype=float)),)
     return Parsed(values=tuple(values), columns=columns)
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("discovery", parse)

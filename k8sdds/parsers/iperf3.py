@@ -12,6 +12,7 @@ import json
 import numpy as np
 
 from k8sdds.parsers.base import Parsed, Trace, Value
+from k8sdds.parsers.reader import Parser
 
 MBPS = 1e6
 
@@ -62,3 +63,7 @@ def _num(value) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("iperf3", parse)

@@ -11,6 +11,16 @@ import re
 
 from k8sdds.parsers import ddsperf, latency
 from k8sdds.parsers.base import Parsed
+from k8sdds.parsers.latency import Printed
+from k8sdds.parsers.reader import Parser
+
+# what mqtt's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "k8sdds-mqtt (engines/mqtt)",
+    "the round trip: the pong's receipt minus the ping's send",
+    1.0, "engines/mqtt/main.go",
+    "rtts = append(rtts, float64(time.Since(sentAt).Nanoseconds())/1e3)")
+
 
 BROKER = "broker"
 _BROKER_ERROR = re.compile(r"^(?:\d+:\s+)?Error:\s*(?P<msg>.+)$")
@@ -24,4 +34,8 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         return Parsed(failure="mosquitto: " + "; ".join(dict.fromkeys(errors)) if errors
                       else None)
     return latency.round_trips(ddsperf.read(text, role, latency_test),
-                               latency.PRINTED["mqtt"].factor)
+                               PRINTED.factor)
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("mqtt", parse, PRINTED)

@@ -7,6 +7,15 @@ import re
 import numpy as np
 
 from k8sdds.parsers.base import Parsed, Trace, Value
+from k8sdds.parsers.latency import Printed
+from k8sdds.parsers.reader import Parser
+
+# what ping's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "ping (iputils 20221126)",
+    "the round trip of each echo",
+    1.0, "ping/ping_common.c", "triptime = tv->tv_sec * 1000000 + tv->tv_usec;")
+
 
 REPLY = re.compile(r"icmp_seq=(\d+) .*?time[=<]([0-9.]+) ms")
 STATS = re.compile(r"(\d+) packets transmitted, (\d+) received")
@@ -41,3 +50,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
                             "samples"))
     return Parsed(values=tuple(values),
                   columns=(Trace("rtt_us", "us", np.array(seqs, dtype=float), rtt),))
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("ping", parse, PRINTED)

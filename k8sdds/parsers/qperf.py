@@ -1,7 +1,7 @@
 """qperf client output -> throughput or latency (and CPU with -v).
 
 qperf prints `TEST:` then `name = value unit` lines. Its latency is half the round trip (the
-time over the messages both ends received, `latency.PRINTED`); it is recorded as a round trip,
+time over the messages both ends received, `PRINTED`); it is recorded as a round trip,
 as every engine's is.
 """
 
@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import re
 
-from k8sdds.parsers import latency
 from k8sdds.parsers.base import Parsed, Value
+from k8sdds.parsers.latency import Printed
+from k8sdds.parsers.reader import Parser
+
+# what qperf's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "qperf 0.4.11",
+    "half the round trip: the time over the messages both ends received",
+    2.0, "src/qperf.c", "Res.latency = Res.l.time_real / no_msgs;")
+
 
 LINE = re.compile(r"^\s+(\w+)\s+=\s+([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S+)", re.M)
 BYTES = {"bytes/sec": 1, "KB/sec": 1e3, "MB/sec": 1e6, "GB/sec": 1e9, "TB/sec": 1e12}
@@ -34,7 +42,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
     if "latency" in fields and fields["latency"][1] in SECONDS:
         num, unit = fields["latency"]
         values.append(Value("latency_us_mean",
-                            latency.PRINTED["qperf"].factor * num * SECONDS[unit], "us"))
+                            PRINTED.factor * num * SECONDS[unit], "us"))
     if "msg_rate" in fields:
         num, unit = fields["msg_rate"]
         scale = {"K/sec": 1e3, "M/sec": 1e6, "/sec": 1}.get(unit, 1)
@@ -52,3 +60,7 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         why = failed.group(1).strip() if failed else "no result line"
         return Parsed(failure=f"qperf: {why}")
     return Parsed(values=tuple(values))
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("qperf", parse, PRINTED)

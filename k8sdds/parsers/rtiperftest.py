@@ -7,7 +7,7 @@ and `One way Latency: ...`, 4.0 `One-Way Latency:`), the CSV summaries of 3.x
 serialization columns), the CSV of 4.x (`Sample Size (Bytes)`, `Avg Samples/s`, `Avg Mbps`,
 `CPU (%)`, `Intervals One-Way Latency`, `μs`) and JSON (`{"perftest":[{"length":...,
 "intervals":[...],"summary":{...}}]}`). Perftest prints half the round trip ("one-way"), in
-microseconds; its latencies are stored as round trips (`latency.PRINTED`), and a latency
+microseconds; its latencies are stored as round trips (`PRINTED`), and a latency
 publisher's interval lines, one a pong, are counted as its `roundtrips`.
 
 pandas is imported where a table is read, not with the module: every `k8sdds` command imports
@@ -37,8 +37,17 @@ import numpy as np
 from k8sdds.model import SINK
 from k8sdds.parsers import latency
 from k8sdds.parsers.base import SUMMARY, Parsed, Samples, Trace, Value, steady
+from k8sdds.parsers.latency import Printed
 from k8sdds.parsers.perftest_csv import Sections, numeric
 from k8sdds.parsers.perftest_json import Document
+from k8sdds.parsers.reader import Parser
+
+# what rtiperftest's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "perftest_cpp (RTI Perftest; also the K8sDDS study's published tree)",
+    "half the round trip, called one-way latency",
+    2.0, "srcCpp/perftest_cpp.cxx", "latency /= 2;")
+
 
 _NUM = r"([-+]?\d+(?:\.\d+)?)"
 _LEGACY_THR = re.compile(
@@ -206,7 +215,7 @@ class Stream:
         failure = _failure(ends, self._exit, self.role, self.latency_test, values)
         return latency.round_trips(
             Parsed(values=tuple(values), failure=failure, columns=tuple(columns)),
-            latency.PRINTED["rtiperftest"].factor)
+            PRINTED.factor)
 
 
 def _token_columns(lines: list[str], wanted: dict[str, tuple[str, str]],
@@ -294,3 +303,7 @@ _LAT_STARTS = ("One way Latency:", "One-Way Latency:", "One-way Latency:")
 _LAT_NAMES = ["latency_us_mean", "latency_us_std", "latency_us_min", "latency_us_max",
               "latency_us_p50", "latency_us_p90", "latency_us_p99", "latency_us_p9999",
               "latency_us_p999999"]
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("rtiperftest", parse, PRINTED, stream=Stream)

@@ -12,6 +12,16 @@ import re
 
 from k8sdds.parsers import ddsperf, latency
 from k8sdds.parsers.base import Parsed
+from k8sdds.parsers.latency import Printed
+from k8sdds.parsers.reader import Parser
+
+# what zenoh's program prints as a latency, and where its source says so
+PRINTED = Printed(
+    "k8sdds-zenoh (engines/zenoh)",
+    "the round trip: the pong's receipt minus the ping's send",
+    1.0, "engines/zenoh/src/main.rs",
+    "rtts.push(sent_at.elapsed().as_nanos() as f64 / 1e3);")
+
 
 ROUTER = "router"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -28,4 +38,8 @@ def parse(text: str, role: str, latency_test: bool) -> Parsed:
         return Parsed(failure="router: " + "; ".join(dict.fromkeys(errors)) if errors
                       else None)
     return latency.round_trips(ddsperf.read(text, role, latency_test),
-                               latency.PRINTED["zenoh"].factor)
+                               PRINTED.factor)
+
+
+# what the engine that runs this program reads its logs with
+PARSER = Parser("zenoh", parse, PRINTED)
