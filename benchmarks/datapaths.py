@@ -21,10 +21,10 @@ import pandas as pd
 from common import k8sdds, need_root  # benchmarks/common.py
 
 from k8sdds import model
-from k8sdds.testbed import capabilities, netns
+from k8sdds.testbed import netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring.kinds import WIRING
+from k8sdds.testbed.wiring.kinds import WIRING, datapath_unavailable
 
 TESTBED = "kdbench"
 
@@ -87,7 +87,7 @@ def main() -> None:
     need_root()
     names, skipped = [], []
     for name in WIRING:
-        reason = capabilities.datapath_unavailable(model.datapath(name))
+        reason = datapath_unavailable(model.datapath(name))
         (skipped.append(f"{name}: {reason}") if reason else names.append(name))
     tb = Testbed(default_nodes(4, args.profile, TESTBED))
     tb.up()

@@ -85,6 +85,22 @@ def test_each_wiring_kind_has_its_module_as_the_architecture_page_says():
                                          / "docs/architecture.md").read_text()
 
 
+def test_a_wiring_says_what_this_machine_lacks_for_it(monkeypatch):
+    """Each wiring kind says why it cannot be made here: kube-router's firewall without
+    iptables-restore or ipset names both packages; the datapaths of other kinds do not
+    ask for them."""
+    import shutil
+
+    from k8sdds.testbed.wiring.kinds import datapath_unavailable
+
+    real = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "ipset" else real(tool))
+    assert datapath_unavailable(model.datapath("kube-router")) == (
+        "its firewall rules need ipset (apt-get install --no-install-recommends iptables "
+        "ipset)")
+    assert datapath_unavailable(model.datapath("flannel-hostgw")) is None
+
+
 def _runs(record) -> set[str]:
     """The image repositories the record's upstream manifest (shipped, pinned) runs."""
     from k8sdds.images.kubernetes import split

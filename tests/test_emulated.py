@@ -18,10 +18,10 @@ import pytest
 from k8sdds import model
 from k8sdds.cni.weave import MTU as WEAVE_MTU
 from k8sdds.results import SCHEMA_VERSION
-from k8sdds.testbed import capabilities, netns, spec
+from k8sdds.testbed import netns, spec
 from k8sdds.testbed.netfilter import pod_chain
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring.kinds import WIRING, wg_interface
+from k8sdds.testbed.wiring.kinds import WIRING, datapath_unavailable, wg_interface
 
 from .builds import needs
 from .conftest import user_python
@@ -115,7 +115,7 @@ def wired(tmp_path_factory):
 @pytest.mark.parametrize("name", ROUTED)
 def test_datapath_carries_pod_traffic_across_nodes(wired, name):
     dp = model.datapath(name)
-    reason = capabilities.datapath_unavailable(dp)
+    reason = datapath_unavailable(dp)
     if reason:  # this kernel lacks it: what must hold is that k8sdds says so and builds nothing
         env = {**os.environ, "COLUMNS": "200"}
         up = cli("testbed", "up", "--testbed", "kdx" + str(os.getpid() % 1000), "--datapath",
@@ -176,7 +176,7 @@ def test_the_multicast_probe_and_dds_itself_agree_with_every_datapaths_record(
     from k8sdds.testbed import multicast
 
     dp = model.datapath(name)
-    reason = capabilities.datapath_unavailable(dp)
+    reason = datapath_unavailable(dp)
     if reason:  # refused and said by test_datapath_carries_pod_traffic_across_nodes
         pytest.xfail(f"{name} carries no traffic on this kernel: {reason}")
     wired.use_datapath(name)
@@ -322,7 +322,7 @@ def test_cilium_pod_packets_take_its_programs_past_the_bridge_and_netfilter(wire
     another. The same watch on flannel-hostgw counts them: it can see what it watches."""
     from k8sdds.testbed.wiring import ebpf
 
-    reason = capabilities.datapath_unavailable(model.datapath(name))
+    reason = datapath_unavailable(model.datapath(name))
     if reason:
         pytest.skip(reason)  # make test installs what it needs: in CI a skip fails
     n0, n1 = wired.nodes[:2]

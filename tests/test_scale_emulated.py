@@ -12,6 +12,7 @@ import pytest
 from k8sdds.testbed import netns
 from k8sdds.testbed.spec import default_nodes
 from k8sdds.testbed.testbed import Testbed
+from k8sdds.testbed.wiring.kinds import datapath_unavailable
 
 from .emulated_support import cli, namespaces, requires_namespaces, root_links
 
@@ -59,11 +60,10 @@ def test_one_publisher_and_32_subscribers_across_8_nodes(tmp_path):
 
 def test_two_testbeds_at_once_do_not_clash(tmp_path, monkeypatch):
     from k8sdds import model
-    from k8sdds.testbed import capabilities
 
     monkeypatch.setenv("K8SDDS_STATE_DIR", str(tmp_path))
     dp = "weave-encrypted"  # the most shared state: WireGuard sockets in /var/run/wireguard
-    if why := capabilities.datapath_unavailable(model.datapath(dp)):  # a skip CI fails
+    if why := datapath_unavailable(model.datapath(dp)):  # a skip CI fails
         pytest.skip(f"{dp} is not available here: {why}")
     a = Testbed(default_nodes(3, name="kda" + str(os.getpid() % 1000)))
     b = Testbed(default_nodes(3, name="kdb" + str(os.getpid() % 1000)))

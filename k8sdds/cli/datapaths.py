@@ -23,9 +23,8 @@ def testbed_datapaths(wide: bool = WIDE, probe: bool = PROBE,
                       name: str | None = TESTBED_NAME) -> None:
     """List the datapaths the emulated cluster offers, and whether this machine can; with
     --probe, whether multicast crosses each, as probed (exit 1 where a record disagrees)."""
-    from k8sdds.testbed.capabilities import datapath_unavailable
     from k8sdds.testbed.multicast import record_says
-    from k8sdds.testbed.wiring.kinds import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING, datapath_unavailable
 
     probed = _probe_all(DEFAULT_NAME if name is None else name) if probe else {}
     table = Table(title="emulated datapaths")

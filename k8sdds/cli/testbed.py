@@ -71,8 +71,7 @@ def testbed_up(name: str | None = backend_option("testbed"),
     mode = one_of(pod_network, old_cni, "--pod-network", "--cni") or "auto"
     testbed_spec = one_of(testbed_spec, old_spec, "--testbed-spec", "--spec")
     from k8sdds import cni
-    from k8sdds.testbed.capabilities import datapath_unavailable
-    from k8sdds.testbed.wiring.kinds import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING, datapath_unavailable
 
     dp = datapath or (cni.CLUSTER_DEFAULT if kubernetes else "host")
     [dp] = datapath_list(dp, list(WIRING))[:1]

@@ -19,14 +19,14 @@ from k8sdds.engines.base import Command, engine_path
 from k8sdds.errors import UserError
 from k8sdds.images.foreign import OCI
 from k8sdds.model import Limits, Test
-from k8sdds.testbed import capabilities, cgroups, fidelity, netns, userspace
+from k8sdds.testbed import cgroups, fidelity, netns, userspace
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.pods import MAX_PODS_PER_NODE
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
 from k8sdds.testbed.testbed import Testbed
-from k8sdds.testbed.wiring.kinds import TUNNEL_PROCESSES, WIRING
+from k8sdds.testbed.wiring.kinds import TUNNEL_PROCESSES, WIRING, datapath_unavailable
 
 
 class EmulatedBackend:
@@ -86,7 +86,7 @@ class EmulatedBackend:
             return (f"the emulated cluster does not wire {datapath} (it offers "
                     f"{', '.join(WIRING)}); run it with --backend kubernetes on a cluster "
                     "that has it")
-        return capabilities.datapath_unavailable(model.datapath(datapath))
+        return datapath_unavailable(model.datapath(datapath))
 
     def up(self) -> None:
         kube = Kubelets(self.testbed)

@@ -7,8 +7,6 @@ import os
 import secrets
 import shutil
 
-from k8sdds.cni.base import Ebpf
-from k8sdds.model import Datapath
 from k8sdds.testbed.netns import run
 
 _PROBE_ARGS = {"vxlan": ["id", "1", "dstport", "4789"]}
@@ -49,26 +47,6 @@ def wireguard() -> tuple[str | None, str | None]:
     if not os.path.exists("/dev/net/tun"):
         return None, "no kernel WireGuard, and wireguard-go needs /dev/net/tun"
     return "wireguard-go", None
-
-
-def datapath_unavailable(dp: Datapath) -> str | None:
-    """Why datapath `dp` cannot be emulated here, or None."""
-    for kind in dp.kernel_links:
-        reason = link_type(kind)
-        if reason:
-            return reason
-    if dp.encryption.startswith("WireGuard"):
-        return wireguard()[1]
-    if isinstance(dp.wiring, Ebpf):
-        from k8sdds.testbed.wiring import ebpf
-
-        return ebpf.unavailable()
-    if getattr(dp.wiring, "firewall", False):
-        missing = [tool for tool in ("iptables-restore", "ipset") if shutil.which(tool) is None]
-        if missing:
-            return (f"its firewall rules need {' and '.join(missing)} (apt-get install "
-                    "--no-install-recommends iptables ipset)")
-    return None
 
 
 @functools.cache

@@ -202,8 +202,7 @@ def every_datapath(tb, say=lambda line: None) -> dict[str, MulticastProbe]:
     """Each datapath this machine offers -> its probe, on testbed `tb` (up), rewired for
     each; the datapath it had is wired again after."""
     from k8sdds import model
-    from k8sdds.testbed.capabilities import datapath_unavailable
-    from k8sdds.testbed.wiring.kinds import WIRING
+    from k8sdds.testbed.wiring.kinds import WIRING, datapath_unavailable
 
     before = tb.load_state().datapath
     out = {}

@@ -225,4 +225,4 @@ def _teardown(kind: Ebpf, tb: Layout) -> None:
 
 def wiring(kind: Ebpf, mtu: int) -> Wiring:
     return Wiring(partial(_setup, kind, mtu), partial(_teardown, kind), partial(_pods, kind),
-                  partial(about, "tunnel" if kind.tunnel else "native"))
+                  partial(about, "tunnel" if kind.tunnel else "native"), unavailable)

@@ -18,6 +18,10 @@ def said_nothing() -> dict[str, str]:
     return {}
 
 
+def nothing_missing() -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Wiring:
     """One datapath's wiring of a testbed: set up, taken down, told of a node's pods."""
@@ -28,6 +32,8 @@ class Wiring:
     pods: Callable[[Layout, Node, Sequence[tuple[str, str]]], None] | None = None
     # what a node's fingerprint says of the wiring beyond the CNI's name and mode
     about: Callable[[], dict[str, str]] = field(default=said_nothing)
+    # why this machine cannot make it (a tool or kernel part it lacks, and the fix), or None
+    unavailable: Callable[[], str | None] = field(default=nothing_missing)
 
 
 def remote_pairs(tb: Layout) -> list[tuple[Node, Node]]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from k8sdds import model
+from k8sdds.cni.base import Datapath
+from k8sdds.testbed import capabilities
 from k8sdds.testbed.wiring import ebpf, ipip, routed, segment, vxlan, wireguard
 from k8sdds.testbed.wiring.hooks import Wiring, nothing
 from k8sdds.testbed.wiring.vxlan import vtep_mac
@@ -30,5 +32,16 @@ WIRING: dict[str, Wiring] = {
     name: (Wiring(nothing, nothing) if dp.host_network else wiring_of(dp.wiring, dp.mtu))
     for name, dp in model.DATAPATHS.items() if dp.host_network or dp.wiring is not None}
 
-__all__ = ["BY_KIND", "MODULES", "TUNNEL_PROCESSES", "WIRING", "Wiring", "vtep_mac",
-           "wg_interface", "wiring_of"]
+def datapath_unavailable(dp: Datapath) -> str | None:
+    """Why datapath `dp` cannot be emulated here, or None: a kernel link type it needs
+    (capabilities.link_type), then what its wiring says it lacks."""
+    for kind in dp.kernel_links:
+        reason = capabilities.link_type(kind)
+        if reason:
+            return reason
+    wired = WIRING.get(dp.name)
+    return wired.unavailable() if wired else None
+
+
+__all__ = ["BY_KIND", "MODULES", "TUNNEL_PROCESSES", "WIRING", "Wiring", "datapath_unavailable",
+           "vtep_mac", "wg_interface", "wiring_of"]

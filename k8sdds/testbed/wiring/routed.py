@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 
 from k8sdds.cni.base import Routed
@@ -30,7 +31,16 @@ def _firewall_pods(tb: Layout, node: Node, pods: Sequence[tuple[str, str]]) -> N
     netfilter.sync_pods(node.ns, pods)
 
 
+def _firewall_tools() -> str | None:
+    missing = [tool for tool in ("iptables-restore", "ipset") if shutil.which(tool) is None]
+    if missing:
+        return (f"its firewall rules need {' and '.join(missing)} (apt-get install "
+                "--no-install-recommends iptables ipset)")
+    return None
+
+
 def wiring(kind: Routed, mtu: int) -> Wiring:
     if kind.firewall:
-        return Wiring(_firewall_setup, _firewall_teardown, _firewall_pods)
+        return Wiring(_firewall_setup, _firewall_teardown, _firewall_pods,
+                      unavailable=_firewall_tools)
     return Wiring(route_setup, route_teardown)

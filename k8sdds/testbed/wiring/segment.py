@@ -10,7 +10,7 @@ from k8sdds.cni.base import L2Segment
 from k8sdds.testbed.layout import Layout, Node
 from k8sdds.testbed.netns import ip, run
 from k8sdds.testbed.wiring import wireguard
-from k8sdds.testbed.wiring.hooks import Wiring, remote_pairs
+from k8sdds.testbed.wiring.hooks import Wiring, nothing_missing, remote_pairs
 
 KIND = L2Segment
 
@@ -59,4 +59,5 @@ def _teardown(seg: L2Segment, tb: Layout) -> None:
 
 
 def wiring(kind: L2Segment, mtu: int) -> Wiring:
-    return Wiring(partial(_setup, kind), partial(_teardown, kind))
+    return Wiring(partial(_setup, kind), partial(_teardown, kind),
+                  unavailable=wireguard.unavailable if kind.encrypted else nothing_missing)

@@ -126,5 +126,10 @@ def teardown(tb: Layout) -> None:
     shutil.rmtree(_key_dir(tb), ignore_errors=True)
 
 
+def unavailable() -> str | None:
+    """Why no WireGuard can be made here (neither the kernel's nor wireguard-go), or None."""
+    return capabilities.wireguard()[1]
+
+
 def wiring(kind: WireGuard, mtu: int) -> Wiring:
-    return Wiring(partial(setup, route_pods=True), teardown)
+    return Wiring(partial(setup, route_pods=True), teardown, unavailable=unavailable)
