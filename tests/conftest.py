@@ -1,23 +1,13 @@
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
 
-
-def pytest_configure(config) -> None:
-    """SIGTERM as Ctrl-C (KeyboardInterrupt): the session, and each worker, tears down what
-    its fixtures brought up (testbeds, clusters, ARM machines) instead of dying on the spot;
-    `.ci/builds` passes a SIGTERM it gets on to the tests."""
-    def interrupted(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupted)
-
 FIXTURES = Path(__file__).parent / "fixtures"
 
 pytest_plugins = ["tests.skip_rule",  # in CI a skip is a failure
+                  "tests.stop_rule",  # a stop ends every test and takes down what it made
                   "tests.builds",  # a test waits for what it needs built (make test)
                   "pytester"]  # a pytest session inside a test (test_layout)
 

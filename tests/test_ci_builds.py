@@ -154,3 +154,68 @@ def test_a_sigterm_while_the_tests_run_reaches_them_and_ends_the_builds(tmp_path
     assert told.read_text() == "teardown"  # the tests got it, and their time to tear down
     assert sorted(_started(root)) == ["discovery-amd64", "k8s-amd64"], out
     assert _sleeping(root) == []
+
+
+SLOW_TEARDOWN = '''
+import os, pathlib, subprocess, sys, time
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    state = tmp_path_factory.getbasetemp() / "state"
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(state)}
+    up = [sys.executable, "-m", "k8sdds", "testbed", "up", "--testbed", "kstop", "--nodes", "2"]
+    subprocess.run(up, env=env, check=True, capture_output=True)
+    yield
+    time.sleep(60)  # longer than a worker is given after a stop
+    subprocess.run([sys.executable, "-m", "k8sdds", "testbed", "down", "--testbed", "kstop"],
+                   env=env, check=True)
+
+
+def test_long(testbed):
+    (HERE / "started").write_text("yes")
+    time.sleep(600)
+
+
+def test_other():
+    time.sleep(600)
+'''
+
+
+def _namespaces(prefix: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.emulated  # it brings up a testbed
+def test_ctrl_c_on_the_tests_takes_down_what_a_killed_worker_left(tmp_path):
+    """Ctrl-C (SIGINT to the whole group) on the suite as `make test` runs it, two xdist
+    workers, while a test runs on an emulated testbed its fixture brought up and takes
+    longer to take down than a stopped worker is given (execnet ends it): the main process
+    takes the testbed down (stop_rule), and the session ends within 45 s of the stop."""
+    (tmp_path / "test_slow_teardown.py").write_text(SLOW_TEARDOWN)
+    root = Path(__file__).parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "tests.stop_rule", "-p", "no:cacheprovider",
+         "-n", "2", "-q", "--basetemp", str(tmp_path / "bt"), "test_slow_teardown.py"],
+        cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (tmp_path / "started").exists(), proc.stdout
+        assert len(_namespaces("kstop-")) >= 3  # up: the switch and two nodes
+        stopped = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert _namespaces("kstop-") == [], out
+    assert "taking down testbed kstop left by a stopped test" in out, out
+    assert took < 45, f"{took:.0f} s after the stop\n{out}"
