@@ -395,7 +395,8 @@ def test_perftest_streams_beside_its_round_trip_as_the_how_to_writes(built, tmp_
         assert len(mbps) >= 3, (logs / "sink.log").read_text()[-2000:]
         carried = df[(df.test == number) & (df.role == "sink") & (df.kind == "summary")
                      & (df.metric == "throughput_mbps")].value
-        assert list(carried) == [pytest.approx(statistics.fmean(mbps[1:-1]), rel=1e-6)]
+        # results.csv keeps 6 significant digits (results/table.py): 100.018 for 100.01818
+        assert list(carried) == [pytest.approx(statistics.fmean(mbps[1:-1]), rel=5e-6)]
         assert max(_interval_rates(logs / "sink.log")) <= 1.2 * told  # never past its rate
         # the round trip ran beside it: Perftest's latency summary
         assert "Latency Summary" in (logs / "pub.log").read_text()
