@@ -26,7 +26,9 @@ from k8sdds.cluster.inventory import Host
 from k8sdds.errors import UserError
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach the host's port
-HANDSHAKE_TIMEOUT = 30.0  # seconds for its banner and the authentication (a slow board)
+# seconds for its banner and the authentication, and to open each command's channel: a
+# slow board's sshd (an emulated armhf machine under load took more than 10 s to open one)
+HANDSHAKE_TIMEOUT = 30.0
 CONNECT_ATTEMPTS = 3  # a handshake the host dropped is tried again (not a refused key)
 COMMAND_TIMEOUT = 120.0
 T = TypeVar("T")
@@ -156,7 +158,7 @@ class Remote:
 
         began = time.monotonic()
         try:
-            chan = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT)
+            chan = self._client.get_transport().open_session(timeout=HANDSHAKE_TIMEOUT)
             chan.settimeout(timeout)
             chan.exec_command(line)
             if stdin is not None:
