@@ -46,6 +46,12 @@ def test_overlapping_everywhere_is_no_crossover_and_one_repeat_no_verdict():
     assert line.endswith("; where multicast overtakes unicast is not said (no verdict at 2, "
                          "4 subscribers (one repeat: no interval))"), line
     assert "does not overtake" not in line
+    # the K8sDDS schedule runs `256,false,1,...` twice: unicast at 1 has an interval, its
+    # multicast side none; still no count is judged, so still no claim
+    twice = pd.concat([one.assign(num_subscribers=1).replace({"repeats": {1: 2}}).assign(
+        aggregate_mbps_low=[280.0, math.nan], aggregate_mbps_high=[320.0, math.nan]), one])
+    [line] = fan.sentences(twice)
+    assert "is not said (no verdict at 1, 2 subscribers" in line, line
 
 
 def test_the_line_names_each_delivery_the_crossover_or_why_there_is_no_multicast():
