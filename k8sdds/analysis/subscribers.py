@@ -90,38 +90,39 @@ def _side(row, figure: str) -> Side:
     return Side(row[figure], row[f"{figure}_low"], row[f"{figure}_high"], int(row["repeats"]))
 
 
+def _pairs(g: pd.DataFrame) -> list[tuple[int, Side, Side]]:
+    """(subscribers, multicast's aggregate, unicast's) at each count that ran both."""
+    uni = g[~g["multicast"]].set_index("num_subscribers")
+    multi = g[g["multicast"]].set_index("num_subscribers")
+    return [(n, _side(multi.loc[n], "aggregate_mbps"), _side(uni.loc[n], "aggregate_mbps"))
+            for n in sorted(set(uni.index) & set(multi.index))]
+
+
 def crossover(g: pd.DataFrame) -> tuple[int | None, str]:
     """The fewest subscribers at which multicast's aggregate throughput is above unicast's,
     the intervals apart, and what backs it; None and why where it is nowhere."""
-    uni = g[~g["multicast"]].set_index("num_subscribers")
-    multi = g[g["multicast"]].set_index("num_subscribers")
-    both = sorted(set(uni.index) & set(multi.index))
-    if not both:
+    pairs = _pairs(g)
+    if not pairs:
         return None, "no subscriber count ran both unicast and multicast"
     unbacked = []
-    for n in both:
-        m, u = _side(multi.loc[n], "aggregate_mbps"), _side(uni.loc[n], "aggregate_mbps")
+    for n, m, u in pairs:
         if not (m.interval and u.interval):
             unbacked.append(n)
         elif m.low > u.high:
             return n, (f"{m.mean:.3g} against {u.mean:.3g} Mb/s in all, the intervals "
                        "apart")
     if unbacked:
-        rest = ("" if len(unbacked) == len(both)
+        rest = ("" if len(unbacked) == len(pairs)
                 else "; elsewhere not above unicast beyond noise")
         return None, (f"no verdict at {', '.join(map(str, unbacked))} subscribers (one "
                       f"repeat: no interval){rest}")
-    return None, f"not above unicast beyond noise up to {both[-1]} subscribers"
+    return None, f"not above unicast beyond noise up to {pairs[-1][0]} subscribers"
 
 
 def _judged(g: pd.DataFrame) -> bool:
     """Whether some subscriber count ran both deliveries with an interval on each side (a
     schedule's two identical rows give one side two values, the other still one)."""
-    uni = g[~g["multicast"]].set_index("num_subscribers")
-    multi = g[g["multicast"]].set_index("num_subscribers")
-    return any(_side(multi.loc[n], "aggregate_mbps").interval
-               and _side(uni.loc[n], "aggregate_mbps").interval
-               for n in set(uni.index) & set(multi.index))
+    return any(m.interval and u.interval for _, m, u in _pairs(g))
 
 
 def sentences(tab: pd.DataFrame, not_applicable: list[dict] = ()) -> list[str]:
