@@ -22,10 +22,11 @@ def need_root() -> None:
         sys.exit("run as root: the emulated backend needs network namespaces")
 
 
-def k8sdds(*args: str) -> dict:
-    """`python -m k8sdds ARGS --json`; exit with its message if it fails, print any failed
-    repeats, return the outcome (run_dir, repeats, failed, wall_s, ...)."""
-    proc = subprocess.run([sys.executable, "-m", "k8sdds", *args, "--json"],
+def k8sdds(*args: str, prefix: tuple[str, ...] = ()) -> dict:
+    """`python -m k8sdds ARGS --json` (after `prefix`, such as `taskset -c 1`); exit with
+    its message if it fails, print any failed repeats, return the outcome (run_dir, repeats,
+    failed, wall_s, ...)."""
+    proc = subprocess.run([*prefix, sys.executable, "-m", "k8sdds", *args, "--json"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"k8sdds {args[0]} failed: {proc.stderr}")

@@ -11,7 +11,12 @@ ratio Perftest / ddsperf with its interval (delta method) and Welch's p. Latency
 trip's median, as k8sdds stores every engine's (both programs print half of it; the parsers
 double it: k8sdds/parsers/latency.py).
 
+`--round-trip-only`: the 64 B round trip alone, on host. `--one-cpu N`: the whole run on
+CPU N (`taskset -c N`: ping, pong and k8sdds on one core, no wake-up crosses to another CPU),
+to tell the programs apart from where the scheduler puts their threads.
+
 Usage: .venv/bin/python benchmarks/perftest_vs_ddsperf.py [--repeats 3] [--duration 5]
+       [--round-trip-only] [--one-cpu N]
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ ENGINES = ("rtiperftest", "ddsperf")
 DATAPATHS = ("host", "flannel-vxlan")
 
 
-def schedule() -> str:
-    rows = [f"{e},{n},false,1,false,0,false\n" for n in THROUGHPUT for e in ENGINES]
-    rows += [f"{e},{n},false,1,false,0,true\n" for n in LATENCY for e in ENGINES]
+def schedule(throughput=THROUGHPUT, latency=LATENCY) -> str:
+    rows = [f"{e},{n},false,1,false,0,false\n" for n in throughput for e in ENGINES]
+    rows += [f"{e},{n},false,1,false,0,true\n" for n in latency for e in ENGINES]
     return HEADER + "".join(rows)
 
 
@@ -53,16 +58,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3, help="repeats of each test (rounds)")
     ap.add_argument("--duration", type=float, default=5, help="seconds per test")
+    ap.add_argument("--round-trip-only", action="store_true",
+                    help="the 64 B round trip alone, on host")
+    ap.add_argument("--one-cpu", type=int, default=None, metavar="N",
+                    help="run everything on CPU N (taskset -c N)")
     args = ap.parse_args()
+    sizes = ((), (64,)) if args.round_trip_only else (THROUGHPUT, LATENCY)
+    datapaths = ("host",) if args.round_trip_only else DATAPATHS
+    prefix = ("taskset", "-c", str(args.one_cpu)) if args.one_cpu is not None else ()
     need_root()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         sch = Path(tmp) / "side-by-side.csv"
-        sch.write_text(schedule())
-        out = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(DATAPATHS),
+        sch.write_text(schedule(*sizes))
+        out = k8sdds("run", "--sch", str(sch), "--datapath", ",".join(datapaths),
                      "--repeats", str(args.repeats), "--order", "rounds", "--duration",
                      f"{args.duration:g}", "--out", tmp, "--quiet", "--no-plot", "--testbed",
-                     TESTBED)
+                     TESTBED, prefix=prefix)
         run = Path(out["run_dir"])
         df = pd.read_csv(run / "results.csv")
         import json
@@ -70,12 +82,13 @@ def main() -> None:
         tools = json.loads((run / "manifest.json").read_text()).get("tools", {})
     s = df[df.kind == "summary"]
     print(f"Perftest: {tools.get('rtiperftest', '?')}; {args.repeats} repeats in rounds, "
-          f"{args.duration:g} s tests, 95 % intervals\n")
+          f"{args.duration:g} s tests, 95 % intervals"
+          + (f"; all on CPU {args.one_cpu}" if args.one_cpu is not None else "") + "\n")
     print("| datapath | figure | payload | Perftest | ddsperf | Perftest / ddsperf "
           "(95 % interval; Welch p) |\n|---|---|---|---|---|---|")
-    for dp in DATAPATHS:
-        for latency, sizes in ((False, THROUGHPUT), (True, LATENCY)):
-            for size in sizes:
+    for dp in datapaths:
+        for latency, payloads in zip((False, True), sizes, strict=True):
+            for size in payloads:
                 a = values(s, "rtiperftest", dp, size, latency)
                 b = values(s, "ddsperf", dp, size, latency)
                 if len(a) > 1 and len(b) > 1:

@@ -12,7 +12,7 @@ from typing import Any
 
 from k8sdds.guarded import read_bytes, text_pieces
 from k8sdds.model import BESIDE, Test
-from k8sdds.parsers import Parsed, Value, counters
+from k8sdds.parsers import Parsed, Value, counters, cpu
 from k8sdds.parsers.base import MAX_SAMPLES, thinning_step
 from k8sdds.parsers.latency import definition
 from k8sdds.parsers.reader import Parser
@@ -33,7 +33,8 @@ def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: Parser,
                advance: Callable[[int], None] | None = None) -> dict[str, Parsed]:
     """Parse each role's log of one repeat with `parser` (the engine's; a missing log parses
     as a failure), and each node's sampled counters (counters-NODE.log, under `NODE` +
-    its name); `advance(n)`: n more bytes of a log read (a progress bar's)."""
+    its name); what each role's process and each node used of the CPU (parsers.cpu);
+    `advance(n)`: n more bytes of a log read (a progress bar's)."""
     parse, stream = parser.parse, parser.stream
     out = {}
     for role in roles:
@@ -57,6 +58,14 @@ def parse_logs(test: Test, rep_dir: Path, roles: Sequence[str], parser: Parser,
         node = log.name[len(counters.PREFIX):-len(".log")]
         data = read_bytes(log, "log", follow=False)
         out[NODE + node] = counters.parse(data.decode("utf-8", errors="replace"))
+    used = rep_dir / cpu.FILE
+    if os.path.lexists(used):
+        roles_cpu, nodes_cpu = cpu.parse(read_bytes(used, "cpu", follow=False)
+                                         .decode("utf-8", errors="replace"))
+        out = cpu.per_message(out, roles_cpu, test.latency_test)
+        for node, values in nodes_cpu.items():
+            had = out.get(NODE + node, Parsed())
+            out[NODE + node] = replace(had, values=had.values + values)
     usage = rep_dir / USAGE
     if os.path.lexists(usage):
         out[DATAPATH] = datapath_usage(read_bytes(usage, "usage", follow=False)

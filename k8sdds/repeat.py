@@ -12,9 +12,11 @@ from pathlib import Path
 from k8sdds import model, records, stopping
 from k8sdds.capacity import StreamRate
 from k8sdds.deployment import Backend, Handle
+from k8sdds.deployment.reaping import CpuUse
 from k8sdds.engines import Engine, RoleContext
 from k8sdds.errors import DeploymentError
 from k8sdds.model import Test
+from k8sdds.parsers import cpu
 from k8sdds.results import RepeatEntry, RepeatKey, RunDir, atomic_write, now
 
 
@@ -73,6 +75,7 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
     entry = RepeatEntry(status="failed", started=now())
     handles: dict[str, Handle] = {}
     codes: dict[str, int | None] = {}
+    nodes_before: dict[str, float] | None = None  # the nodes' CPU before a role started
     try:
         if stream is not None:
             entry.stream = stream.record()
@@ -118,6 +121,7 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
             commands[role] = cmd
         entry.argv = {r: list(c.argv) for r, c in commands.items()}
         driver, followers = roles[0], roles[1:]
+        nodes_before = backend.node_cpu()
         for i, role in enumerate(followers):
             handles[role] = backend.start(
                 placement[role], commands[role], rep_dir / f"{role}.log",
@@ -155,6 +159,9 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
         entry.reason = str(exc)
     finally:
         backend.teardown()
+    if nodes_before is not None:
+        _write_cpu(rep_dir, backend.role_cpu(list(handles.values())), nodes_before,
+                   backend.node_cpu(), set(entry.placement.values()))
     entry.exit_codes = codes
     entry.wall_s = round(time.monotonic() - t0, 3)
     parsed = records.parse_logs(test, rep_dir, roles, engine.parser)
@@ -187,6 +194,19 @@ def _write_usage(rep_dir: Path, before: dict, after: dict, wall: float) -> None:
                   if k in after and not k.endswith(GAUGES)})
     usage.update({k: round(v, 3) for k, v in after.items() if k.endswith(GAUGES)})
     atomic_write(rep_dir / records.USAGE, json.dumps(usage) + "\n")
+
+
+def _write_cpu(rep_dir: Path, roles: Mapping[str, CpuUse], before: Mapping[str, float],
+               after: Mapping[str, float], placed: set[str]) -> None:
+    """What each role's process and each placed node used over the repeat
+    (parsers.cpu.FILE); nothing where the backend read neither."""
+    nodes = {n: round(after[n] - before[n], 6) for n in sorted(placed)
+             if n in before and n in after}
+    if roles or nodes:
+        atomic_write(rep_dir / cpu.FILE, json.dumps({
+            "roles": {r: {"user_s": round(u.user_s, 6), "system_s": round(u.system_s, 6)}
+                      for r, u in roles.items()},
+            "nodes": {n: {"cpu_s": s} for n, s in nodes.items()}}) + "\n")
 
 
 def _failure(roles, handles, codes, parsed) -> str | None:

@@ -83,6 +83,16 @@ def test_the_subscribers_cpu_per_gigabit_joins_the_answer():
         "Mb/s", "core-seconds per gigabit"}
 
 
+def test_the_publishers_cpu_per_message_joins_the_answer_and_more_is_worse():
+    thr = _thr([("host", 1024, 80, 1, 5), ("weave", 1024, 40, 1, 5)])
+    per_message = _thr([("host", 1024, 109, 2, 5), ("weave", 1024, 199, 4, 5)])
+    found = answer.costs(thr, pd.DataFrame(), cpu_message=per_message)
+    [line] = answer.sentences(found)
+    assert line == ("weave: throughput -50 % at 1 KiB (worse); publisher CPU per message "
+                    "+83 % at 1 KiB (worse); 5 repeats in rounds, 95 % intervals")
+    assert set(answer.table(found).unit) == {"Mb/s", "µs"}
+
+
 def _results(rows) -> pd.DataFrame:
     """A results table: (datapath, repeat, metric, value) of one subscriber at 16 KiB."""
     out = []

@@ -1,5 +1,6 @@
 """The answer, in a few lines: what each datapath costs against the `host` baseline
-(throughput at each payload, p50 and p99 round trip, the subscribers' CPU per gigabit), with
+(throughput at each payload, p50 and p99 round trip, the subscribers' CPU per gigabit, the
+publisher's CPU per message), with
 the confidence of each figure and its verdict (`verdict`: better, worse, within noise, or
 none with one repeat). Every verdict rests on an interval over repeats, latency as
 throughput: a percentile per repeat, Student's t over the repeats. Pure: tables in, rows and
@@ -22,7 +23,7 @@ from k8sdds.expansion import summary
 @dataclass(frozen=True)
 class Cost:
     datapath: str
-    metric: str  # "throughput", "p50", "p99", "cpu"
+    metric: str  # a key of METRICS
     data_len: int
     host: float
     value: float
@@ -39,17 +40,21 @@ class Cost:
 
 
 def costs(thr: pd.DataFrame, lat: pd.DataFrame, cpu: pd.DataFrame | None = None,
-          profile: str | None = None, cpus: Sequence[float] = ()) -> list[Cost]:
+          profile: str | None = None, cpus: Sequence[float] = (),
+          cpu_message: pd.DataFrame | None = None) -> list[Cost]:
     """Every datapath's change against host on the payload sweep (same other parameters):
-    throughput, p50 and p99 round trip, and (`cpu`: `tables.cpu_per_gigabit`) the
-    subscribers' CPU per gigabit. `profile`: the calibrated profile the nodes ran (see
+    throughput, p50 and p99 round trip, (`cpu`: `tables.cpu_per_gigabit`) the
+    subscribers' CPU per gigabit and (`cpu_message`: `tables.cpu_per_message`) the
+    publisher's CPU per message. `profile`: the calibrated profile the nodes ran (see
     `calibrated_profile`) at the CPU budgets `cpus`; each throughput figure then carries the
     emulator's known error at its cell, and whether it was measured at another budget."""
     out = _means(thr, "throughput", profile, cpus)
     out += _latency(lat)
     if cpu is not None:
         out += _means(cpu, "cpu")
-    order = {"throughput": 0, "p50": 1, "p99": 2, "cpu": 3}
+    if cpu_message is not None:
+        out += _means(cpu_message, "cpu_message")
+    order = {metric: i for i, metric in enumerate(METRICS)}
     return sorted(out, key=lambda c: (c.datapath, order[c.metric], c.data_len))
 
 
@@ -172,7 +177,7 @@ def of_runs(runs, thr: pd.DataFrame, lat: pd.DataFrame) -> tuple[list[Cost], lis
     from k8sdds.analysis import discovery, middlewares, subscribers, tables, under_load
 
     found = costs(thr, lat, tables.cpu_per_gigabit(runs), calibrated_profile(runs.manifests),
-                  budgets(runs.manifests))
+                  budgets(runs.manifests), tables.cpu_per_message(runs))
     side = middlewares.table(thr, lat, middlewares.hubs(runs.manifests))
     body = (sentences(found, order_of(runs.manifests)) + middlewares.sentences(side))
     # each figure said, whether an interval backs it (a middleware line: its fewest repeats)
@@ -213,7 +218,7 @@ def budgets(manifests: dict[str, dict]) -> list[float]:
 
 # how each metric reads, in words (whether a rise is better: verdict.rise_is_better)
 METRICS = {"throughput": "throughput", "p50": "p50 round trip", "p99": "p99 round trip",
-           "cpu": "subscriber CPU per gigabit"}
+           "cpu": "subscriber CPU per gigabit", "cpu_message": "publisher CPU per message"}
 # the order the repeats ran in, as the answer's backing says it
 ORDER_WORDS = {"rounds": "in rounds", "tests": "test by test (--order rounds interleaves "
                "them)", "mixed": "in mixed orders"}
@@ -269,7 +274,8 @@ def _backing(mine: list[Cost], order: str) -> str:
             + (f" (one repeat elsewhere: {verdict.NO_VERDICT} there)" if some else ""))
 
 
-UNITS = {"throughput": "Mb/s", "p50": "µs", "p99": "µs", "cpu": "core-seconds per gigabit"}
+UNITS = {"throughput": "Mb/s", "p50": "µs", "p99": "µs", "cpu": "core-seconds per gigabit",
+         "cpu_message": "µs"}
 
 
 def table(found: list[Cost]) -> pd.DataFrame:

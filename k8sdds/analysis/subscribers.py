@@ -6,9 +6,12 @@ subscribers at which its aggregate throughput is above unicast's with the interv
 or why it cannot on a datapath that does not carry multicast. Pure: loaded runs in, a table
 and sentences out.
 
-The publisher's CPU per message: its own CPU (ddsperf's threads, user and system, in % of a
-core, as it prints them each second) over the samples it wrote in the same seconds, in µs:
-what each message cost it, whether sent once to a group or once to every subscriber."""
+The publisher's CPU per message, in µs: what each message cost it, whether sent once to a
+group or once to every subscriber. Where the backend reads it (emulated), it is the
+`cpu_per_message_us` of results.csv: the kernel's account of the publisher's process over
+the samples its subscribers saw (parsers.cpu); elsewhere (kubernetes, ssh, and runs made
+before that figure), ddsperf's own: its threads' CPU as it prints them each second over
+the samples it wrote in the same seconds."""
 
 from __future__ import annotations
 
@@ -47,6 +50,15 @@ def _per_repeat(res: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cpu_per_message(res: pd.DataFrame, by: list[str]) -> pd.Series:
+    """Per repeat, the publisher's CPU per sample it wrote (µs): the kernel's account
+    (`cpu_per_message_us`) where the repeat has it, else ddsperf's (`_printed_per_message`)."""
+    kernel = summaries(res, "cpu_per_message_us")
+    kernel = kernel[kernel["role"] == "pub"].groupby(by, dropna=False)["value"].first()
+    printed = _printed_per_message(res, by)
+    return kernel.combine_first(printed) if not kernel.empty else printed
+
+
+def _printed_per_message(res: pd.DataFrame, by: list[str]) -> pd.Series:
     """Per repeat, the publisher's CPU per sample it wrote (µs), over the same seconds for
     both: ddsperf prints, each second, the samples its writer wrote and each of its threads'
     CPU (user and system, % of a core; threads under 0.5 % summed as `others`): the CPU

@@ -49,9 +49,11 @@ def base(table: pd.DataFrame, keep: tuple[str, ...] = ("datapath", "data_len")) 
     return out
 
 
-def throughput(runs: Runs, metric: str = "throughput_mbps") -> pd.DataFrame:
-    """Per test parameters: repeats, mean, std, 95 % CI and coefficient of variation."""
-    rv = repeat_values(runs.results, metric)
+def throughput(runs: Runs, metric: str = "throughput_mbps",
+               roles: str | tuple[str, ...] = MEASURING) -> pd.DataFrame:
+    """Per test parameters: repeats, mean, std, 95 % CI and coefficient of variation of
+    `metric` (each repeat's mean over the `roles`: the subscribers, by default)."""
+    rv = repeat_values(runs.results, metric, roles)
     rv = rv[~rv["latency_test"]]
     rows = []
     for key, group in rv.groupby(PARAMS, dropna=False):
@@ -107,6 +109,13 @@ def cpu_per_gigabit(runs: Runs) -> pd.DataFrame:
                      "std": s.std, "ci_low": s.ci_low, "ci_high": s.ci_high, "cv": s.cv,
                      "unstable": s.unstable})
     return pd.DataFrame(rows)
+
+
+def cpu_per_message(runs: Runs) -> pd.DataFrame:
+    """The publisher's CPU per message it wrote (`cpu_per_message_us`, parsers.cpu) on the
+    throughput tests, summarized over repeats as `throughput` does: what each message cost
+    the sending side, where the Pis of the K8sDDS study paid a pod path's extra work."""
+    return throughput(runs, "cpu_per_message_us", "pub")
 
 
 def overhead(table: pd.DataFrame, metric: str = "throughput", value: str = "mean",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from k8sdds.deployment.reaping import CpuUse
 from k8sdds.engines.base import Command
 from k8sdds.model import Limits, Test
 
@@ -34,6 +35,7 @@ class Handle:
     log: Path
     stopped: bool = False  # True once we stopped it ourselves
     ref: str = ""  # the backend's name for it where there is no local process (a pod)
+    cpu: CpuUse | None = None  # what its process used over its life, once reaped
 
 
 def shippable(folder: Path | None) -> dict[str, bytes]:
@@ -124,6 +126,14 @@ class Backend(Protocol):
         environment fingerprint (k8sdds.fingerprint.node): taken once per datapath, for the
         manifest."""
         return {}
+
+    def role_cpu(self, handles: Sequence[Handle]) -> Mapping[str, CpuUse]:
+        """What each role's process used over its life, once it has ended and been reaped
+        (`stop`, `wait`, `teardown`); none where this backend cannot read it."""
+
+    def node_cpu(self) -> dict[str, float]:
+        """Each node's CPU seconds so far, from its cgroup's own counter; none where this
+        backend cannot read it. The runner takes the difference over a repeat."""
 
     def usage(self) -> dict[str, float]:
         """Cumulative CPU seconds the datapath itself has used so far, by counter

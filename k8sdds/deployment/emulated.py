@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from k8sdds import model
+from k8sdds.deployment import reaping
 from k8sdds.deployment.base import Handle, Placement
 from k8sdds.deployment.options import EmulatedOptions
 from k8sdds.deployment.placement import place, side
@@ -49,7 +50,7 @@ class EmulatedBackend:
         self.calibrate = not options.no_calibrate  # a budget not of this machine, first
         self.owned = False  # True when this run brought the testbed up
         self._lock: TestbedLock | None = None
-        self._cgroups: dict[str, str | None] = {}  # node -> cgroup, read once at up()
+        self._cgroups: dict[str, str | None] = {}  # node -> its cgroup, read at up()
         self._datapath: str | None = None
         self._handles: list[Handle] = []
         self._samplers: list[Handle] = []  # count_traffic's, stopped at teardown
@@ -109,7 +110,10 @@ class EmulatedBackend:
                 # pods and processes go first
                 self.owned = self.testbed.owner() == "run"
                 self.testbed.clear()
-            self._cgroups = {n.name: self.testbed.cgroup(n) for n in self.testbed.nodes}
+            # where each node's processes go: the cgroup its CPU is counted in (its
+            # budget's, if it has one; a testbed of an older k8sdds has only the budget's)
+            self._cgroups = {n.name: self.testbed.account(n) or self.testbed.cgroup(n)
+                             for n in self.testbed.nodes}
         except BaseException:
             self._lock.release()
             raise
@@ -200,29 +204,47 @@ class EmulatedBackend:
     def wait_listening(self, handle: Handle, port: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while not netns.listening(handle.proc.pid, port):
-            if handle.proc.poll() is not None or time.monotonic() > deadline:
+            if self._reaped(handle, 0.0) is not None or time.monotonic() > deadline:
                 return False
             time.sleep(0.01)  # a socket appearing has no event to wait on; 10 ms polls
         return True
 
+    @staticmethod
+    def _reaped(handle: Handle, timeout: float | None) -> int | None:
+        """The role's exit status once it has ended (None: still running after `timeout`
+        s), its CPU kept on the handle as it is reaped."""
+        code, cpu = reaping.reap(handle.proc, timeout)
+        if cpu is not None:
+            handle.cpu = cpu
+        return code
+
     def wait(self, handle: Handle, timeout: float) -> int | None:
-        try:
-            return handle.proc.wait(timeout=max(0.0, timeout))
-        except subprocess.TimeoutExpired:
-            return None
+        return self._reaped(handle, max(0.0, timeout))
 
     def stop(self, handles: Sequence[Handle], grace: float = 2.0) -> dict[str, int]:
-        running = [h for h in handles if h.proc.poll() is None]
+        running = [h for h in handles if self._reaped(h, 0.0) is None]
         for handle in running:
             handle.stopped = True
             handle.proc.terminate()
         deadline = time.monotonic() + grace
         for handle in running:
-            try:
-                handle.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            if self._reaped(handle, max(0.0, deadline - time.monotonic())) is None:
                 handle.proc.kill()
-        return {h.role: h.proc.wait() for h in handles}
+        return {h.role: self._reaped(h, None) for h in handles}
+
+    def role_cpu(self, handles: Sequence[Handle]) -> dict[str, reaping.CpuUse]:
+        """What each role's process used over its life (reaped ones only)."""
+        return {h.role: h.cpu for h in handles if h.cpu is not None}
+
+    def node_cpu(self) -> dict[str, float]:
+        """Each node's CPU seconds so far, from its cgroup's own counter (its processes,
+        and the kernel threads charged to it: NAPI where it has a budget, its tunnel)."""
+        out = {}
+        for node, group in self._cgroups.items():
+            seconds = cgroups.cpu_seconds(group) if group else None
+            if seconds is not None:
+                out[node] = seconds
+        return out
 
     def teardown(self) -> None:
         self.stop(self._handles, grace=1.0)

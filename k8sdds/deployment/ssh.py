@@ -235,6 +235,14 @@ class SshBackend:
                 remote.__exit__(None, None, None)
             self._remotes = {}
 
+    def role_cpu(self, handles: Sequence[Handle]) -> dict:
+        """Not read yet on this backend."""
+        return {}
+
+    def node_cpu(self) -> dict[str, float]:
+        """Not read yet on this backend."""
+        return {}
+
     def usage(self) -> dict[str, float]:
         """The 1-minute load average of the hosts running the repeat."""
         loads = []

@@ -39,6 +39,7 @@ def hierarchy() -> tuple[str, Path] | tuple[None, str]:
 
 
 V1_CPUSET = Path("/sys/fs/cgroup/cpuset")
+V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # apart from cpu on some v1 systems (this one)
 
 
 def _cpuset_twin(path: Path) -> Path | None:
@@ -47,6 +48,20 @@ def _cpuset_twin(path: Path) -> Path | None:
         if path.is_relative_to(root) and (V1_CPUSET / "cpuset.cpus").exists():
             return V1_CPUSET / path.relative_to(root)
     return None
+
+
+def _cpuacct_twin(path: Path) -> Path | None:
+    """The cgroup v1 cpuacct directory beside cpu cgroup `path`, where cpuacct is a
+    hierarchy of its own (None on v2, or where cpu and cpuacct are mounted together)."""
+    for root in V1_ROOTS:
+        if path.is_relative_to(root) and _separate_cpuacct():
+            return V1_CPUACCT / path.relative_to(root)
+    return None
+
+
+def _separate_cpuacct() -> bool:
+    return (V1_CPUACCT / "cpuacct.usage").exists() and \
+        not (V1_CPUACCT / "cpu.cfs_quota_us").exists()
 
 
 def _new_cpuset(path: Path) -> None:
@@ -68,7 +83,8 @@ def _make_cpuset(parts: list[str], pin: int) -> None:
 def create(parts: list[str], cpus: float, pin: int | None = None) -> str:
     """Make the cgroup `parts` (e.g. k8sdds/<testbed>/<node>) limited to `cpus` CPUs,
     its processes kept on CPU `pin` if given (one CPU's share of the budget, not a slice of
-    each CPU, which makes the rate steady: runtime is handed to CPUs in slices of 5 ms)."""
+    each CPU, which makes the rate steady: runtime is handed to CPUs in slices of 5 ms),
+    and their CPU counted (`cpu_seconds`)."""
     kind, root = hierarchy()
     if kind is None:
         raise TestbedError(f"cannot limit CPU: {root}")
@@ -90,6 +106,7 @@ def create(parts: list[str], cpus: float, pin: int | None = None) -> str:
             elif _cpuset_twin(path) is not None:
                 _make_cpuset(parts, pin)
         limit(str(path), cpus)
+        _account(path)
     except OSError as exc:
         raise TestbedError(f"cannot set up the cgroup {path}: {exc.strerror}") from None
     return str(path)
@@ -110,11 +127,66 @@ def limit(path: str, cpus: float | None) -> None:
 
 
 def join(path: str, pid: int | None = None) -> None:
-    """Move process `pid` (default: this one; a kernel thread too) into the cgroup."""
-    twin = _cpuset_twin(Path(path))
-    for where in (Path(path), *((twin,) if twin and twin.exists() else ())):
+    """Move process `pid` (default: this one; a kernel thread too) into the cgroup (and its
+    v1 cpuset and cpuacct twins, where they were made)."""
+    twins = (_cpuset_twin(Path(path)), _cpuacct_twin(Path(path)))
+    for where in (Path(path), *(t for t in twins if t and t.exists())):
         with open(where / "cgroup.procs", "w") as fh:
             fh.write(str(pid or os.getpid()))
+
+
+def _account(path: Path) -> None:
+    """Make the v1 cpuacct twin of cpu cgroup `path`, where cpuacct is mounted apart: the
+    CPU of its tasks is counted there (`cpu_seconds`)."""
+    twin = _cpuacct_twin(path)
+    if twin is not None:
+        _make_dirs(V1_CPUACCT, twin)
+
+
+def _make_dirs(top: Path, path: Path) -> None:
+    for p in reversed([p for p in (path, *path.parents) if p.is_relative_to(top) and p != top
+                       and not p.exists()]):
+        p.mkdir()
+
+
+def counter(parts: list[str]) -> str:
+    """A cgroup `parts` that only counts the CPU of its tasks, limiting nothing and
+    changing no scheduling where the system allows: v1's cpuacct hierarchy where it is
+    mounted apart from cpu, else a v2 cgroup (its `cpu.stat` counts without the cpu
+    controller); a joint v1 `cpu,cpuacct` mount counts in a cpu cgroup with no quota."""
+    if _separate_cpuacct():
+        top = V1_CPUACCT
+    elif (V2_ROOT / "cgroup.controllers").exists():
+        top = V2_ROOT
+    elif (V1_ROOTS[1] / "cpuacct.usage").exists():
+        top = V1_ROOTS[1]
+    else:
+        raise TestbedError("no cgroup counts CPU here (no cpuacct, no cgroup v2)")
+    path = top.joinpath(*parts)
+    try:
+        _make_dirs(top, path)
+    except OSError as exc:
+        raise TestbedError(f"cannot set up the cgroup {path}: {exc.strerror}") from None
+    return str(path)
+
+
+def cpu_seconds(path: str) -> float | None:
+    """CPU seconds every task of cgroup `path` has run so far, user and system (on a
+    kernel without IRQ time accounting, the softirq work done in a task's context is the
+    task's system time), from the kernel's own counter: v2 `cpu.stat` usage_usec, v1
+    `cpuacct.usage` (ns). None where it has none."""
+    where = Path(path)
+    try:
+        if (where / "cgroup.controllers").exists():  # v2
+            for line in (where / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+            return None
+        acct = _cpuacct_twin(where) or where
+        return int((acct / "cpuacct.usage").read_text()) / 1e9
+    except (OSError, ValueError):
+        return None
 
 
 def _evict(path: Path, root: Path) -> None:
@@ -137,6 +209,7 @@ def remove_testbed(name: str) -> None:
     kind, root = hierarchy()
     roots = [Path(root)] if kind else []
     roots += [V1_CPUSET] if (V1_CPUSET / "cpuset.cpus").exists() else []
+    roots += [V1_CPUACCT] if _separate_cpuacct() else []
     for top in roots:
         for node in sorted((top / "k8sdds" / name).glob("*/")):
             if node.is_dir():

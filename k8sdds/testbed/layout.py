@@ -49,7 +49,9 @@ class State:
     datapath: str | None = None
     wired: bool = True  # the datapath is the testbed's wiring (else a real CNI's)
     pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
-    cgroups: dict[str, str] = field(default_factory=dict)  # node -> cgroup path
+    cgroups: dict[str, str] = field(default_factory=dict)  # node -> its budget's cgroup
+    accounts: dict[str, str] = field(default_factory=dict)  # node -> the cgroup its CPU is
+    # counted in (its budget's, else one that only counts)
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
     profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
     hops: dict[str, int] = field(default_factory=dict)  # node -> its kernel's cost per hop
@@ -104,6 +106,10 @@ class Layout:
     def cgroup(self, node: Node) -> str | None:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
         return self.load_state().cgroups.get(node.name)
+
+    def account(self, node: Node) -> str | None:
+        """The cgroup `node`'s CPU is counted in (its budget's, if it has one)."""
+        return self.load_state().accounts.get(node.name)
 
     def pod_namespace(self, node: Node, pod: str) -> str:
         """The network namespace of pod `pod` on `node`."""

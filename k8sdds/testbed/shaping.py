@@ -1,6 +1,7 @@
 """What a node's profile makes of the node: its link shaped (tbf both ways, netem where the
 kernel has it), its MTU, its CPU budget (a cgroup, the node's kernel datapath work charged to
-it where the kernel threads NAPI), its kernel's cost per hop (k8sdds.testbed.hopcost); and
+it where the kernel threads NAPI; without a budget, a cgroup that only counts its CPU),
+its kernel's cost per hop (k8sdds.testbed.hopcost); and
 the budget and that cost changed for the calibration's steps. What
 the kernel cannot apply is recorded, never silently left out."""
 
@@ -51,6 +52,13 @@ def apply(tb: Layout, state: State) -> None:
                 napi.thread_devices(tb.switch, [port])
                 napi.thread_devices(node.ns, ["eth0"])
                 napi.charge(node.ns, state.cgroups[node.name])
+            state.accounts[node.name] = state.cgroups[node.name]
+        else:
+            try:
+                state.accounts[node.name] = cgroups.counter(["k8sdds", tb.spec.name,
+                                                             node.name])
+            except TestbedError as exc:
+                state.not_applied.append(f"{node.name}: its CPU not counted: {exc}")
         if profile.hop_rules:
             state.hops[node.name] = profile.hop_rules
             hopcost.apply(node.ns, profile.hop_rules, pod=False)

@@ -315,6 +315,14 @@ class KubernetesBackend:
 
     # ---- observation ------------------------------------------------------------------
 
+    def role_cpu(self, handles: Sequence[Handle]) -> dict:
+        """Not read yet on this backend."""
+        return {}
+
+    def node_cpu(self) -> dict[str, float]:
+        """Not read yet on this backend."""
+        return {}
+
     def usage(self) -> dict[str, float]:
         return self.usage_reader.read(self._handles, self._nodes_of,
                                       self.cluster.detected().daemonset)
