@@ -112,3 +112,9 @@ class FakeBackend:
 
     def usage(self) -> dict[str, float]:
         return {"softirq_s": 0.0}
+
+    def role_cpu(self, handles) -> dict:
+        return {}  # a fake process uses no CPU to speak of
+
+    def node_cpu(self) -> dict[str, float]:
+        return {}
