@@ -24,6 +24,7 @@ from common import k8sdds, need_root  # benchmarks/common.py
 
 from k8sdds.analysis import subscribers, under_load
 from k8sdds.analysis.load import load
+from k8sdds.analysis.numbers import three
 
 ROOT = Path(__file__).parent.parent
 SWEEPS = {"load": ROOT / "schedules/latency-under-load.csv",
@@ -33,8 +34,8 @@ SWEEPS = {"load": ROOT / "schedules/latency-under-load.csv",
 def cell(mean: float, low: float, high: float) -> str:
     """`69.5 (60.1 to 78.9)`, or the mean alone without an interval."""
     if math.isnan(low) or math.isnan(high):
-        return f"{mean:.3g}"
-    return f"{mean:.3g} ({low:.3g} to {high:.3g})"
+        return three(mean)
+    return f"{three(mean)} ({three(low)} to {three(high)})"
 
 
 def print_load(runs) -> None:
@@ -42,7 +43,7 @@ def print_load(runs) -> None:
     print("| datapath | load | p50 (µs) | p99 (µs) | the stream (Mb/s) | repeats |")
     print("|---|---|---|---|---|---|")
     for _, r in tab.iterrows():
-        stream = "" if math.isnan(r["stream_mbps"]) else f"{r['stream_mbps']:.3g}"
+        stream = "" if math.isnan(r["stream_mbps"]) else three(r["stream_mbps"])
         print(f"| {r['datapath']} | {r['load'] or 'idle'} | "
               f"{cell(r['p50'], r['p50_low'], r['p50_high'])} | "
               f"{cell(r['p99'], r['p99_low'], r['p99_high'])} | {stream} | {r['repeats']} |")

@@ -20,6 +20,7 @@ import math
 import pandas as pd
 
 from k8sdds.analysis.load import REPEAT, summaries
+from k8sdds.analysis.numbers import three
 from k8sdds.analysis.stats import summarize
 from k8sdds.analysis.verdict import Side
 from k8sdds.results.schema import PARAMS
@@ -121,7 +122,7 @@ def crossover(g: pd.DataFrame) -> tuple[int | None, str]:
         if not (m.interval and u.interval):
             unbacked.append(n)
         elif m.low > u.high:
-            return n, (f"{m.mean:.3g} against {u.mean:.3g} Mb/s in all, the intervals "
+            return n, (f"{three(m.mean)} against {three(u.mean)} Mb/s in all, the intervals "
                        "apart")
     if unbacked:
         rest = ("" if len(unbacked) == len(pairs)
@@ -152,10 +153,10 @@ def sentences(tab: pd.DataFrame, not_applicable: list[dict] = ()) -> list[str]:
         for delivery, d in g.groupby("delivery", sort=False):
             lo, hi = d.iloc[0], d.iloc[-1]
             parts.append(
-                f"{delivery} {lo['per_sub_mbps']:.3g} Mb/s a subscriber at "
-                f"{int(lo['num_subscribers'])}, {hi['per_sub_mbps']:.3g} at "
-                f"{int(hi['num_subscribers'])} (the publisher {lo['pub_cpu_us']:.3g} µs of CPU "
-                f"a message, then {hi['pub_cpu_us']:.3g})")
+                f"{delivery} {three(lo['per_sub_mbps'])} Mb/s a subscriber at "
+                f"{int(lo['num_subscribers'])}, {three(hi['per_sub_mbps'])} at "
+                f"{int(hi['num_subscribers'])} (the publisher {three(lo['pub_cpu_us'])} µs of CPU "
+                f"a message, then {three(hi['pub_cpu_us'])})")
         if g["multicast"].any():
             n, why = crossover(g)
             if n:

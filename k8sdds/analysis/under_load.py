@@ -15,6 +15,7 @@ import pandas as pd
 
 from k8sdds.analysis import plots, styles
 from k8sdds.analysis.load import repeat_values
+from k8sdds.analysis.numbers import three
 from k8sdds.analysis.stats import summarize
 from k8sdds.analysis.verdict import Side, noise
 from k8sdds.model import SINK
@@ -96,10 +97,10 @@ def _line(key: tuple, size: int, base, g: pd.DataFrame) -> str:
             ratio = r[p] / base[p] if base[p] else math.nan
             quiet = noise(_side(r, p), _side(base, p))
             word = {True: " (within noise)", None: " (no verdict: one repeat)"}.get(quiet, "")
-            stream = (f", the stream {r['stream_mbps']:.3g} Mb/s"
+            stream = (f", the stream {three(r['stream_mbps'])} Mb/s"
                       if p == "p99" and not math.isnan(r["stream_mbps"]) else "")
-            said.append(f"x{ratio:.3g} at {r['load']} load{stream}{word}")
-        parts.append(f"{p} {base[p]:.3g} µs idle, " + ", ".join(said))
+            said.append(f"x{three(ratio)} at {r['load']} load{stream}{word}")
+        parts.append(f"{p} {three(base[p])} µs idle, " + ", ".join(said))
     dp, engine, transport, _, data_len, _ = key
     return (f"round trip under load on {dp} ({engine} {transport} {int(data_len)} B, the "
             f"stream's samples {size} B): " + "; ".join(parts))
