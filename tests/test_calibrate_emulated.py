@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,7 @@ def test_calibrate_measures_writes_the_budget_and_cleans_up(tmp_path):
     assert f"{out['cpu']:g}" in shown.stdout and "calibrated on this machine" in shown.stdout
 
 
+@pytest.mark.exclusive  # beside another test's work its calibration would be refused as busy
 def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monkeypatch):
     """The backend of `k8sdds run --profile rpi3b`, its calibration file made on another
     machine: it calibrates here (the real search, shortened), keeps the result as this
@@ -88,3 +91,42 @@ def test_a_run_calibrates_a_budget_made_on_another_machine_first(tmp_path, monke
     finally:
         backend.down()
     assert namespaces(name) == [] and namespaces("kdq" + str(os.getpid() % 1000)) == []
+
+
+@pytest.mark.exclusive  # it keeps the machine busy itself
+def test_a_calibration_beside_other_work_is_refused_and_nothing_kept(tmp_path):
+    """Two busy loops, one a core: the calibration's first step (the link-bound rate) sees
+    the machine busy, ends, keeps nothing and leaves nothing; a run on a budgeted node
+    begun beside them says so with its figures."""
+    name = "kdk" + str(os.getpid() % 1000)
+    cal = tmp_path / "cal.json"
+    env = {**os.environ, "K8SDDS_STATE_DIR": str(tmp_path / "state"),
+           "K8SDDS_CALIBRATION": str(cal), "COLUMNS": "300"}
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(os.cpu_count() or 2)]
+    try:
+        proc = cli("testbed", "calibrate", "--profile", "rpi3b", "--rounds", "1",
+                   "--repeats", "1", "--duration", "2", "--testbed", name, env=env,
+                   timeout=300)
+        sch = tmp_path / "s.csv"
+        sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
+                       "1024,false,1,false,0\n")
+        run = cli("run", "--sch", str(sch), "--profile", "rpi3b", "--datapath", "host",
+                  "--duration", "1", "--out", str(tmp_path / "logs"), "--testbed", name,
+                  "--no-calibrate", "--no-plot", "--json", env=env)
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    assert proc.returncode != 0
+    assert ("this machine was busy while the calibration measured 16384 B on host: other "
+            "work kept") in proc.stderr
+    assert "a calibration made so is not kept" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not cal.exists()  # never stored
+    assert namespaces(name) == []
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/k8sdds/{name}"))
+    assert run.returncode == 0, run.stderr
+    notes = json.loads(run.stdout)["budget_notes"]
+    assert any(n.startswith("this machine was busy as the run began: other work kept")
+               and "may read low" in n for n in notes), notes

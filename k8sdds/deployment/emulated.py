@@ -20,7 +20,7 @@ from k8sdds.engines.base import Command, engine_path
 from k8sdds.errors import UserError
 from k8sdds.images.foreign import OCI
 from k8sdds.model import Limits, Test
-from k8sdds.testbed import cgroups, fidelity, netns, userspace
+from k8sdds.testbed import cgroups, fidelity, netns, other_work, userspace
 from k8sdds.testbed.calibrate import calibrate_here
 from k8sdds.testbed.kube.kubelets import Kubelets
 from k8sdds.testbed.lock import TestbedLock
@@ -28,6 +28,8 @@ from k8sdds.testbed.pods import MAX_PODS_PER_NODE
 from k8sdds.testbed.profiles import PROFILES, engine_env, resolve
 from k8sdds.testbed.testbed import Testbed
 from k8sdds.testbed.wiring.kinds import TUNNEL_PROCESSES, WIRING, datapath_unavailable
+
+BUSY_LOOK_S = 1.0  # how long a run looks at the machine's other work before it begins
 
 
 class EmulatedBackend:
@@ -56,6 +58,7 @@ class EmulatedBackend:
         self._samplers: list[Handle] = []  # count_traffic's, stopped at teardown
         self._on_nodes = False  # a role of the current repeat runs in a node's namespace
         self._roots: dict[str, Path] = {}  # Debian architecture -> the board's own user space
+        self._busy = ""  # why the machine was busy as the run began, if it was
 
     def _program_arch(self, node: str) -> str:
         """The architecture of the programs node `node` runs ("": this machine's)."""
@@ -99,6 +102,8 @@ class EmulatedBackend:
         self._board_roots(say)
         if self.calibrate and not self.testbed.is_up():  # a running one keeps its budgets
             calibrate_here([n.profile for n in self.testbed.nodes], say)
+        if any(resolve(n.profile).board for n in self.testbed.nodes):
+            self._busy = self._machine_busy()  # said with the budgets' other notes
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
         try:
@@ -337,6 +342,17 @@ class EmulatedBackend:
         except (OSError, subprocess.SubprocessError) as exc:  # said, never the repeat's end
             return {"error": f"the multicast probe failed: {exc}"[:300]}
 
+    @staticmethod
+    def _machine_busy() -> str:
+        """Whether other work keeps this machine busy as the run begins (a second's look):
+        a CPU budget calibrated on the idle machine gives a node less beside it, so every
+        figure of the budgeted nodes reads low; said with them, not refused."""
+        before = other_work.snapshot()
+        time.sleep(BUSY_LOOK_S)
+        why = other_work.busy(before, other_work.snapshot(), "as the run began")
+        return (f"{why}: the CPU budgets were calibrated for an idle machine, so the "
+                "figures of the nodes that have one may read low") if why else ""
+
     def describe(self) -> dict:
         profiles = self.testbed.profiles() or {
             name: asdict(resolve(name))
@@ -348,5 +364,6 @@ class EmulatedBackend:
                 "profiles": profiles,
                 "not_applied": self.testbed.not_applied(),
                 "cannot_show": fidelity.cannot_show(profiles.values()),
-                "budget_notes": fidelity.budget_notes(profiles.values())}
+                "budget_notes": fidelity.budget_notes(profiles.values())
+                + ([self._busy] if self._busy else [])}
 

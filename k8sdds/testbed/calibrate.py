@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from k8sdds.errors import TestbedError, UserError
-from k8sdds.testbed import calibration
+from k8sdds.testbed import calibration, other_work
 from k8sdds.testbed.calibration import BOARDS, Board, Calibration
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import ELSEWHERE, GUESS, PROFILES, RELEASE, Profile, resolve
@@ -134,6 +134,7 @@ def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path,
     sch = work / f"{datapath}-{payload}.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
                    f"{payload},false,1,false,0\n")
+    before = other_work.snapshot()
     proc = subprocess.run(
         [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", datapath,
          "--duration", f"{settings.duration:g}", "--repeats", str(settings.repeats),
@@ -141,6 +142,11 @@ def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path,
         capture_output=True, text=True)
     if proc.returncode != 0:
         raise TestbedError(f"the calibration's run failed: {proc.stderr.strip()[-500:]}")
+    busy = other_work.busy(before, other_work.snapshot(),
+                           f"while the calibration measured {payload} B on {datapath}")
+    if busy:
+        raise TestbedError(f"{busy}: a calibration made so is not kept; calibrate again when "
+                           "the machine is idle")
     run_dir = Path(json.loads(proc.stdout)["run_dir"])
     values = []
     with open(run_dir / "results.csv", newline="") as fh:
@@ -192,6 +198,7 @@ def calibrate(settings: Settings, board: Board,
                                        settings.rounds)
             for note in found.notes:
                 say(note)
+            bounded(found.cpu, max(settings.low, board.low), settings.high)
             hop = _fit_hop(tb, settings, board, found.cpu, set_budget, work, say)
     finally:
         lock.acquire()
@@ -209,6 +216,19 @@ def calibrate(settings: Settings, board: Board,
                            "hop_target": round(board.hop_target(), 4),
                            "hop_ratio": round(hop.ratio, 4), "hop_steps": hop.steps}
                           if hop else {}))
+
+
+def bounded(cpu: float, low: float, high: float) -> None:
+    """Refuse a budget the search found at one of its bounds: there the machine did not
+    show the board's figure inside the range (too slow even with `high` CPUs, as beside
+    other work, or too fast with `low`), and a bound is no measurement of it."""
+    if cpu >= high or cpu <= low:
+        bound = "ceiling" if cpu >= high else "floor"
+        raise TestbedError(
+            f"the budget found, {cpu:g} CPU, is the search's {bound} ({low:g} to {high:g} "
+            "CPU): the machine did not show the board's figure inside the range, so no "
+            "budget is measured; a calibration made so is not kept (`k8sdds testbed "
+            "steadiness` says how steadily this machine runs a budget)")
 
 
 def _fit_hop(tb: Testbed, settings: Settings, board: Board, cpu: float,
