@@ -33,7 +33,9 @@ def reap(proc: subprocess.Popen, timeout: float | None = None
         except ProcessLookupError:  # reaped by someone else: Popen says how it ended
             return proc.wait(), None
         try:
-            if not select.select([fd], [], [], max(0.0, timeout))[0]:
+            poller = select.poll()  # not select(): any descriptor number
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(max(0, round(timeout * 1000))):
                 return None, None
         finally:
             os.close(fd)
