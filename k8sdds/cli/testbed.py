@@ -181,8 +181,10 @@ def testbed_calibrate(
     def say(line: str) -> None:
         err_console.print(line, markup=False, highlight=False)
 
+    takes = (f"{settings.minutes:.0f} min" if settings.minutes >= 1
+             else f"{settings.minutes * 60:.0f} s")
     say(f"calibrating {profile} against the {board.name} ({board.source}): {rounds} rounds "
-        f"of {repeats} x {duration:g} s a step, about {settings.minutes:.0f} min")
+        f"of {repeats} x {duration:g} s a step, about {takes}")
     cal = calibrate(settings, board, say)
     path = calibration.save(cal, output)
     if json_out:
