@@ -243,7 +243,7 @@ class EmulatedBackend:
 
     def node_cpu(self) -> dict[str, float]:
         """Each node's CPU seconds so far, from its cgroup's own counter (its processes,
-        and the kernel threads charged to it: NAPI where it has a budget, its tunnel)."""
+        and where it has a budget the threads charged to it: NAPI, its tunnel)."""
         out = {}
         for node, group in self._cgroups.items():
             seconds = cgroups.cpu_seconds(group) if group else None

@@ -18,8 +18,8 @@ the test, in µs:
 - a sender (pub, the stream): the samples it wrote as its receivers saw them: the most any
   of them received and lost; once per sample whether it went once to a group or once to
   each subscriber.
-The kernel's work on the node's own threads (threaded NAPI charged to a node with a CPU
-budget, a userspace tunnel) is in the node's `node_cpu_s`, not in a role's. Pure."""
+The kernel's work on the node's own threads (threaded NAPI and a userspace tunnel, charged
+to a node with a CPU budget) is in the node's `node_cpu_s`, not in a role's. Pure."""
 
 from __future__ import annotations
 
