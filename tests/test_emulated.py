@@ -651,7 +651,8 @@ def test_kill_the_runner_mid_run_then_resume(tmp_path, env):
     df = pd.read_csv(run / "results.csv")
     # test 1's rows are the very rows written before the kill; no row is doubled
     assert df[df.test == 1].reset_index(drop=True).equals(first_t1.reset_index(drop=True))
-    assert not df.duplicated(["test", "repeat", "role", "kind", "t", "metric"]).any()
+    # a row is its repeat's, role's and node's (role `node`: one a node)
+    assert not df.duplicated(["test", "repeat", "role", "node", "kind", "t", "metric"]).any()
     thr = df[(df.kind == "summary") & (df.metric == "throughput_mbps")]
     assert sorted(thr.test) == [1, 2, 3] and (thr.value > 0).all()
     assert namespaces(name) == []  # the resumed run took down the testbed the first one built

@@ -105,7 +105,7 @@ def _results_once(service: Service, task: dict) -> pd.DataFrame:
     status, body = _get(f"{service.base}/api/runs/{task['run_id']}/results")
     assert status == 200
     assert json.loads(body) == written.to_dict("records")
-    keys = ["test", "repeat", "role", "kind", "t", "metric"]
+    keys = ["test", "repeat", "role", "node", "kind", "t", "metric"]  # role `node`: a node
     assert not written.duplicated(keys).any()
     return written
 
