@@ -173,13 +173,12 @@ def test_mqtt_and_zenoh_round_trips_beside_their_own_stream(tmp_path, env):
         # next; on shared cores it may fall short: what arrived is what the table shows)
         sent = _rates(logs / "stream.log", PUB)
         assert sent and statistics.fmean(sent) <= told * 1.1, (loaded, told, sent)
-        arrived = _rates(logs / "sink.log", SUB)
-        got = _steady(arrived)
-        # no more arrived than was sent, second by second summed over the run (a sender on
-        # shared cores falls behind in one second and catches up in the next, and the
-        # sink's seconds are not the sender's: a mean of some seconds against another's is
-        # no bound, as one CI run found, 16,975 against 15,282 a second)
-        assert 0 < got and sum(arrived) <= sum(sent) * 1.05, (loaded, arrived, sent)
+        got = _steady(_rates(logs / "sink.log", SUB))
+        # no faster than it was sent: against the sender's mean over every second it
+        # printed (on shared cores it falls behind in one second and catches up in the
+        # next, so its middle seconds alone are no bound: 16,975 against 15,282 a second
+        # once in CI; its last partial second is not printed, so no sum is a total either)
+        assert 0 < got <= statistics.fmean(sent) * 1.1, (loaded, got, sent)
         carried = df[(df.test == loaded) & (df.role == "sink") & (df.kind == "summary")
                      & (df.metric == "samples_per_s")].value
         assert list(carried) == [pytest.approx(got, rel=1e-3)]  # its own lines, as read
