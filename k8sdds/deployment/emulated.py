@@ -100,9 +100,11 @@ class EmulatedBackend:
                             "or use another --testbed")
         say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
         self._board_roots(say)
+        made = []
         if self.calibrate and not self.testbed.is_up():  # a running one keeps its budgets
-            calibrate_here([n.profile for n in self.testbed.nodes], say)
-        if any(resolve(n.profile).board for n in self.testbed.nodes):
+            made = calibrate_here([n.profile for n in self.testbed.nodes], say)
+        if not made and any(resolve(n.profile).board for n in self.testbed.nodes):
+            # (a calibration just made found the machine quiet at each of its steps)
             self._busy = self._machine_busy()  # said with the budgets' other notes
         self._lock = TestbedLock(self.testbed.spec.name)
         self._lock.acquire()
@@ -115,10 +117,9 @@ class EmulatedBackend:
                 # pods and processes go first
                 self.owned = self.testbed.owner() == "run"
                 self.testbed.clear()
-            # where each node's processes go: the cgroup its CPU is counted in (its
-            # budget's, if it has one; a testbed of an older k8sdds has only the budget's)
-            self._cgroups = {n.name: self.testbed.account(n) or self.testbed.cgroup(n)
-                             for n in self.testbed.nodes}
+            # where each node's processes go: the cgroup its CPU is counted in
+            state = self.testbed.load_state()
+            self._cgroups = {n.name: state.account(n.name) for n in self.testbed.nodes}
         except BaseException:
             self._lock.release()
             raise
@@ -242,8 +243,8 @@ class EmulatedBackend:
         return {h.role: h.cpu for h in handles if h.cpu is not None}
 
     def node_cpu(self) -> dict[str, float]:
-        """Each node's CPU seconds so far, from its cgroup's own counter (its processes,
-        and where it has a budget the threads charged to it: NAPI, its tunnel)."""
+        """Each node's CPU seconds so far, from its cgroup's own counter (its processes and
+        its tunnel; where it has a budget also its NAPI threads)."""
         out = {}
         for node, group in self._cgroups.items():
             seconds = cgroups.cpu_seconds(group) if group else None

@@ -18,8 +18,10 @@ the test, in µs:
 - a sender (pub, the stream): the samples it wrote as its receivers saw them: the most any
   of them received and lost; once per sample whether it went once to a group or once to
   each subscriber.
-The kernel's work on the node's own threads (threaded NAPI and a userspace tunnel, charged
-to a node with a CPU budget) is in the node's `node_cpu_s`, not in a role's. Pure."""
+A subscriber's `received` is its program's count over its life (ddsperf's `total`,
+`tot_nrecv` in ddsperf.c, printed each second and read from its last line; Perftest's
+`Packets`). The node's own threads (a userspace tunnel; on a node with a CPU budget also
+threaded NAPI) are in the node's `node_cpu_s`, not in a role's. Pure."""
 
 from __future__ import annotations
 

@@ -50,13 +50,18 @@ class State:
     wired: bool = True  # the datapath is the testbed's wiring (else a real CNI's)
     pods: dict[str, dict] = field(default_factory=dict)  # pod ns -> Pod fields
     cgroups: dict[str, str] = field(default_factory=dict)  # node -> its budget's cgroup
-    accounts: dict[str, str] = field(default_factory=dict)  # node -> the cgroup its CPU is
-    # counted in (its budget's, else one that only counts)
+    accounts: dict[str, str] = field(default_factory=dict)  # node without a budget -> the
+    # cgroup that only counts its CPU (a budgeted node is counted in its budget's: `account`)
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
     profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
     hops: dict[str, int] = field(default_factory=dict)  # node -> its kernel's cost per hop
     # (idle rules a hook, k8sdds.testbed.hopcost), which its pods take when made
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
+
+    def account(self, node: str) -> str | None:
+        """The cgroup every process of node `node` joins, where its CPU is counted: its
+        budget's if it has one, else the one that only counts (None: neither)."""
+        return self.cgroups.get(node) or self.accounts.get(node)
 
 
 class Layout:
@@ -106,10 +111,6 @@ class Layout:
     def cgroup(self, node: Node) -> str | None:
         """The cgroup every process of `node` (and its pods) must join, if it has a quota."""
         return self.load_state().cgroups.get(node.name)
-
-    def account(self, node: Node) -> str | None:
-        """The cgroup `node`'s CPU is counted in (its budget's, if it has one)."""
-        return self.load_state().accounts.get(node.name)
 
     def pod_namespace(self, node: Node, pod: str) -> str:
         """The network namespace of pod `pod` on `node`."""

@@ -52,7 +52,6 @@ def apply(tb: Layout, state: State) -> None:
                 napi.thread_devices(tb.switch, [port])
                 napi.thread_devices(node.ns, ["eth0"])
                 napi.charge(node.ns, state.cgroups[node.name])
-            state.accounts[node.name] = state.cgroups[node.name]
         else:
             try:
                 state.accounts[node.name] = cgroups.counter(["k8sdds", tb.spec.name,

@@ -137,9 +137,10 @@ class Testbed(Layout):
         self.save_state(state)
 
     def _charge_tunnels(self, state: State) -> None:
-        """A userspace tunnel (wireguard-go) is its node's datapath work: into its cgroup."""
+        """A userspace tunnel (wireguard-go) is its node's datapath work: into its cgroup
+        (its budget's, or the one that only counts its CPU)."""
         for node in self.nodes:
-            group = state.cgroups.get(node.name)
+            group = state.account(node.name)
             for pid in netns.pids(node.ns) if group else ():
                 if netns.command(pid) in TUNNEL_PROCESSES:
                     cgroups.join(group, pid)
