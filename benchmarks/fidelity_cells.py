@@ -23,12 +23,13 @@ def wanted(transport: str, data_len: int) -> bool:
     return data_len in (PAYLOADS if transport == "UDP" else OTHER_PAYLOADS)
 
 
-def throughput(results: pd.DataFrame) -> pd.DataFrame:
-    """Subscriber Mb/s per cell (median of the rows that match: a test may appear in
-    several of a tree's sweeps) of the throughput tests the table compares: one subscriber,
-    reliable, unicast, no batching. Columns transport, datapath, data_len, mbps."""
-    df = results[(results.kind == "summary") & (results.metric == "throughput_mbps")
-                 & results.role.astype(str).str.startswith("sub")]
+def _cells(results: pd.DataFrame, metric: str, role: str, name: str) -> pd.DataFrame:
+    """`metric` of the roles starting with `role` per cell (median of the rows that match:
+    a test may appear in several of a tree's sweeps) of the throughput tests the table
+    compares: one subscriber, reliable, unicast, no batching. Columns transport, datapath,
+    data_len, `name`."""
+    df = results[(results.kind == "summary") & (results.metric == metric)
+                 & results.role.astype(str).str.startswith(role)]
     df = df[(df.num_subscribers == 1) & ~_bool(df.best_effort) & ~_bool(df.multicast)
             & (df.batch_size == 0) & ~_bool(df.latency_test)]
     label = {(t, s): name for name, t, s in TRANSPORTS}
@@ -36,20 +37,43 @@ def throughput(results: pd.DataFrame) -> pd.DataFrame:
                               zip(df.transport, _bool(df.secure), strict=True)])
     df = df[df.transport.notna() & df.datapath.isin(DATAPATHS)]
     df = df[[wanted(t, int(n)) for t, n in zip(df.transport, df.data_len, strict=True)]]
-    return (df.groupby(KEY).value.median().rename("mbps").reset_index())
+    return (df.groupby(KEY).value.median().rename(name).reset_index())
+
+
+def throughput(results: pd.DataFrame) -> pd.DataFrame:
+    """Subscriber Mb/s per cell. Columns transport, datapath, data_len, mbps."""
+    return _cells(results, "throughput_mbps", "sub", "mbps")
+
+
+# the Pi 3B's BCM2837 has four Cortex-A53 cores, and Perftest prints its process's CPU as a
+# share of all of them (srcCppCommon/CpuMonitor.cxx: `percent /= _numProcessors`)
+PI_CORES = 4
+
+
+def pub_cpu(results: pd.DataFrame, cores: int | None = None) -> pd.DataFrame:
+    """The publisher's CPU per message per cell, µs (column pub_us): k8sdds' own figure
+    (cpu_per_message_us), or, for a tree whose engine printed only its CPU share of
+    `cores` cores (Perftest's cpu_pct), that share over the subscriber's samples a second."""
+    if cores is None:
+        return _cells(results, "cpu_per_message_us", "pub", "pub_us")
+    share = _cells(results, "cpu_pct", "pub", "pct")
+    rate = _cells(results, "samples_per_s", "sub", "rate")
+    both = share.merge(rate, on=KEY)
+    both["pub_us"] = both.pct / 100 * cores / both.rate * 1e6
+    return both[KEY + ["pub_us"]]
 
 
 def _bool(column: pd.Series) -> pd.Series:
     return column.astype(str).str.lower().isin(("true", "1"))
 
 
-def ratios(cells: pd.DataFrame) -> pd.DataFrame:
-    """Each cell's Mb/s over UDP host's at its payload (the cells without one dropped).
+def ratios(cells: pd.DataFrame, column: str = "mbps") -> pd.DataFrame:
+    """Each cell's `column` over UDP host's at its payload (the cells without one dropped).
     Adds the column ratio."""
     host = cells[(cells.transport == "UDP") & (cells.datapath == "host")].set_index(
-        "data_len").mbps
+        "data_len")[column]
     out = cells[cells.data_len.isin(host.index)].copy()
-    out["ratio"] = out.mbps / out.data_len.map(host)
+    out["ratio"] = out[column] / out.data_len.map(host)
     return out
 
 

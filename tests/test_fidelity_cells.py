@@ -81,6 +81,31 @@ def test_the_shipped_tree_figures_are_the_tables_cells():
     assert kib.idxmin() == "weave-encrypted" and kib.drop("host").idxmax() == "flannel-hostgw"
 
 
+def test_the_tree_s_publisher_cpu_a_message_is_perftest_s_share_of_four_cores_over_its_rate():
+    """The study's flannel-vxlan-udp test-2 at 1 KiB: Perftest's publisher printed CPU 27.2 %
+    (of the Pi's four cores) and its subscriber 7,738 packets a second: 0.272 x 4 / 7738 s =
+    140.6 us a message. k8sdds' own figure is taken as it is."""
+    rows = [_row("flannel-vxlan", 1024, 27.2, role="pub", metric="cpu_pct"),
+            _row("flannel-vxlan", 1024, 7738.0, metric="samples_per_s"),
+            _row("flannel-vxlan", 1024, 63.4)]
+    tree = fc.pub_cpu(pd.DataFrame(rows), fc.PI_CORES)
+    assert tree.pub_us.iloc[0] == pytest.approx(140.6, abs=0.05)
+    ours = fc.pub_cpu(pd.DataFrame([_row("host", 1024, 9.5, role="pub",
+                                         metric="cpu_per_message_us")]))
+    assert list(ours.pub_us) == [9.5]
+
+
+def test_the_shipped_tree_has_the_pis_publisher_cpu_a_message():
+    """published.csv's pub_us at UDP 1 KiB, against the study's own logs read by hand
+    (Data/throughput-test/<path>-udp, the last `Length:` line of each side's log): host 109.1,
+    flannel-hostgw 119.4, kube-router 143.1, flannel-vxlan 140.6, weave 199.2 us."""
+    cells = published.cells()
+    got = {d: cells[("UDP", d, 1024)].pub_us for d in
+           ("host", "flannel-hostgw", "kube-router", "flannel-vxlan", "weave")}
+    assert got == pytest.approx({"host": 109.1, "flannel-hostgw": 119.4, "kube-router": 143.1,
+                                 "flannel-vxlan": 140.6, "weave": 199.2}, abs=0.05)
+
+
 def test_a_sittings_cells_replace_their_own_and_carry_its_budget_and_date():
     """A UDP-only sitting at 0.07 CPU replaces the UDP cells it measured (host 1 by rule) and
     leaves a TLS cell of an earlier sitting as it was, with that sitting's budget and date."""

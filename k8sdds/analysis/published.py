@@ -1,10 +1,11 @@
 """The published K8sDDS figures of the Raspberry Pi 3B cluster, cell by cell: subscriber
 Mb/s of one transport through one datapath at one payload (throughput tests, one subscriber,
 reliable, unicast, no batching) and its ratio to UDP over the host's network at that
-payload. Computed from the study's `Data/` tree by k8sdds' importer (`benchmarks/fidelity.py
---tree Data --write-tree` writes `published.csv`). The one source of these figures: the
-calibration's host targets, the known error's published ratios and the fidelity benchmark
-read it. Pure reading of a file the package ships."""
+payload, and the publisher's CPU per message. Computed from the study's `Data/` tree by
+k8sdds' importer (`benchmarks/fidelity.py --tree Data --write-tree` writes
+`published.csv`). The one source of these figures: the calibration's host targets, the known
+error's published ratios and the fidelity benchmark read it. Pure reading of a file the
+package ships."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class Published:
     data_len: int
     mbps: float
     ratio: float  # to UDP host at this payload
+    pub_us: float | None = None  # the publisher's CPU per message, µs (Perftest's CPU share
+    # of the Pi's 4 cores over the subscriber's samples a second); None: not printed
 
 
 @cache
@@ -34,7 +37,9 @@ def cells() -> dict[tuple[str, str, int], Published]:
     """Every published cell by (transport, datapath, data_len)."""
     with DATA.open(newline="") as f:
         rows = [Published(r["transport"], r["datapath"], int(r["data_len"]), float(r["mbps"]),
-                          float(r["ratio"])) for r in csv.DictReader(f)]
+                          float(r["ratio"]),
+                          float(r["pub_us"]) if (r.get("pub_us") or "").strip() else None)
+                for r in csv.DictReader(f)]
     return {(c.transport, c.datapath, c.data_len): c for c in rows}
 
 

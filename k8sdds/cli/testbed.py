@@ -126,8 +126,10 @@ def testbed_profiles(wide: bool = WIDE) -> None:
                      + (f". CPUs: {p.cpu_from}" if p.cpu is not None else "")
                      + ("" if p.aes else ". No AES instructions: the engines' OpenSSL does AES "
                         "in software" + (f" ({why})" if (why := not_emulated(p)) else ""))
-                     + (f". Programs: the board's own {p.program_arch} builds under qemu-user; "
-                        f"the kernel's cost per hop: {p.hop_rules} idle rules a hook"
+                     + (f". Programs: the board's own {p.program_arch} builds under qemu-user"
+                        "; the kernel's share of a pod path at the board's pace: "
+                        + (", ".join(f"{d} {r} idle rules a packet"
+                                     for d, r in p.hop_rules.items()) or "not calibrated")
                         if p.program_arch else ""))
     out_console.print(table)
     if not wide:
@@ -160,8 +162,9 @@ def testbed_calibrate(
     """Derive a profile's CPU budget from a measurement: the share of this machine's CPU at
     which an emulated node's host network shows the board's published host figures (the
     ratio of 1 KiB to link-bound throughput). For a profile that runs the board's own
-    programs (rpi3b-armhf), then its kernel's cost per hop at that budget: where one named
-    pod datapath (flannel-vxlan at 1 KiB) shows its published ratio to the host. Takes a few
+    programs (rpi3b-armhf), then its kernel's share at the board's pace at that budget: each
+    pod path's extra CPU per message measured beside the host, and the one factor at which a
+    named pod datapath (flannel-vxlan at 1 KiB) shows its published ratio to the host. Takes
     minutes; every run after it uses the result."""
     import json
     from dataclasses import asdict
@@ -193,10 +196,14 @@ def testbed_calibrate(
     out_console.print(f"{profile}: {cal.cpu:g} CPU, written to {path}", markup=False,
                       highlight=False)
     out_console.print(cal.describe(reference=False), markup=False, highlight=False)
-    if cal.hop_cell:
-        out_console.print(f"cost per hop: {cal.hop_rules} idle rules a hook: "
-                          f"{cal.hop_cell} at {cal.hop_ratio:.2f} of host (published "
-                          f"{cal.hop_target:.2f})", markup=False, highlight=False)
+    if cal.hop_fit:
+        fit = cal.hop_fit
+        out_console.print(
+            f"the kernel's share at the board's pace: x{fit['factor']:g} of this machine's "
+            f"extra per message, fitted on {cal.hop_cell} (published {cal.hop_target:.2f} of "
+            f"host; residual {fit['residual']:g}); idle rules a packet: "
+            + ", ".join(f"{d} {r}" for d, r in cal.path_rules().items()),
+            markup=False, highlight=False)
 
 
 def testbed_steadiness(

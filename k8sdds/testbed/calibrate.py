@@ -12,16 +12,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from k8sdds.errors import TestbedError, UserError
-from k8sdds.testbed import calibration, other_work
+from k8sdds.parsers.cpu import PER_MESSAGE
+from k8sdds.testbed import calibration, hopcost, kernel_pace, other_work
 from k8sdds.testbed.calibration import BOARDS, Board, Calibration
 from k8sdds.testbed.lock import TestbedLock
 from k8sdds.testbed.profiles import ELSEWHERE, GUESS, PROFILES, RELEASE, Profile, resolve
 from k8sdds.testbed.spec import check_profile, default_nodes
 from k8sdds.testbed.testbed import Testbed
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,17 @@ class Settings:
         """About how long it takes: the link-bound rate, about three scout steps, the
         ladder's two budgets in `rounds` (one of them the scout's last step) and the check's
         `rounds`, each `repeats` runs of `duration` and about 2 s of start (a correction
-        adds `rounds` more). Measured: 263 s with the defaults (2026-11-28). A board with
-        a cost per hop to fit adds about seven steps (calibration.fit_hop) and a host
-        measurement."""
+        adds `rounds` more). Measured: 263 s with the defaults (2026-11-28). A board whose
+        kernel's share is fitted adds a run of the host and each of its pod paths, and three
+        of the host and the fitted cell (calibrate._fit_kernel), each two steps."""
         board = calibration.BOARDS.get(self.profile)
-        hop = 8 if board and board.hop_cell else 0
+        hop = 2 * (len(board.hop_paths) + 3) if board and board.hop_cell else 0
         return (3 + 3 * self.rounds + hop) * self.repeats * (self.duration + 2) / 60
 
+
+# a guess of one idle rule's cost to one packet, for the fit's first steps only (about 16 ns
+# on this project's 2-core EPYC VM); the fit measures its own (kernel_pace.Fit.rule_ns)
+GUESS_RULE_NS = 16.0
 
 # what a run calibrates with when its profile's budget is not this machine's (`k8sdds
 # testbed calibrate`'s defaults)
@@ -127,35 +136,91 @@ def read_figures(path: Path) -> dict[int, float]:
     return out
 
 
-def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path,
-               datapath: str = "host") -> float:
-    """Median over repeats of throughput between two nodes (Mbit/s), on the host network
-    (or `datapath`'s pods)."""
-    sch = work / f"{datapath}-{payload}.csv"
+def _run(tb: Testbed, settings: Settings, payload: int, work: Path,
+         datapaths: str = "host") -> pd.DataFrame:
+    """One `k8sdds run` of a throughput test at `payload` on `datapaths` (comma-separated,
+    in rounds), `settings.repeats` repeats; its summary rows. Refused when other work
+    shared the machine meanwhile."""
+    import pandas as pd
+
+    sch = work / f"{datapaths.replace(',', '+')}-{payload}.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
                    f"{payload},false,1,false,0\n")
     before = other_work.snapshot()
     proc = subprocess.run(
-        [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", datapath,
+        [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", datapaths,
          "--duration", f"{settings.duration:g}", "--repeats", str(settings.repeats),
          "--testbed", tb.spec.name, "--out", str(work), "--no-plot", "--json"],
         capture_output=True, text=True)
     if proc.returncode != 0:
         raise TestbedError(f"the calibration's run failed: {proc.stderr.strip()[-500:]}")
     busy = other_work.busy(before, other_work.snapshot(),
-                           f"while the calibration measured {payload} B on {datapath}")
+                           f"while the calibration measured {payload} B on {datapaths}")
     if busy:
         raise TestbedError(f"{busy}: a calibration made so is not kept; calibrate again when "
                            "the machine is idle")
     run_dir = Path(json.loads(proc.stdout)["run_dir"])
-    values = []
-    with open(run_dir / "results.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row["kind"] == "summary" and row["metric"] == "throughput_mbps":
-                values.append(float(row["value"]))
+    rows = pd.read_csv(run_dir / "results.csv")
+    return rows[rows.kind == "summary"]
+
+
+def _values(rows: pd.DataFrame, metric: str, role: str, datapath: str) -> list[float]:
+    """`metric` of `role` on `datapath`, one value a repeat, in repeat order."""
+    got = rows[(rows.metric == metric) & (rows.role == role) & (rows.datapath == datapath)]
+    return [float(v) for v in got.sort_values("repeat").value]
+
+
+def _host_mbps(tb: Testbed, settings: Settings, payload: int, work: Path) -> float:
+    """Median over repeats of throughput between two nodes (Mbit/s), on the host network."""
+    values = _values(_run(tb, settings, payload, work), "throughput_mbps", "sub0", "host")
     if not values:
-        raise TestbedError(f"the calibration's run in {run_dir} measured no throughput")
+        raise TestbedError("the calibration's run measured no throughput")
     return statistics.median(values)
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A pod path measured with the host beside it in rounds: each round's throughput ratio
+    of the path to the host; the publisher's CPU per message (µs, means over rounds), all of
+    it and its system time, on each; the packets its node charged per message on the path."""
+
+    ratios: list[float]
+    host_us: float
+    pod_us: float
+    host_system_us: float
+    pod_system_us: float
+    packets: float
+
+
+def _beside_host(tb: Testbed, settings: Settings, payload: int, work: Path,
+                 datapath: str) -> Beside:
+    """One run of the host and `datapath` in rounds (`settings.repeats`)."""
+    pub_node = tb.workers()[0]  # the runner places the pub on the first worker
+    before = hopcost.crossings(pub_node.ns)
+    rows = _run(tb, settings, payload, work, f"host,{datapath}")
+    charged = hopcost.crossings(pub_node.ns) - before
+    placed = set(rows[rows.role == "pub"].node)
+    if placed and placed != {pub_node.name}:
+        raise TestbedError(f"the publisher ran on {', '.join(sorted(placed))}, not "
+                           f"{pub_node.name}: its node's count is not the publisher's")
+    host = _values(rows, "throughput_mbps", "sub0", "host")
+    pod = _values(rows, "throughput_mbps", "sub0", datapath)
+    if not host or len(host) != len(pod):
+        raise TestbedError(f"the calibration's run of host and {datapath} measured "
+                           f"{len(host)} and {len(pod)} repeats")
+
+    def per_message(path: str, metric: str) -> float:
+        received = _values(rows, "received", "sub0", path)
+        seconds = _values(rows, metric, "pub", path)
+        if len(seconds) != len(received) or not all(received):
+            raise TestbedError(f"the calibration's run of {path} has no CPU per message")
+        return statistics.fmean(s / n * 1e6 for s, n in zip(seconds, received, strict=True))
+
+    return Beside([p / h for p, h in zip(pod, host, strict=True)],
+                  statistics.fmean(_values(rows, PER_MESSAGE, "pub", "host")),
+                  statistics.fmean(_values(rows, PER_MESSAGE, "pub", datapath)),
+                  per_message("host", "cpu_system_s"), per_message(datapath, "cpu_system_s"),
+                  charged / sum(_values(rows, "received", "sub0", datapath)))
 
 
 def calibrate(settings: Settings, board: Board,
@@ -199,7 +264,7 @@ def calibrate(settings: Settings, board: Board,
             for note in found.notes:
                 say(note)
             bounded(found.cpu, max(settings.low, board.low), settings.high)
-            hop = _fit_hop(tb, settings, board, found.cpu, set_budget, work, say)
+            kernel = _fit_kernel(tb, settings, board, found.cpu, set_budget, work, say)
     finally:
         lock.acquire()
         try:
@@ -211,11 +276,7 @@ def calibrate(settings: Settings, board: Board,
                        ratio=round(found.measured / link, 4), link_mbps=round(link, 2),
                        machine=calibration.this_machine(),
                        when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       steps=found.steps, notes=found.notes,
-                       **({"hop_rules": hop.rules, "hop_cell": board.hop_cell,
-                           "hop_target": round(board.hop_target(), 4),
-                           "hop_ratio": round(hop.ratio, 4), "hop_steps": hop.steps}
-                          if hop else {}))
+                       steps=found.steps, notes=found.notes, **(kernel or {}))
 
 
 def bounded(cpu: float, low: float, high: float) -> None:
@@ -231,27 +292,53 @@ def bounded(cpu: float, low: float, high: float) -> None:
             "steadiness` says how steadily this machine runs a budget)")
 
 
-def _fit_hop(tb: Testbed, settings: Settings, board: Board, cpu: float,
-             set_budget: Callable[[float | None], None], work: Path,
-             say: Callable[[str], None]) -> calibration.HopFit | None:
-    """At the budget found, the kernel's cost per hop at which the board's `hop_cell` shows
-    its published ratio to the host (None: the board has no such knob)."""
+def _fit_kernel(tb: Testbed, settings: Settings, board: Board, cpu: float,
+                set_budget: Callable[[float | None], None], work: Path,
+                say: Callable[[str], None]) -> dict | None:
+    """At the budget found, each of the board's pod paths' extra CPU per message (the host
+    beside it), then the rules on the board's `hop_cell` at which it shows its published
+    ratio to the host (kernel_pace.fit); what the calibration keeps of it (None: the board
+    has no such knob)."""
     if not board.hop_cell:
         return None
     set_budget(cpu)
+    paths = dict.fromkeys(board.hop_paths, 0)
+    for node in tb.workers():
+        tb.set_hop(node, paths)  # no charge yet: only the packets counted
     target = board.hop_target()
-    host = _host_mbps(tb, settings, board.payload, work)
-    say(f"the cost per hop, fitted on {board.hop_cell} at {board.payload} B: host "
-        f"{host:.1f} Mbit/s, target ratio {target:.2f} (published)")
-
-    def measure(rules: int) -> float:
+    rounds = max(settings.repeats, kernel_pace.MIN_ROUNDS)
+    measured = replace(settings, repeats=rounds)
+    costs: dict[str, kernel_pace.PathCost] = {}
+    steps: list[kernel_pace.Step] = []
+    for path in board.hop_paths:
+        got = _beside_host(tb, measured, board.payload, work, path)
+        costs[path] = kernel_pace.PathCost(
+            path, round(got.host_us, 3), round(got.pod_us, 3), round(got.host_system_us, 3),
+            round(got.pod_system_us, 3), round(got.packets, 4), rounds)
+        say(f"{path}: publisher {got.pod_us:.2f} µs a message against the host's "
+            f"{got.host_us:.2f}, of it system {got.pod_system_us:.2f} against "
+            f"{got.host_system_us:.2f} (+{costs[path].extra_us:.2f}); {got.packets:.2f} "
+            f"packets charged a message; {statistics.median(got.ratios):.3f} of host")
+        if path == board.hop_cell:
+            steps.append(kernel_pace.Step(0, tuple(round(r, 4) for r in got.ratios),
+                                          round(got.pod_system_us, 3)))
+    cell = costs[board.hop_cell]
+    for rules in kernel_pace.first_steps(cell, target, GUESS_RULE_NS)[1:]:
         for node in tb.workers():
-            tb.set_hop(node, rules)
-        ratio = _host_mbps(tb, settings, board.payload, work, board.hop_cell) / host
-        say(f"{rules} idle rules a hook: {board.hop_cell} at {ratio:.3f} of host")
-        return ratio
-
-    fit = calibration.fit_hop(measure, target)
-    say(f"cost per hop: {fit.rules} idle rules a hook ({board.hop_cell} at {fit.ratio:.3f} "
-        f"of host, published {target:.2f})")
-    return fit
+            tb.set_hop(node, {**paths, board.hop_cell: rules})
+        got = _beside_host(tb, measured, board.payload, work, board.hop_cell)
+        steps.append(kernel_pace.Step(rules, tuple(round(r, 4) for r in got.ratios),
+                                      round(got.pod_system_us, 3)))
+        each = ", ".join(f"{r:.3f}" for r in got.ratios)
+        say(f"{rules} idle rules a packet: {board.hop_cell} at "
+            f"{statistics.median(got.ratios):.3f} of host (rounds {each}), publisher's "
+            f"system time {got.pod_system_us:.2f} µs a message")
+    fit = kernel_pace.fit(steps, target, cell)
+    rules = kernel_pace.path_rules(costs, board.hop_cell, fit.rules)
+    say(f"the kernel's share at the board's pace: x{fit.factor:g} of this machine's extra "
+        f"per message ({fit.rule_ns:g} ns a rule a packet); {board.hop_cell} needs "
+        f"{fit.rules} rules a packet for {target:.2f} of host (residual {fit.residual:g}); "
+        + ", ".join(f"{p} {r}" for p, r in rules.items()))
+    return {"hop_cell": board.hop_cell, "hop_target": fit.target,
+            "hop_paths": {p: asdict(c) for p, c in costs.items()},
+            "hop_steps": [asdict(s) for s in steps], "hop_fit": asdict(fit)}

@@ -44,7 +44,8 @@ class Board:
     payload: int = 1024  # the CPU-bound payload calibrated on
     link_payload: int = 16384  # the payload at which the link binds
     hop_cell: str = ""  # the pod datapath whose published UDP ratio to host at `payload`
-    # the kernel's cost per hop is fitted on (k8sdds.testbed.hopcost); "": no such knob
+    # the kernel's share at the board's pace is fitted on (kernel_pace); "": no such knob
+    hop_paths: tuple[str, ...] = ()  # the pod paths whose extra is measured and charged
     low: float = 0.01  # CPUs where the budget's search starts (a board's own programs under
     # qemu-user need a tenth of a CPU to start and discover their peers in time at all)
 
@@ -60,13 +61,16 @@ class Board:
 # the budgets k8sdds calibrates, by the name a profile's `board` gives: the Pi 3B running
 # this machine's programs (its CPU budget alone), and the same board running its own (armhf,
 # under qemu-user), whose budget differs because its user space runs as ARM code, and whose
-# kernel's cost per hop is fitted on one named pod cell (flannel-vxlan at 1 KiB)
+# kernel's share of each pod path is charged at the board's pace, by one factor fitted on one
+# named pod cell (flannel-vxlan at 1 KiB)
 BOARDS: dict[str, Board] = {
     "rpi3b": Board("Raspberry Pi 3 Model B", published.host_mbps("UDP"),
                    published.SOURCE + ", hostNetwork, UDP"),
     "rpi3b-armhf": Board("Raspberry Pi 3 Model B", published.host_mbps("UDP"),
-                         published.SOURCE + ", hostNetwork, UDP; flannel-vxlan for the cost "
-                         "per hop", hop_cell="flannel-vxlan", low=0.1),
+                         published.SOURCE + ", hostNetwork, UDP; flannel-vxlan for the "
+                         "kernel's share", hop_cell="flannel-vxlan",
+                         hop_paths=("flannel-hostgw", "kube-router", "flannel-vxlan", "weave",
+                                    "weave-encrypted"), low=0.1),
 }
 
 
@@ -85,11 +89,22 @@ class Calibration:
     # scout, ladder, check; `ratio` is the kept budget's checks' mean over link_mbps; a file
     # written before the search had [cpu, Mbit/s] only)
     notes: list = field(default_factory=list)  # what the search said of its steps
-    hop_rules: int = 0  # the kernel's cost per hop: idle rules per hook (hopcost)
-    hop_cell: str = ""  # the pod datapath it was fitted on ("": none)
+    hop_cell: str = ""  # the pod datapath the kernel's share was fitted on ("": none)
     hop_target: float = 0.0  # that cell's published ratio to host
-    hop_ratio: float = 0.0  # what the emulation showed there at `hop_rules`
-    hop_steps: list = field(default_factory=list)  # [rules, ratio] tried, in order
+    hop_paths: dict = field(default_factory=dict)  # datapath -> kernel_pace.PathCost fields:
+    # what each pod path cost here per message, measured without a charge
+    hop_steps: list = field(default_factory=list)  # kernel_pace.Step fields, in order
+    hop_fit: dict = field(default_factory=dict)  # kernel_pace.Fit fields
+
+    def path_rules(self) -> dict[str, int]:
+        """The idle rules a packet each measured pod path is charged (hopcost), derived from
+        what was measured: the fit's rules on the cell, the others by its rule."""
+        if not self.hop_fit or not self.hop_paths:
+            return {}
+        from k8sdds.testbed import kernel_pace
+
+        paths = {p: kernel_pace.PathCost(**c) for p, c in self.hop_paths.items()}
+        return kernel_pace.path_rules(paths, self.hop_cell, int(self.hop_fit["rules"]))
 
     def describe(self, reference: bool) -> str:
         where = ("on the release machine" if reference else "on this machine") + \
@@ -149,6 +164,9 @@ def this_machine() -> dict:
 # a file written before 2026-11-29 named the first two `cpu` and `cpus` (read as these)
 MACHINE = {"cpu_model": "CPU", "cpu_count": "CPUs", "kernel": "kernel"}
 OLD_NAMES = {"cpu": "cpu_model", "cpus": "cpu_count"}
+# what a file written before 2026-12-03 kept of the cost per hop (the same rules on every
+# hook of every pod path): read as no charge, the board's kernel share not calibrated
+OLD_FIELDS = ("hop_rules", "hop_ratio")
 
 
 def elsewhere(made: dict, here: dict) -> str | None:
@@ -168,8 +186,9 @@ def elsewhere(made: dict, here: dict) -> str | None:
 def _read(path: Path) -> dict[str, Calibration]:
     try:
         data = json.loads(path.read_text())
-        return {board: Calibration(**{**c, "machine": {OLD_NAMES.get(k, k): v for k, v in
-                                                       c.get("machine", {}).items()}})
+        return {board: Calibration(**{**{k: v for k, v in c.items() if k not in OLD_FIELDS},
+                                      "machine": {OLD_NAMES.get(k, k): v for k, v in
+                                                  c.get("machine", {}).items()}})
                 for board, c in data["boards"].items()}
     except FileNotFoundError:
         return {}
@@ -286,52 +305,3 @@ def search(measure: Callable[[float], float], target: float, link: float, low: f
             best, measured = again, second
     return Search(best, measured, [[round(c, 4), round(v, 2), k]
                                              for c, v, k in steps], notes)
-
-
-HOP_FIRST = 16  # idle rules a hook: the fit's first step above none
-HOP_MOST = 4096  # and its last (at about 16 ns a rule here, 65 us a hook)
-HOP_HALVINGS = 3  # bisection steps once the target is bracketed
-
-
-@dataclass(frozen=True)
-class HopFit:
-    """The kernel's cost per hop and how it was found: every step as [rules, ratio]."""
-
-    rules: int
-    ratio: float  # the ratio measured at `rules`, never the target
-    steps: list
-
-
-def fit_hop(measure: Callable[[int], float], target: float) -> HopFit:
-    """The idle rules per hook at which `measure(rules)` (a pod datapath's ratio to the host,
-    falling as rules rise) comes nearest `target`: none where none is already at or under
-    it; else doubling from HOP_FIRST until the ratio falls under the target (or HOP_MOST),
-    then HOP_HALVINGS bisections between the last step over and the first under. The step
-    kept is the measured one nearest the target."""
-    steps: list[list] = []
-
-    def step(rules: int) -> float:
-        value = measure(rules)
-        steps.append([rules, round(value, 4)])
-        return value
-
-    if step(0) <= target:
-        return HopFit(0, steps[0][1], steps)
-    over, under = 0, None
-    rules = HOP_FIRST
-    while rules <= HOP_MOST:
-        if step(rules) <= target:
-            under = rules
-            break
-        over, rules = rules, rules * 2
-    if under is not None:
-        for _ in range(HOP_HALVINGS):
-            middle = (over + under) // 2
-            if middle in (over, under):
-                break
-            if step(middle) <= target:
-                under = middle
-            else:
-                over = middle
-    rules, ratio = min(steps, key=lambda s: abs(s[1] - target))
-    return HopFit(rules, ratio, steps)

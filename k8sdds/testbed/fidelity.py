@@ -42,6 +42,12 @@ def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> lis
                    "measures it); the spread of this run's own repeats is each test's CV in "
                    "the report's throughput table: use several repeats and read the "
                    "confidence intervals")
+        if p.get("program_arch"):
+            charged = sorted(p.get("hop_rules") or {})
+            out.append(f"{name}: the kernel's share of a pod path is charged at the board's "
+                       "pace only on the paths its calibration measured ("
+                       + (", ".join(charged) or "none: not calibrated here") + "); on any "
+                       "other pod path the kernel's work costs this machine's time")
     return out + budget_notes(profiles, now)
 
 

@@ -1,19 +1,22 @@
-"""The kernel's cost per hop on a pod's path: a node's second knob, beside its CPU budget.
+"""The kernel's extra work on a pod's path, charged at the board's pace: idle netfilter
+rules each packet of a pod path crosses at its node's uplink.
 
 Why: a node whose programs run as the board's own (under qemu-user) pays its user space at
-the board's pace, but its kernel is this machine's: every hop a pod's packet takes (the
-pod's own stack, the node's routing and firewall, a tunnel's encapsulation) costs an x86's
-time. A Pi's kernel pays each of those hops several times over. So each netfilter hook a
-packet crosses on a pod's path costs it a fixed amount of real kernel work: `rules` rules
-that never match, evaluated in a chain every such hook jumps to, charged where the kernel
-charges the packet's work (the sending task's CPU budget, mostly).
+the board's pace, but its kernel is this machine's: the extra work a pod path does per
+message (the pod's veth, the node's routing and firewall, a tunnel's encapsulation) costs an
+x86's time, where the board's kernel paid several times as much. The calibration measures
+that extra per message on each pod path here (the publisher's CPU per message on the path
+minus on the host network, k8sdds.testbed.kernel_pace) and charges it again, scaled by one
+factor fitted on one named cell: `rules` rules that never match, evaluated in chain `burn`,
+which every packet of a pod path jumps to once as it leaves the node's uplink (egress,
+in the sending task's context: where the board paid it) and once as it arrives (ingress).
 
-Which hooks are on a pod's path: every hook in a pod's own namespace (all its packets are a
-pod's), and in a node's namespace the hooks crossed by a packet to or from the pod network
-or by a tunnel's own packet (VXLAN, WireGuard: a pod's packet, encapsulated). A node's own
-traffic (the host network's datapath) crosses none of them but for one lookup, so the CPU
-budget, calibrated on the host's figures, and this cost, fitted on a pod datapath's, are two
-knobs that do not move each other.
+Which packets: those from or to the pod network, and a tunnel's own (VXLAN, WireGuard: a
+pod's packet, encapsulated). A node's own traffic (the host network's datapath) crosses
+none of them, so the CPU budget, calibrated on the host's figures, and this charge, fitted on
+a pod datapath's, are two knobs that do not move each other. A second table, the same
+matches with no idle rule, counts those packets and is kept while the charge changes with
+the datapath (the calibration's packets per message).
 
 The rule texts are pure; `apply` loads them in a namespace, `remove` deletes them.
 """
@@ -24,59 +27,71 @@ from k8sdds import cni
 from k8sdds.testbed import netns
 from k8sdds.testbed.netfilter import POD_NETWORK
 
-TABLE = "k8sdds_hop"
-HOOKS = ("prerouting", "input", "forward", "output", "postrouting")
+TABLE = "k8sdds_hop"  # the charge: idle rules, replaced as the datapath changes
+COUNT = "k8sdds_hopcount"  # the packets charged, counted as long as the node has a charge
+UPLINK = "eth0"  # a node's link to the switch
 # a rule no packet matches (no packet here carries this mark): evaluated, never taken
 IDLE_RULE = "meta mark 0x6b386870"
 
 
-def _chain(hook: str, body: str) -> str:
-    return (f"  chain {hook} {{\n    type filter hook {hook} priority 0; policy accept;\n"
-            f"{body}  }}\n")
-
-
-def table(rules: int, pod: bool) -> str:
-    """The nft script of the cost in a pod's namespace (`pod`) or a node's: `rules` idle
-    rules in chain `burn` (after a counter of the crossings), gone to from every hook on a
-    pod's path. Pure."""
+def table(rules: int, name: str = TABLE) -> str:
+    """The nft script of table `name`: `rules` idle rules in chain `burn` (after a counter),
+    gone to by each packet of a pod path at the uplink, once on its way out and once on its
+    way in. Pure."""
     ports = ", ".join(map(str, cni.tunnel_ports()))
     burn = "".join(f"    {IDLE_RULE}\n" for _ in range(rules))
-    if pod:
-        jump = "    goto burn\n"
-    else:  # a node: a pod's packets and the tunnels' only, once (goto: no return here)
-        jump = (f"    ip saddr {POD_NETWORK} goto burn\n"
-                f"    ip daddr {POD_NETWORK} goto burn\n"
-                f"    udp dport {{ {ports} }} goto burn\n")
-    return (f"table inet {TABLE} {{\n  chain burn {{\n    counter\n{burn}  }}\n"
-            + "".join(_chain(hook, jump) for hook in HOOKS) + "}\n")
+    priority = -1 if name == COUNT else 0  # counted before it is charged
+
+    def hook(chain: str, device: str) -> str:
+        match = f'{device} "{UPLINK}"'
+        return (f"  chain {chain} {{\n    type filter hook {chain} priority {priority}; "
+                "policy accept;\n"
+                f"    {match} ip saddr {POD_NETWORK} goto burn\n"
+                f"    {match} ip daddr {POD_NETWORK} goto burn\n"
+                f"    {match} udp dport {{ {ports} }} goto burn\n  }}\n")
+
+    return (f"table inet {name} {{\n  chain burn {{\n    counter\n{burn}  }}\n"
+            + hook("postrouting", "oifname") + hook("prerouting", "iifname") + "}\n")
 
 
-def apply(ns: str, rules: int, pod: bool) -> None:
-    """Put the cost of `rules` rules a hook in namespace `ns` (none: remove it)."""
-    remove(ns)
+def apply(ns: str, rules: int | None) -> None:
+    """Put a charge of `rules` idle rules a packet in namespace `ns` (0: only count the
+    packets; None: remove the charge and its count). The count is kept across changes of
+    the charge, so a reading before and after a run spans datapaths."""
+    _delete(ns, TABLE)
+    if rules is None:
+        _delete(ns, COUNT)
+        return
+    if not _burn(ns, COUNT):
+        netns.nft(ns, table(0, COUNT))
     if rules > 0:
-        netns.nft(ns, table(rules, pod))
+        netns.nft(ns, table(rules))
 
 
-def _burn(ns: str) -> str:
-    """The burn chain of namespace `ns` as nft lists it ("" where it has none)."""
-    return netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", TABLE, "burn"]),
+def _burn(ns: str, name: str = TABLE) -> str:
+    """The burn chain of table `name` in namespace `ns` as nft lists it ("": none)."""
+    return netns.run(netns.exec_argv(ns, ["nft", "list", "chain", "inet", name, "burn"]),
                      check=False).stdout
 
 
 def rules_in(ns: str) -> int:
-    """The idle rules a hook namespace `ns` has (0: no cost there)."""
+    """The idle rules a packet of a pod path crosses in namespace `ns` (0: no charge)."""
     return _burn(ns).count(IDLE_RULE)
 
 
 def crossings(ns: str) -> int:
-    """The hook crossings namespace `ns` has charged so far (the burn chain's counter)."""
-    for line in _burn(ns).splitlines():
+    """The packets namespace `ns` has counted on its pod paths since its charge was put."""
+    for line in _burn(ns, COUNT).splitlines():
         words = line.split()
         if words[:1] == ["counter"] and "packets" in words:
             return int(words[words.index("packets") + 1])
     return 0
 
 
+def _delete(ns: str, name: str) -> None:
+    netns.run(netns.exec_argv(ns, ["nft", "delete", "table", "inet", name]), check=False)
+
+
 def remove(ns: str) -> None:
-    netns.run(netns.exec_argv(ns, ["nft", "delete", "table", "inet", TABLE]), check=False)
+    """Remove the charge and its count from namespace `ns`."""
+    apply(ns, None)

@@ -54,8 +54,8 @@ class State:
     # cgroup that only counts its CPU (a budgeted node is counted in its budget's: `account`)
     not_applied: list[str] = field(default_factory=list)  # profile parts this kernel lacks
     profiles: dict[str, dict] = field(default_factory=dict)  # as applied, CPU resolved
-    hops: dict[str, int] = field(default_factory=dict)  # node -> its kernel's cost per hop
-    # (idle rules a hook, k8sdds.testbed.hopcost), which its pods take when made
+    hops: dict[str, dict] = field(default_factory=dict)  # node -> {pod datapath: idle rules
+    # a packet} (k8sdds.testbed.hopcost), applied as the testbed takes that datapath
     owner: str = "user"  # "run" when a run built it (and so takes it down), else "user"
 
     def account(self, node: str) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import hopcost, netns
+from k8sdds.testbed import netns
 from k8sdds.testbed.layout import Layout, Node, State, host_veth, pods_on
 from k8sdds.testbed.netns import ip
 from k8sdds.testbed.wiring.kinds import WIRING
@@ -48,8 +48,6 @@ def add(tb: Layout, node: Node, name: str, mtu: int, prefix: int = 24) -> Pod:
        *(("dev", "eth0", "onlink") if alone else ()), ns=pod.ns)
     if alone:  # the node's own way to it (its programs skip the node's routes)
         ip("route", "replace", f"{pod.address}/32", "dev", veth, ns=node.ns)
-    if state.hops.get(node.name):  # its node's kernel cost per hop, in the pod's stack too
-        hopcost.apply(pod.ns, state.hops[node.name], pod=True)
     _changed(tb, state, [node])
     return pod
 

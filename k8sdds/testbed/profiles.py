@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import platform
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from k8sdds.testbed.cgroups import period_us
 
@@ -62,8 +62,9 @@ class Profile:
     cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... ELSEWHERE below (resolve())
     cpu_away: str = ""  # why that calibration does not hold on this machine, if it does not
     aes: bool = True  # the board's CPU has AES instructions (else engine_env masks them)
-    hop_rules: int = 0  # the kernel's cost per hop on a pod's path, idle rules a hook
-    # (k8sdds.testbed.hopcost), from the board's calibration (filled by resolve())
+    hop_rules: dict = field(default_factory=dict)  # pod datapath -> the idle rules each of
+    # its packets crosses at the node's uplink (k8sdds.testbed.hopcost): the kernel's share
+    # at the board's pace, from the board's calibration (filled by resolve())
     program_arch: str = ""  # the Debian architecture of the board's own programs, which its
     # nodes run under qemu-user (k8sdds.testbed.userspace); "": this machine's programs
 
@@ -116,7 +117,7 @@ def _budget(p: Profile) -> Profile:
     scale = "" if p.cpu_scale == 1 else f"{p.cpu_scale:g} x the {p.board} budget, "
     away = calibration.elsewhere(cal.machine, calibration.this_machine())
     origin = HERE if away is None else RELEASE if reference else ELSEWHERE
-    return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4), hop_rules=cal.hop_rules,
+    return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4), hop_rules=cal.path_rules(),
                    cpu_from=scale + cal.describe(reference)
                    + (f"; not this machine: {away}" if away else ""),
                    cpu_when=cal.when, cpu_origin=origin, cpu_away=away or "")

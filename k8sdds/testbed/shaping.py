@@ -59,8 +59,8 @@ def apply(tb: Layout, state: State) -> None:
             except TestbedError as exc:
                 state.not_applied.append(f"{node.name}: its CPU not counted: {exc}")
         if profile.hop_rules:
-            state.hops[node.name] = profile.hop_rules
-            hopcost.apply(node.ns, profile.hop_rules, pod=False)
+            state.hops[node.name] = dict(profile.hop_rules)
+            charge(state, node)
         tb.save_state(state)
 
 
@@ -78,14 +78,22 @@ def set_budget(tb: Layout, node: Node, cpus: float | None) -> None:
             link.shape(ns, dev, profile.rate_mbit, burst, link.netem_applies(profile))
 
 
-def set_hop(tb: Layout, node: Node, rules: int) -> None:
-    """Give `node` a kernel cost per hop of `rules` idle rules a hook (k8sdds.testbed.hopcost),
-    in its namespace now and in each pod made on it from now on; for the calibration's
-    steps."""
+def set_hop(tb: Layout, node: Node, rules: dict[str, int]) -> None:
+    """Give `node` the charge of `rules` (pod datapath -> idle rules a packet,
+    k8sdds.testbed.hopcost) from now on, for the datapath in use too; for the calibration's
+    steps. A node with a map, even of zeros, counts its pod paths' packets."""
     state = tb.load_state()
-    state.hops[node.name] = rules
+    state.hops[node.name] = dict(rules)
     tb.save_state(state)
-    hopcost.apply(node.ns, rules, pod=False)
+    charge(state, node)
+
+
+def charge(state: State, node: Node) -> None:
+    """Put in `node`'s namespace the charge its map gives the datapath in use (not in the
+    map: only counted; an empty map, or none: nothing)."""
+    rules = state.hops.get(node.name)
+    if isinstance(rules, dict):  # (a state file of an older k8sdds kept a number: no map)
+        hopcost.apply(node.ns, int(rules.get(state.datapath or "", 0)) if rules else None)
 
 
 def _cpu_for(index: int) -> int:

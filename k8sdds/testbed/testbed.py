@@ -135,6 +135,8 @@ class Testbed(Layout):
         state.wired = wired
         state.datapath = name
         self.save_state(state)
+        for node in self.nodes:  # the kernel's share of this datapath, at the board's pace
+            shaping.charge(state, node)
 
     def _charge_tunnels(self, state: State) -> None:
         """A userspace tunnel (wireguard-go) is its node's datapath work: into its cgroup
@@ -157,9 +159,9 @@ class Testbed(Layout):
         """Give `node` a CPU budget of `cpus` (None: no limit); see shaping.set_budget."""
         shaping.set_budget(self, node, cpus)
 
-    def set_hop(self, node: Node, rules: int) -> None:
-        """Give `node` (and its pods made from now on) a kernel cost per hop of `rules` idle
-        rules a hook; see shaping.set_hop."""
+    def set_hop(self, node: Node, rules: dict[str, int]) -> None:
+        """Charge `node` the idle rules a packet `rules` gives each pod datapath; see
+        shaping.set_hop."""
         shaping.set_hop(self, node, rules)
 
     # ---- teardown --------------------------------------------------------------------
