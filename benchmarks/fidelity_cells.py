@@ -23,15 +23,16 @@ def wanted(transport: str, data_len: int) -> bool:
     return data_len in (PAYLOADS if transport == "UDP" else OTHER_PAYLOADS)
 
 
-def _cells(results: pd.DataFrame, metric: str, role: str, name: str) -> pd.DataFrame:
+def _cells(results: pd.DataFrame, metric: str, role: str, name: str,
+           latency: bool = False) -> pd.DataFrame:
     """`metric` of the roles starting with `role` per cell (median of the rows that match:
     a test may appear in several of a tree's sweeps) of the throughput tests the table
-    compares: one subscriber, reliable, unicast, no batching. Columns transport, datapath,
-    data_len, `name`."""
+    compares (`latency`: of the latency tests): one subscriber, reliable, unicast, no
+    batching. Columns transport, datapath, data_len, `name`."""
     df = results[(results.kind == "summary") & (results.metric == metric)
                  & results.role.astype(str).str.startswith(role)]
     df = df[(df.num_subscribers == 1) & ~_bool(df.best_effort) & ~_bool(df.multicast)
-            & (df.batch_size == 0) & ~_bool(df.latency_test)]
+            & (df.batch_size == 0) & (_bool(df.latency_test) == latency)]
     label = {(t, s): name for name, t, s in TRANSPORTS}
     df = df.assign(transport=[label.get((t, bool(s))) for t, s in
                               zip(df.transport, _bool(df.secure), strict=True)])
@@ -43,6 +44,16 @@ def _cells(results: pd.DataFrame, metric: str, role: str, name: str) -> pd.DataF
 def throughput(results: pd.DataFrame) -> pd.DataFrame:
     """Subscriber Mb/s per cell. Columns transport, datapath, data_len, mbps."""
     return _cells(results, "throughput_mbps", "sub", "mbps")
+
+
+def round_trip(results: pd.DataFrame) -> pd.DataFrame:
+    """The round trip's median (µs, k8sdds' definition: a whole round trip, whatever the
+    engine printed) per cell of the latency tests. Column rtt_p50_us."""
+    return _cells(results, "latency_us_p50", "pub", "rtt_p50_us", latency=True)
+
+
+RTT_PAYLOADS = (64, 1024)  # the round trip's goal is judged at these
+RTT_WITHIN = 0.15  # and within this of the tree's ratio to host
 
 
 # the Pi 3B's BCM2837 has four Cortex-A53 cores, and Perftest prints its process's CPU as a
@@ -92,12 +103,16 @@ def over_rounds(rounds: list[pd.DataFrame]) -> pd.DataFrame:
                         ).reset_index()
 
 
-def compare(tree: pd.DataFrame, emulated: pd.DataFrame) -> pd.DataFrame:
+def compare(tree: pd.DataFrame, emulated: pd.DataFrame,
+            fitted: frozenset[tuple[str, str, int]] = frozenset()) -> pd.DataFrame:
     """Every cell the tree has, beside the emulated ratio (`over_rounds`): the difference,
-    whether it is within WITHIN, and half the emulated range. Ordered by transport,
-    datapath and payload as the study lays them out."""
+    whether it is within WITHIN, half the emulated range, and whether the calibration was
+    fitted on it (`fitted`: (transport, datapath, data_len); counted in no score). Ordered
+    by transport, datapath and payload as the study lays them out."""
     table = tree[KEY + ["ratio"]].rename(columns={"ratio": "tree"}).merge(
         emulated, on=KEY, how="left")
+    table["fitted"] = [(t, d, int(n)) in fitted for t, d, n in
+                       zip(table.transport, table.datapath, table.data_len, strict=True)]
     table["difference"] = table["median"] - table["tree"]
     table["within"] = table.difference.abs() <= WITHIN
     table["half_range"] = (table.high - table.low) / 2
@@ -111,8 +126,11 @@ def compare(tree: pd.DataFrame, emulated: pd.DataFrame) -> pd.DataFrame:
 
 def count_line(table: pd.DataFrame) -> str:
     """The table's last line: cells within WITHIN, UDP (with and without kube-router, whose
-    cells an earlier emulation could not tell from flannel-hostgw's) and the others at 1 KiB."""
-    measured = table[table["median"].notna()]
+    cells an earlier emulation could not tell from flannel-hostgw's) and the others at 1 KiB;
+    the cells the calibration was fitted on are named and counted in none of them."""
+    done = table["median"].notna()
+    on = table["fitted"] if "fitted" in table else pd.Series(False, index=table.index)
+    fitted, measured = table[done & on], table[done & ~on]
     udp = measured[measured.transport == "UDP"]
     udp_no_kr = udp[udp.datapath != "kube-router"]
     kib = measured[(measured.transport != "UDP") & (measured.data_len == 1024)]
@@ -121,10 +139,13 @@ def count_line(table: pd.DataFrame) -> str:
             f"UDP {int(udp.within.sum())} of {len(udp)} ({int(udp_no_kr.within.sum())} of "
             f"{len(udp_no_kr)} without kube-router); other transports at 1 KiB "
             f"{int(kib.within.sum())} of {len(kib)}; range over rounds within ±0.05: "
-            f"{int(steady)} of {len(measured)}")
+            f"{int(steady)} of {len(measured)}"
+            + "".join(f"; not counted, fitted on: {r.transport} {r.datapath} {r.data_len} B"
+                      for r in fitted.itertuples()))
 
 
-KNOWN = ["profile", "transport", "datapath", "data_len", "emulated", "cpu", "measured"]
+KNOWN = ["profile", "transport", "datapath", "data_len", "emulated", "cpu", "measured",
+         "fitted"]
 
 
 def known(existing: pd.DataFrame, table: pd.DataFrame, profile: str, cpu: float,
@@ -135,8 +156,11 @@ def known(existing: pd.DataFrame, table: pd.DataFrame, profile: str, cpu: float,
     is 1 by rule."""
     rows = table[table["median"].notna()].assign(
         profile=profile, emulated=lambda t: t["median"].round(2), cpu=cpu, measured=measured)
+    rows["fitted"] = rows["fitted"] if "fitted" in rows else False
+    existing = existing.assign(fitted=existing["fitted"] if "fitted" in existing else False)
     host = pd.DataFrame([{"profile": profile, "transport": "UDP", "datapath": "host",
-                          "data_len": n, "emulated": 1.0, "cpu": cpu, "measured": measured}
+                          "data_len": n, "emulated": 1.0, "cpu": cpu, "measured": measured,
+                          "fitted": False}
                          for n in sorted(set(rows[rows.transport == "UDP"].data_len))])
     fresh = pd.concat([rows[KNOWN], host[KNOWN]] if not host.empty else [rows[KNOWN]])
     keys = ["profile"] + KEY

@@ -235,6 +235,15 @@ def test_a_cell_that_follows_the_pi_says_so_and_one_without_a_cell_says_it_is_no
     assert c.known == "" and "emulator" not in answer.sentences([c])[0]
 
 
+def test_the_cell_a_calibration_was_fitted_on_is_said_to_be_no_evidence():
+    """rpi3b-armhf's calibration is fitted on flannel-vxlan at 1 KiB (calibration.BOARDS):
+    its match there is by construction, and the answer says so instead of a verdict."""
+    thr = _thr([("host", 1024, 80, 1, 3), ("flannel-vxlan", 1024, 62, 1, 3)])
+    [c] = answer.costs(thr, pd.DataFrame(), profile="rpi3b-armhf")
+    assert c.known.endswith(": the calibration was fitted on this cell, so its match is by "
+                            "construction, no evidence of fidelity"), c.known
+
+
 def test_the_calibrated_profile_is_read_from_the_manifests():
     def manifest(profile, board):
         return {"cluster": {"nodes": [{"name": "node1", "profile": profile}],

@@ -4,10 +4,11 @@ it cannot show; and the netlink messages that find a namespace's NAPI threads.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import struct
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -146,6 +147,26 @@ def test_a_calibration_file_from_another_machine_is_not_this_machines(tmp_path, 
     [note] = fidelity.budget_notes([asdict(got)])
     assert note.startswith("rpi3b: the CPU budget was calibrated on another machine, not on "
                            "this one (CPU 'Other CPU' there")
+
+
+def test_a_calibration_made_here_at_another_pace_says_so(tmp_path, monkeypatch):
+    """This machine's own calibration, made when its loopback rate was 26 % lower (as one
+    VM measured it within an hour, calibration.PACE_DRIFT): a run is told its nodes' figures
+    read high; within the drift nothing is said."""
+    monkeypatch.setenv("K8SDDS_CALIBRATION", str(tmp_path / "cal.json"))
+    here = calibration.this_machine()
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    slower = {**here, "udp_loopback_pps": round(here["udp_loopback_pps"] / 1.26)}
+    calibration.save(replace(_cal(0.06, slower), when=now))
+    got = resolve("rpi3b")
+    assert got.cpu_origin == "this machine" and got.cpu_pace == pytest.approx(1.26, abs=0.01)
+    [note] = fidelity.budget_notes([asdict(got)])
+    assert note.startswith("rpi3b: this machine runs 26 % faster than when its CPU budget "
+                           "was calibrated"), note
+    assert "reads high" in note
+    near = {**here, "udp_loopback_pps": round(here["udp_loopback_pps"] / 1.1)}
+    calibration.save(replace(_cal(0.06, near), when=now))
+    assert fidelity.budget_notes([asdict(resolve("rpi3b"))]) == []
 
 
 def test_the_shipped_reference_calibrates_rpi3b():

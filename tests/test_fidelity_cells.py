@@ -67,6 +67,28 @@ def test_rounds_give_median_and_range_and_the_count_says_what_is_within():
         "transports at 1 KiB 0 of 0; range over rounds within ±0.05: 1 of 2")
 
 
+def test_the_cell_a_calibration_was_fitted_on_is_named_and_counted_in_no_score():
+    tree = pd.DataFrame([
+        {"transport": "UDP", "datapath": "host", "data_len": 1024, "ratio": 1.0},
+        {"transport": "UDP", "datapath": "flannel-vxlan", "data_len": 1024, "ratio": 0.77},
+        {"transport": "UDP", "datapath": "weave", "data_len": 1024, "ratio": 0.54}])
+    rounds = [pd.DataFrame([
+        {"transport": "UDP", "datapath": "flannel-vxlan", "data_len": 1024, "ratio": 0.78},
+        {"transport": "UDP", "datapath": "weave", "data_len": 1024, "ratio": 0.72},
+        {"transport": "UDP", "datapath": "host", "data_len": 1024, "ratio": 1.0}])] * 3
+    table = fc.compare(tree, fc.over_rounds(rounds),
+                       frozenset({("UDP", "flannel-vxlan", 1024)}))
+    assert table.set_index("datapath").fitted.to_dict() == {"flannel-vxlan": True,
+                                                            "weave": False}
+    assert fc.count_line(table) == (
+        "within ±0.10: 0 of 1 cells; UDP 0 of 1 (0 of 1 without kube-router); other "
+        "transports at 1 KiB 0 of 0; range over rounds within ±0.05: 1 of 1; not counted, "
+        "fitted on: UDP flannel-vxlan 1024 B")
+    known = fc.known(pd.DataFrame(columns=fc.KNOWN), table, "rpi3b-armhf", 0.356,
+                     "2026-12-03").set_index("datapath")
+    assert known.fitted.to_dict() == {"flannel-vxlan": True, "host": False, "weave": False}
+
+
 def test_the_shipped_tree_figures_are_the_tables_cells():
     """k8sdds/analysis/published.csv, written by `fidelity.py --tree Data --write-tree`: every
     cell is one the table compares, UDP host is 1 at each payload, and the study's headline
@@ -104,6 +126,21 @@ def test_the_shipped_tree_has_the_pis_publisher_cpu_a_message():
            ("host", "flannel-hostgw", "kube-router", "flannel-vxlan", "weave")}
     assert got == pytest.approx({"host": 109.1, "flannel-hostgw": 119.4, "kube-router": 143.1,
                                  "flannel-vxlan": 140.6, "weave": 199.2}, abs=0.05)
+
+
+def test_the_shipped_tree_has_the_pis_round_trip_median():
+    """published.csv's rtt_p50_us at UDP 64 B and 1 KiB against the study's latency logs read
+    by hand (Data/latency-test/<path>-udp, the last `Length:` line: Perftest prints half the
+    round trip, p50 host 484 and 731 us, flannel-vxlan 694 and 987, weave 768 and 1047):
+    k8sdds keeps the whole round trip."""
+    cells = published.cells()
+    got = {(d, n): cells[("UDP", d, n)].rtt_p50_us for d in ("host", "flannel-vxlan", "weave")
+           for n in (64, 1024)}
+    assert got == {("host", 64): 968, ("host", 1024): 1462, ("flannel-vxlan", 64): 1388,
+                   ("flannel-vxlan", 1024): 1974, ("weave", 64): 1536, ("weave", 1024): 2094}
+    rows = [_row("weave", 64, 1536.0, role="pub", metric="latency_us_p50", latency_test=True),
+            _row("weave", 64, 999.0, role="pub", metric="latency_us_p50")]  # a throughput
+    assert fc.round_trip(pd.DataFrame(rows)).rtt_p50_us.tolist() == [1536.0]
 
 
 def test_a_sittings_cells_replace_their_own_and_carry_its_budget_and_date():

@@ -1,8 +1,8 @@
 """The published K8sDDS figures of the Raspberry Pi 3B cluster, cell by cell: subscriber
 Mb/s of one transport through one datapath at one payload (throughput tests, one subscriber,
 reliable, unicast, no batching) and its ratio to UDP over the host's network at that
-payload, and the publisher's CPU per message. Computed from the study's `Data/` tree by
-k8sdds' importer (`benchmarks/fidelity.py --tree Data --write-tree` writes
+payload, the publisher's CPU per message and the round trip's median. Computed from the
+study's `Data/` tree by k8sdds' importer (`benchmarks/fidelity.py --tree Data --write-tree` writes
 `published.csv`). The one source of these figures: the calibration's host targets, the known
 error's published ratios and the fidelity benchmark read it. Pure reading of a file the
 package ships."""
@@ -30,6 +30,12 @@ class Published:
     ratio: float  # to UDP host at this payload
     pub_us: float | None = None  # the publisher's CPU per message, µs (Perftest's CPU share
     # of the Pi's 4 cores over the subscriber's samples a second); None: not printed
+    rtt_p50_us: float | None = None  # the round trip's median in the tree's latency test of
+    # this cell, µs (k8sdds' round trip: Perftest's printed one-way figure, doubled)
+
+
+def _number(text: str | None) -> float | None:
+    return float(text) if (text or "").strip() else None
 
 
 @cache
@@ -38,7 +44,7 @@ def cells() -> dict[tuple[str, str, int], Published]:
     with DATA.open(newline="") as f:
         rows = [Published(r["transport"], r["datapath"], int(r["data_len"]), float(r["mbps"]),
                           float(r["ratio"]),
-                          float(r["pub_us"]) if (r.get("pub_us") or "").strip() else None)
+                          _number(r.get("pub_us")), _number(r.get("rtt_p50_us")))
                 for r in csv.DictReader(f)]
     return {(c.transport, c.datapath, c.data_len): c for c in rows}
 

@@ -46,9 +46,11 @@ class Settings:
         """About how long it takes: the link-bound rate, about three scout steps, the
         ladder's two budgets in `rounds` (one of them the scout's last step) and the check's
         `rounds`, each `repeats` runs of `duration` and about 2 s of start (a correction
-        adds `rounds` more). Measured: 263 s with the defaults (2026-11-28). A board whose
-        kernel's share is fitted adds a run of the host and each of its pod paths, and three
-        of the host and the fitted cell (calibrate._fit_kernel), each two steps."""
+        adds `rounds` more; the Pi's own program under qemu-user starts slower). Measured:
+        263 s for rpi3b with the defaults (2026-11-28). A board whose kernel's share is
+        fitted adds a run of the host and each of its pod paths, and three of the host and
+        the fitted cell (calibrate._fit_kernel), each two steps: rpi3b-armhf, 12 min 20 s
+        (2026-12-03)."""
         board = calibration.BOARDS.get(self.profile)
         hop = 2 * (len(board.hop_paths) + 3) if board and board.hop_cell else 0
         return (3 + 3 * self.rounds + hop) * self.repeats * (self.duration + 2) / 60

@@ -169,6 +169,21 @@ OLD_NAMES = {"cpu": "cpu_model", "cpus": "cpu_count"}
 OLD_FIELDS = ("hop_rules", "hop_ratio")
 
 
+# a calibration made on this machine, whose loopback rate now differs from the one it was
+# made at by more than this share: the machine runs at another pace than it was calibrated
+# at. Measured 2026-12-03 on one 2-core VM: 229,247 a second as rpi3b-armhf was calibrated
+# (its host publisher CPU-bound at 37 us a message), 288,000 an hour later (3 readings within
+# 1,300), when the same program took 20 us a message and every 1 KiB path reached the link.
+PACE_DRIFT = 0.15
+
+
+def pace(made: dict, here: dict) -> float | None:
+    """This machine's loopback rate over the one the calibration was made at (both as
+    this_machine() gives them; None: either unmeasured). Pure."""
+    there, now = made.get("udp_loopback_pps"), here.get("udp_loopback_pps")
+    return now / there if there and now else None
+
+
 def elsewhere(made: dict, here: dict) -> str | None:
     """Why a calibration made on the machine `made` describes does not hold on `here` (both
     as this_machine() gives them), or None where it holds. Pure."""

@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from k8sdds.testbed import cgroups
+from k8sdds.testbed.calibration import PACE_DRIFT
 from k8sdds.testbed.profiles import ELSEWHERE, GUESS, HERE, RELEASE
 
 STALE_HOURS = 12  # a calibration older than this is from another sitting of the machine
@@ -53,8 +54,9 @@ def cannot_show(profiles: Iterable[dict], now: dt.datetime | None = None) -> lis
 
 def budget_notes(profiles: Iterable[dict], now: dt.datetime | None = None) -> list[str]:
     """A line for each applied profile (Profile fields) whose CPU budget is not this
-    machine's calibration of this sitting: a guess, the release machine's, or one more than
-    STALE_HOURS before `now`. `k8sdds run` prints them: every CPU-bound figure rests on it."""
+    machine's calibration of this sitting: a guess, the release machine's, one made when this
+    machine ran at another pace (PACE_DRIFT), or one more than STALE_HOURS before `now`.
+    `k8sdds run` prints them: every CPU-bound figure rests on it."""
     now = now or dt.datetime.now(dt.timezone.utc)
     out = []
     for p in profiles:
@@ -71,6 +73,14 @@ def budget_notes(profiles: Iterable[dict], now: dt.datetime | None = None) -> li
                        + (f" ({reason})" if reason else "") + ": every figure of its nodes "
                        f"rests on it (`k8sdds testbed calibrate --profile {name}`)")
         elif origin == HERE:
+            drift = p.get("cpu_pace")
+            if drift and abs(drift - 1) > PACE_DRIFT:
+                out.append(f"{name}: this machine runs {abs(drift - 1) * 100:.0f} % "
+                           f"{'faster' if drift > 1 else 'slower'} than when its CPU budget "
+                           "was calibrated (its loopback rate): the budget no longer gives "
+                           "the board's figures, so every figure of its nodes reads "
+                           f"{'high' if drift > 1 else 'low'}; `k8sdds testbed calibrate "
+                           f"--profile {p.get('board') or name}` now")
             age = _age_hours(p.get("cpu_when") or "", now)
             if age is not None and age > STALE_HOURS:
                 out.append(f"{name}: the CPU budget was calibrated {age:.0f} hours before "

@@ -61,6 +61,7 @@ class Profile:
     cpu_when: str = ""  # when that calibration was made (ISO 8601; filled by resolve())
     cpu_origin: str = ""  # what `cpu_from` rests on: NO_LIMIT ... ELSEWHERE below (resolve())
     cpu_away: str = ""  # why that calibration does not hold on this machine, if it does not
+    cpu_pace: float | None = None  # this machine's loopback rate now over the calibration's
     aes: bool = True  # the board's CPU has AES instructions (else engine_env masks them)
     hop_rules: dict = field(default_factory=dict)  # pod datapath -> the idle rules each of
     # its packets crosses at the node's uplink (k8sdds.testbed.hopcost): the kernel's share
@@ -120,7 +121,8 @@ def _budget(p: Profile) -> Profile:
     return replace(p, cpu=round(cal.cpu * p.cpu_scale, 4), hop_rules=cal.path_rules(),
                    cpu_from=scale + cal.describe(reference)
                    + (f"; not this machine: {away}" if away else ""),
-                   cpu_when=cal.when, cpu_origin=origin, cpu_away=away or "")
+                   cpu_when=cal.when, cpu_origin=origin, cpu_away=away or "",
+                   cpu_pace=calibration.pace(cal.machine, calibration.this_machine()))
 
 
 def link_burst_kb(rate_mbit: float | None, burst_kb: int, cpu: float | None) -> int:

@@ -1,8 +1,9 @@
 """What a node's profile makes of the node: its link shaped (tbf both ways, netem where the
 kernel has it), its MTU, its CPU budget (a cgroup, the node's kernel datapath work charged to
 it where the kernel threads NAPI; without a budget, a cgroup that only counts its CPU),
-its kernel's cost per hop (k8sdds.testbed.hopcost); and
-the budget and that cost changed for the calibration's steps. What
+the kernel's share of each pod path at the board's pace (k8sdds.testbed.hopcost), put as
+the testbed takes a datapath; and the budget and that charge changed for the calibration's
+steps. What
 the kernel cannot apply is recorded, never silently left out."""
 
 from __future__ import annotations
