@@ -56,14 +56,15 @@ demo: install
 ## side by side with the builds beside them (.ci/builds: the Kubernetes parts, the engines,
 ## Perftest and the ARM disks in two lanes, each test waiting only for what it needs), then
 ## the tests that must run alone (marker exclusive); each phase timed by .ci/phase
-## (K8SDDS_TIMELINE: the file its times go to; `.ci/run` prints them)
+## (K8SDDS_TIMELINE: the file its times go to; `.ci/run` prints them); each phase exec'd,
+## so that a SIGTERM to make reaches it and, through it, what it runs
 test:
-	@$(PHASE) "Debian packages" -- $(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
-	@$(PHASE) "k8sdds and its test extras" -- $(MAKE) --no-print-directory install $(VENV)/.test-extras
-	@$(PHASE) ruff -- $(BIN)/ruff check .
-	@$(PHASE) "tests, two processes, the builds beside them" -- $(PYTHON) .ci/builds -- \
+	@exec $(PHASE) "Debian packages" -- $(MAKE) --no-print-directory system-deps APT_PACKAGES="$(TEST_APT_PACKAGES)"
+	@exec $(PHASE) "k8sdds and its test extras" -- $(MAKE) --no-print-directory install $(VENV)/.test-extras
+	@exec $(PHASE) ruff -- $(BIN)/ruff check .
+	@exec $(PHASE) "tests, two processes, the builds beside them" -- $(PYTHON) .ci/builds -- \
 	  $(BIN)/pytest -q -rs -n 2 --dist loadfile --no-loadscope-reorder -m "not exclusive" --durations=25
-	@$(PHASE) "tests, exclusive" -- $(BIN)/pytest -q -rs -m exclusive --durations=5
+	@exec $(PHASE) "tests, exclusive" -- $(BIN)/pytest -q -rs -m exclusive --durations=5
 
 ## docs: the documentation site (Sphinx) into docs/_build/html; warnings are errors
 docs: $(BIN)/k8sdds $(VENV)/.test-extras

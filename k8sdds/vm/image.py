@@ -251,8 +251,11 @@ def in_root(board: EmulatedBoard, root: Path, script: str, what: str) -> None:
     # the child waits until its uid map is written (by us: only a process outside the
     # namespace may write it), then sets up its binfmt_misc and runs the script
     wrapper = f'until grep -q . /proc/self/uid_map; do sleep 0.05; done; {setup}'
+    # --kill-child: unshare's end (a stop of the build kills it) ends the namespace's first
+    # process, and with it every process of the namespace, whatever group a package's
+    # script put itself in
     proc = subprocess.Popen(["unshare", "--user", "--mount", "--pid", "--fork", "--mount-proc",
-                             "--", "sh", "-c", wrapper, "sh", script],
+                             "--kill-child", "--", "sh", "-c", wrapper, "sh", script],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         child = _child_of(proc.pid)
