@@ -138,7 +138,7 @@ def test_a_stop_before_the_tests_ends_every_build_and_starts_no_other(tmp_path, 
     root = _fake_project(tmp_path)
     code, out = _stopped(root, ["true"], signum, group, head_start="600")
     assert code == 130, out
-    assert sorted(_started(root)) == ["discovery-amd64", "k8s-amd64"], out
+    assert sorted(_started(root)) == ["k8s-amd64", "mqtt-amd64"], out
     assert _sleeping(root) == []
     assert "Traceback" not in out
 
@@ -152,7 +152,7 @@ def test_a_sigterm_while_the_tests_run_reaches_them_and_ends_the_builds(tmp_path
                          head_start="0")
     assert code == 130, out
     assert told.read_text() == "teardown"  # the tests got it, and their time to tear down
-    assert sorted(_started(root)) == ["discovery-amd64", "k8s-amd64"], out
+    assert sorted(_started(root)) == ["k8s-amd64", "mqtt-amd64"], out
     assert _sleeping(root) == []
 
 
