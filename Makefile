@@ -135,11 +135,17 @@ test-deps:
 	@$(MAKE) --no-print-directory k8s-test-binaries
 
 ## k8s-test-binaries: kube-apiserver, kubelet, the controllers, kube-proxy, kubectl, kubeadm, etcd, coredns, flannel, kube-router, Weave Net, metrics-server and kwok (Go; cached); and cross-compiled, side by side: for arm64 and for arm each, the kubelet, kubeadm, kubectl and kube-proxy, CoreDNS and flannel (what `cluster install` puts on the ARM test hosts, and the images `cluster images --build` makes for them)
-k8s-test-binaries: build-k8s-amd64
+k8s-test-binaries: build-k8s-amd64 build-cni-amd64
 	@$(MAKE) --no-print-directory -j2 build-k8s-arm64 build-k8s-armhf
 
-build-k8s-amd64:
-	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then .ci/k8s-test-binaries; \
+# the Kubernetes parts (what the Pi tutorial and every kubelet cluster need) apart from the
+# CNIs only their own tests use (Weave Net, kube-router, Cilium): the first are on the cold
+# run's longest path, the second are not
+K8S_CORE := kubernetes etcd kwok crictl coredns flannel metrics_server
+K8S_CNIS := weave kube_router cilium
+build-k8s-amd64 build-cni-amd64: build-%-amd64:
+	@if PATH="$$PATH:/usr/local/go/bin" command -v go >/dev/null; then \
+	  K8S_PARTS="$(if $(filter k8s,$*),$(K8S_CORE),$(K8S_CNIS))" .ci/k8s-test-binaries; \
 	else echo "no Go toolchain: the kubernetes backend's tests will be skipped"; fi
 
 # the ARM parts: Debian's architecture name (armhf) is Go's arm

@@ -23,7 +23,8 @@ from .builds import ENGINES, needs
 from .testbed_cluster_support import cluster_env, probed_multicast, run, up_cluster, why_not
 
 pytestmark = [pytest.mark.kubelet,
-              needs("k8s-amd64", *ENGINES, why=lambda: why_not("cilium-agent", "Cilium"))]
+              needs("k8s-amd64", "cni-amd64", *ENGINES,
+                    why=lambda: why_not("cilium-agent", "Cilium"))]
 SAYS = "cilium 1.19.0 (DaemonSet kube-system/cilium, real)"
 # DDS (throughput, then round trips), Zenoh and MQTT, pod to pod across the two workers
 SCHEDULE = ("engine,transport,topology,dataLen,multicast,numSubscribers,bestEffort,batchSize,"

@@ -16,7 +16,8 @@ from .builds import ENGINES, needs
 from .testbed_cluster_support import cluster_env, probed_multicast, run, up_cluster, why_not
 
 pytestmark = [pytest.mark.kubelet,
-              needs("k8s-amd64", *ENGINES, why=lambda: why_not("kube-router", "kube-router"))]
+              needs("k8s-amd64", "cni-amd64", *ENGINES,
+                    why=lambda: why_not("kube-router", "kube-router"))]
 
 
 @pytest.fixture(scope="module")

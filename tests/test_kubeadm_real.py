@@ -23,7 +23,8 @@ from . import kubeadm_support as ks
 from .builds import ENGINES, needs
 from .ssh_support import check_rows
 
-pytestmark = [pytest.mark.kubelet, pytest.mark.ssh, needs("k8s-amd64", *ENGINES, why=ks.missing)]
+pytestmark = [pytest.mark.kubelet, pytest.mark.ssh,
+              needs("k8s-amd64", "cni-amd64", *ENGINES, why=ks.missing)]
 
 # the Weave Net router's status, from its HTTP port on the node's loopback
 WEAVE_STATUS = ("import urllib.request; print(urllib.request.urlopen("

@@ -16,7 +16,7 @@ from .builds import ENGINES, needs
 from .testbed_cluster_support import cluster_env, probed_multicast, run, up_cluster, why_not
 
 pytestmark = [pytest.mark.kubelet,
-              needs("k8s-amd64", *ENGINES, why=lambda: why_not("weaver", "Weave Net"))]
+              needs("k8s-amd64", "cni-amd64", *ENGINES, why=lambda: why_not("weaver", "Weave Net"))]
 SAYS = "weave 2.6.5 (DaemonSet kube-system/weave-net, real)"
 HEAD = "dataLen,multicast,numSubscribers,bestEffort,batchSize,latencyTest,duration\n"
 
