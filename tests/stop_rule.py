@@ -3,7 +3,8 @@ suite loads it, and a test loads it in a session of its own).
 
 - SIGTERM as Ctrl-C (KeyboardInterrupt): the session, and each worker, tears down what its
   fixtures brought up (testbeds, clusters, ARM machines) instead of dying on the spot;
-  `.ci/builds` passes a SIGTERM it gets on to the tests.
+  `.ci/builds` passes a SIGTERM it gets on to the tests; a SIGTERM after the first is the
+  same stop, ignored.
 - A worker's teardown is bounded by pytest-xdist and execnet, not by what it takes down:
   after a stop the main process tells each worker to exit, execnet interrupts it again 5 s
   later and ends it 10 s after that (`os._exit`), in the middle of a testbed cluster's
@@ -22,11 +23,19 @@ from pathlib import Path
 DOWN_TIMEOUT = 180  # seconds for one testbed's `testbed down` (a cluster's included)
 
 
-def pytest_configure(config) -> None:
+def sigterm_as_ctrl_c() -> None:
+    """A SIGTERM raises KeyboardInterrupt, as Ctrl-C does, once: a SIGTERM to the whole
+    group reaches the tests twice (itself, and passed on by .ci/builds), and the second must
+    not cut short the teardown the first began (a second Ctrl-C still does)."""
     def interrupted(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
+
+
+def pytest_configure(config) -> None:
+    sigterm_as_ctrl_c()
 
 
 def left_behind(root: Path) -> list[tuple[Path, str]]:

@@ -1,7 +1,8 @@
 """A stop of `make test` as CI runs it (`.ci/run`, make, each `.ci/phase`, `.ci/builds`, the
 tests) ends every process of the chain: the real scripts and the real Makefile's recipe of
-`test`, its commands replaced by ones that sleep (a compiler, a debootstrap under qemu-user,
-a test suite), so that what is left running is what a stop failed to reach."""
+`test`, its commands replaced by ones that sleep (a compiler, a debootstrap under qemu-user)
+and a suite that takes 3 s to tear down, so that what is left running is what a stop failed
+to reach."""
 
 from __future__ import annotations
 
@@ -36,6 +37,29 @@ def test_every_phase_of_make_test_is_exec_d_so_a_sigterm_to_make_reaches_it():
     assert all(line.startswith("@exec $(PHASE) ") for line in lines), lines
 
 
+# the tests' stand-in, under the suite's own stop rule (tests/stop_rule.py): on a stop it
+# tears down for 3 s ("teardown", then "done" in its file); a second Ctrl-C cuts that short
+# ("cut"), as it would pytest's
+SUITE = """import sys, time
+sys.path.insert(0, sys.argv[1])
+from tests import stop_rule
+stop_rule.sigterm_as_ctrl_c()
+open("ready", "w").close()
+try:
+    while True:
+        time.sleep(600)
+except KeyboardInterrupt:
+    open("suite", "a").write("teardown")
+    try:
+        time.sleep(3)
+    except KeyboardInterrupt:
+        open("suite", "a").write(" cut")
+        sys.exit(2)
+    open("suite", "a").write(" done")
+    sys.exit(1)
+"""
+
+
 def _project(tmp_path: Path) -> Path:
     """A copy of the project's .ci beside a Makefile whose `test` is the real recipe with
     each phase's command a sleep (the builds' phase keeping `.ci/builds --`), and whose
@@ -46,11 +70,13 @@ def _project(tmp_path: Path) -> Path:
     for line in _recipe():
         head, _, _ = line.partition(" -- ")
         builds = " .ci/builds -- " in line
-        lines.append(f"\t{head} -- {'$(PYTHON) .ci/builds -- ' if builds else ''}"
-                     f"{'sleep ' + MARK if builds or 'exclusive' in head else 'true'}")
+        command = (f"$(PYTHON) .ci/builds -- $(PYTHON) suite.py {ROOT} {MARK}" if builds
+                   else f"sleep {MARK}" if "exclusive" in head else "true")
+        lines.append(f"\t{head} -- {command}")
     (root / "Makefile").write_text(
         "PYTHON ?= python3\nPHASE := $(PYTHON) .ci/phase\ntest:\n" + "\n".join(lines)
         + f"\nbuild-%:\n\t@echo $* >> started\n\t@sleep {MARK}\n")
+    (root / "suite.py").write_text(SUITE)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
@@ -81,20 +107,21 @@ def _chain(root: Path) -> dict[str, int]:
             found["make"] = pid
         elif ".ci/phase tests, two processes" in args:
             found["phase"] = pid
-        elif args == f"sleep {MARK}":
+        elif args == f"sleep {MARK}" or args.endswith(f" suite.py {ROOT} {MARK}") \
+                and ".ci/" not in args:  # a build's sleep, or the tests' stand-in
             found["sleeps"] += 1
     return found
 
 
 @pytest.mark.parametrize("whom,signum", [("run", signal.SIGTERM), ("make", signal.SIGTERM),
                                          ("phase", signal.SIGTERM), ("group", signal.SIGINT),
-                                         ("run", signal.SIGINT)])
+                                         ("group", signal.SIGTERM)])
 def test_a_stop_anywhere_in_the_chain_ends_every_build_and_test_within_30_s(tmp_path, whom,
                                                                                signum):
     """While two builds and the tests run: SIGTERM to `.ci/run`, to make or to the phase
-    alone, SIGINT to `.ci/run`'s group (a terminal's Ctrl-C) or to its process alone; within
-    30 s nothing of the chain runs, no build started after the stop, and the timeline is
-    printed with the stop's exit status."""
+    alone, SIGINT (a terminal's Ctrl-C) or SIGTERM to `.ci/run`'s whole group; within 30 s
+    nothing of the chain runs, no build started after the stop, and the timeline is printed
+    with the stop's exit status."""
     root = _project(tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("K8SDDS_TIMELINE", "MAKEFLAGS",
                                                              "MAKELEVEL", "K8SDDS_BUILDS")}
@@ -106,7 +133,8 @@ def test_a_stop_anywhere_in_the_chain_ends_every_build_and_test_within_30_s(tmp_
                                  "PERFTEST_SRC": "none"})
     try:
         deadline = time.monotonic() + 30
-        while _chain(root)["sleeps"] < 3 and time.monotonic() < deadline:
+        while (_chain(root)["sleeps"] < 3 or not (root / "ready").exists()) \
+                and time.monotonic() < deadline:
             time.sleep(0.1)
         chain = _chain(root)
         assert chain["sleeps"] == 3, chain  # two builds and the tests' stand-in
@@ -132,3 +160,5 @@ def test_a_stop_anywhere_in_the_chain_ends_every_build_and_test_within_30_s(tmp_
     assert "timeline of make test" in out and "exit" in out, out
     assert "[build] stopped:" in out and "FAILED" not in out, out
     assert "Traceback" not in out, out
+    # the tests were told once and had their teardown, whatever reached them how often
+    assert (root / "suite").read_text() == "teardown done", out
