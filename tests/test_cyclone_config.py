@@ -51,6 +51,9 @@ def test_throughput_roles_and_argv():
     sub = engine.command(BASE, _ctx("sub1"))
     assert sub.argv[-1] == "sub" and "minmatch:1" in sub.argv
     assert sub.env["CYCLONEDDS_URI"] == "file:///tmp/x/sub1.cyclonedds.xml"
+    # beside a stream at full rate the peers get 30 s to match, not 10
+    loaded = replace(BASE, latency_test=True, load="max", load_len=1024)
+    assert "initwait:30" in engine.command(loaded, _ctx("pub")).argv
 
 
 def test_peers_discovery_lists_every_role_and_disables_multicast():

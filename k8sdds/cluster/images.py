@@ -17,6 +17,11 @@ from k8sdds.images.index import Platform, describe
 DEFAULT_ADDRESS = "/run/containerd/containerd.sock"
 
 
+# a Pi 3 unpacks an image's layers slowly: an emulated Cortex-A7 (two cores under TCG on a
+# busy 2-core machine, 2026-12-03) took over 600 s to import the engines' image
+IMPORT_TIMEOUT_S = 1800.0
+
+
 def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDRESS,
          several: bool = False) -> list[str]:
     """Copy, check and import `archive` on the host; what was done, in a few words. An
@@ -25,7 +30,8 @@ def load(remote: Remote, archive: Path, digest: str, address: str = DEFAULT_ADDR
     with remote_copy(remote, archive, "image", digest) as target:
         platform = (["--platform", Platform(remote.host.arch).name()] if several else [])
         imported = remote.run(["ctr", "--address", address, "-n", "k8s.io", "images",
-                               "import", *platform, target], root=True, timeout=600)
+                               "import", *platform, target], root=True,
+                              timeout=IMPORT_TIMEOUT_S)
         if imported.code != 0:
             raise HostError(f"{remote.host.name}: ctr images import failed: "
                             f"{(imported.err or imported.out).strip()[-300:]}")

@@ -34,11 +34,17 @@ MAX_SIZE = 16 * 1024 * 1024
 TCP_BASE_PORT = 7410
 DISCOVERY_WAIT = 10  # seconds a process waits for its peers before it gives up (-Q initwait)
 WAIT_PER_SUBSCRIBER = 0.25  # more participants take longer to discover each other
+# beside a stream at full rate (`load`), discovery's packets queue behind the stream's and
+# its threads wait for the CPU: on a slower 2-core machine (kubelet pods, load=max,
+# 2026-12-03) a round trip's two participants had not matched within 10 s
+LOAD_WAIT = 30
 
 
 def discovery_wait(test: Test) -> int:
-    """-Q initwait: 10 s, and a quarter second more per subscriber beyond the first four."""
-    return int(DISCOVERY_WAIT + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
+    """-Q initwait: 10 s (30 s beside a load stream), and a quarter second more per
+    subscriber beyond the first four; ddsperf goes on as soon as its peers match."""
+    base = LOAD_WAIT if test.load else DISCOVERY_WAIT
+    return int(base + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
 SAMPLE_OVERHEAD = 64  # bytes a sample takes in a datagram beyond its size (headers)
 LARGEST_DATAGRAM = 65000  # under UDP's 65507
 
