@@ -61,9 +61,10 @@ except KeyboardInterrupt:
 
 
 def _project(tmp_path: Path) -> Path:
-    """A copy of the project's .ci beside a Makefile whose `test` is the real recipe with
-    each phase's command a sleep (the builds' phase keeping `.ci/builds --`), and whose
-    builds each write their name and sleep."""
+    """A copy of the project's .ci beside a Makefile whose `test` is the real recipe, each
+    phase's command replaced: `true` for the installs and ruff, the suite's stand-in behind
+    `.ci/builds --`, a sleep for the exclusive phase; its builds each write their name and
+    sleep."""
     root = tmp_path / "project"
     shutil.copytree(ROOT / ".ci", root / ".ci")
     lines = []
@@ -107,9 +108,8 @@ def _chain(root: Path) -> dict[str, int]:
             found["make"] = pid
         elif ".ci/phase tests, two processes" in args:
             found["phase"] = pid
-        elif args == f"sleep {MARK}" or args.endswith(f" suite.py {ROOT} {MARK}") \
-                and ".ci/" not in args:  # a build's sleep, or the tests' stand-in
-            found["sleeps"] += 1
+        elif args == f"sleep {MARK}" or args.split()[1:2] == ["suite.py"]:
+            found["sleeps"] += 1  # a build's sleep, or the tests' stand-in
     return found
 
 
