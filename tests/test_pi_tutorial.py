@@ -104,6 +104,10 @@ def tutorial(nodes, arm, board: Board, tmp_path: Path) -> None:
     - every run gets one repeat, not the page's three: each repeat of a pod pair on the
       emulated ARM machine takes about 25 s, and three would add about 10 minutes
       (repeats are the runner's, tested elsewhere);
+    - a kubernetes run's pods get `--pod-timeout 900`, not the default 120 s: on a 2-core
+      machine half as fast, beside the rest of the suite, a pod on the emulated Cortex-A7
+      (qemu's TCG, far slower than a Pi) sat in ContainerCreating past 120 s once (CI,
+      2026-12-03); the bound is a wait, and `--pod-timeout`'s failure is tested elsewhere;
     - RUN_A and RUN_B are the two kubernetes runs;
     - one command more, after the page's ssh run: RTI Perftest built on Cyclone DDS for the
       board (`make perftest`, which `cluster engines` copied) measures from it over ssh, as
@@ -159,6 +163,8 @@ def tutorial(nodes, arm, board: Board, tmp_path: Path) -> None:
         elif words[1] == "run":
             words[words.index("--repeats") + 1] = "1"
             words.append("--json")
+            if "kubernetes" in words:
+                words += ["--pod-timeout", "900"]
         elif words[1:3] == ["cluster", "engines"]:  # Perftest for both ends of its run
             waited = wait("perftest-amd64", "perftest-armhf")
             steps.append(f"waited {waited:.0f} s for Perftest's builds")
