@@ -33,3 +33,28 @@ def test_a_budget_at_the_searchs_bound_is_refused(cpu, bound):
     with pytest.raises(TestbedError, match=f"is the search's {bound} .*not kept"):
         bounded(cpu, 0.01, 1.0)
     bounded(0.0881, 0.01, 1.0)  # inside: kept
+
+
+def test_the_cpu_of_threads_doing_this_trees_work_counts_as_its_own():
+    """A task that is not this process's reaped child (here a running child, as a testbed's
+    NAPI kernel thread is nobody's) counts as own work only when named."""
+    import subprocess
+    import sys
+
+    from k8sdds.testbed.other_work import snapshot
+
+    spin = subprocess.Popen([sys.executable, "-c",
+                             "import time\nend = time.process_time() + 0.6\n"
+                             "while time.process_time() < end: pass\n"
+                             "print(time.process_time(), flush=True)\ntime.sleep(30)"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        spent = float(spin.stdout.readline())  # its own CPU, read by itself
+        alone, named = snapshot(), snapshot([spin.pid])
+    finally:
+        spin.kill()
+        spin.wait()
+    assert spent >= 0.6
+    assert named.own_s - alone.own_s == pytest.approx(spent, abs=0.1)
+    # reaped, it is among the children: its pid, gone, counts nothing (not twice, no error)
+    assert snapshot([spin.pid]).own_s == pytest.approx(named.own_s, abs=0.1)

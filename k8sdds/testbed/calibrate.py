@@ -148,7 +148,8 @@ def _run(tb: Testbed, settings: Settings, payload: int, work: Path,
     sch = work / f"{datapaths.replace(',', '+')}-{payload}.csv"
     sch.write_text("dataLen,multicast,numSubscribers,bestEffort,batchSize\n"
                    f"{payload},false,1,false,0\n")
-    before = other_work.snapshot()
+    threads = tb.kernel_threads()
+    before = other_work.snapshot(threads)
     proc = subprocess.run(
         [sys.executable, "-m", "k8sdds", "run", "--sch", str(sch), "--datapath", datapaths,
          "--duration", f"{settings.duration:g}", "--repeats", str(settings.repeats),
@@ -156,7 +157,7 @@ def _run(tb: Testbed, settings: Settings, payload: int, work: Path,
         capture_output=True, text=True)
     if proc.returncode != 0:
         raise TestbedError(f"the calibration's run failed: {proc.stderr.strip()[-500:]}")
-    busy = other_work.busy(before, other_work.snapshot(),
+    busy = other_work.busy(before, other_work.snapshot(threads),
                            f"while the calibration measured {payload} B on {datapaths}")
     if busy:
         raise TestbedError(f"{busy}: a calibration made so is not kept; calibrate again when "

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from k8sdds.errors import TestbedError
-from k8sdds.testbed import cgroups, netns, pods, shaping
+from k8sdds.testbed import cgroups, napi, netns, pods, shaping
 from k8sdds.testbed.layout import Layout, Node, State, check_name, state_dir
 from k8sdds.testbed.netfilter import MASQUERADE
 from k8sdds.testbed.netns import ip
@@ -60,6 +60,12 @@ class Testbed(Layout):
         present = set(netns.list_namespaces())
         return self.state_file.exists() and all(
             n in present for n in [self.switch] + [n.ns for n in self.nodes])
+
+    def kernel_threads(self) -> list[int]:
+        """The kernel threads doing this testbed's packet work (the threaded NAPI of its
+        switch ports and its nodes' uplinks): work of whatever runs on it, not other work."""
+        spaces = [self.switch] + [node.ns for node in self.nodes]
+        return sorted({n.pid for ns in spaces for n in napi.threads(ns) if n.pid})
 
     # ---- bring-up ------------------------------------------------------------------
     def up(self, owner: str = "user") -> None:
