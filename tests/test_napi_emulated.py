@@ -71,6 +71,9 @@ def test_the_uplink_napi_thread_of_each_limited_node_is_in_its_cgroup(limited):
     for t in switch:  # the switch is hardware: no node pays for it
         assert tb.spec.name not in _cgroup_of(t.pid)
     assert tb.node("node0").profile == "cloud" and tb.cgroup(tb.node("node0")) is None
+    # what a calibration counts as the testbed's own work: the four threads, by their names
+    named = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in tb.kernel_threads()]
+    assert sorted(n.split("-")[0] for n in named) == ["napi/eth0"] * 2 + ["napi/n1", "napi/n2"]
 
 
 def test_a_move_the_kernel_refuses_names_the_thread_after_fresh_listings(limited):
