@@ -40,6 +40,8 @@ class FakeBackend:
     logs: dict[str, Path] = field(default_factory=lambda: dict(LOGS))  # what pub, sub print
     fingerprinted: list[tuple[int, int]] = field(default_factory=list)  # (test, repeat)
     multicast: dict | None = None  # the multicast probe's record its fingerprints hold
+    serving: set[str] = field(default_factory=set)  # roles that run until they are stopped
+    stops: list[list[str]] = field(default_factory=list)  # each stop's roles, in order
 
     def limits(self) -> Limits:
         return Limits(max_subscribers=8, paths=PATHS)
@@ -89,9 +91,11 @@ class FakeBackend:
         return True
 
     def wait(self, handle: Handle, timeout: float) -> int | None:
-        return self.exit_codes.get(handle.role, 0)
+        return None if handle.role in self.serving else self.exit_codes.get(handle.role, 0)
 
     def stop(self, handles: Sequence[Handle], grace: float = 2.0) -> dict[str, int]:
+        if handles:
+            self.stops.append([h.role for h in handles])
         return {h.role: self.exit_codes.get(h.role, 0) for h in handles}
 
     def teardown(self) -> None:

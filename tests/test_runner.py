@@ -280,3 +280,20 @@ def test_where_the_runs_own_probe_found_no_multicast_it_is_not_used(tmp_path):
             "cannot work between these nodes; use multicast=false")
     assert backend.started == ["sub0", "pub", "sub0", "pub"]  # test 1's roles only
     assert backend.fingerprinted == [(1, 1)]
+
+
+def test_a_server_is_stopped_after_the_clients_that_talk_to_it(tmp_path):
+    """MQTT's roles are the publisher (the driver), then the broker, where the engine
+    listens, then its clients; those still running when the driver is done are stopped,
+    the broker last: stopped first, it cut a load stream's writes mid-flight and the
+    stream's "connection reset by peer" failed the repeat."""
+    sch = tmp_path / "s.csv"
+    sch.write_text("engine,transport,dataLen,multicast,numSubscribers,bestEffort,batchSize,"
+                   "latencyTest\nmqtt,tcp,64,false,1,false,0,true\n")
+    engines = registry()
+    tests = schedule.expand(schedule.load(sch, engines=engines), ["flannel-hostgw"], sch)
+    backend = FakeBackend(serving={"broker", "sub0"})
+    Runner(backend, engines, RunOptions(out=tmp_path / "out", schedule=sch,
+                                        backend_options={"testbed": "tb"})).run(tests)
+    assert backend.started == ["broker", "sub0", "pub"]
+    assert backend.stops == [["sub0"], ["broker"]]
