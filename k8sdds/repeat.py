@@ -121,19 +121,20 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
             commands[role] = cmd
         entry.argv = {r: list(c.argv) for r, c in commands.items()}
         driver, followers = roles[0], roles[1:]
+        # where the engine listens: the first follower, the server the others talk to
+        server = followers[0] if engine.listen_port and followers else None
         nodes_before = backend.node_cpu()
-        for i, role in enumerate(followers):
+        for role in followers:
             handles[role] = backend.start(
                 placement[role], commands[role], rep_dir / f"{role}.log",
-                listen=engine.listen_port if i == 0 else None)
+                listen=engine.listen_port if role == server else None)
         backend.ready(list(handles.values()))
-        if engine.listen_port and followers and not backend.wait_listening(
-                handles[followers[0]], engine.listen_port, LISTEN_TIMEOUT):
+        if server and not backend.wait_listening(handles[server], engine.listen_port,
+                                                 LISTEN_TIMEOUT):
             # the client would only fail to connect: say why instead
             codes.update(backend.stop(list(handles.values())))
-            raise _Refused(f"{followers[0]} did not listen on TCP port "
-                           f"{engine.listen_port} within {LISTEN_TIMEOUT:g} s "
-                           f"(see {followers[0]}.log)")
+            raise _Refused(f"{server} did not listen on TCP port {engine.listen_port} "
+                           f"within {LISTEN_TIMEOUT:g} s (see {server}.log)")
         handles[driver] = backend.start(placement[driver], commands[driver],
                                              rep_dir / f"{driver}.log")
         backend.ready([handles[driver]])
@@ -151,13 +152,12 @@ def one_repeat(backend: Backend, engine: Engine, run: RunDir, test: Test, key: R
             deadline = time.monotonic() + engine.drain
             for role in followers:
                 codes[role] = backend.wait(handles[role], deadline - time.monotonic())
-            draining = [handles[r] for r in followers if codes[r] is None]
-            # the clients before the server they talk to (the first follower, where the
-            # engine listens): a broker stopped under a load stream cut the stream's writes,
-            # and its log's "connection reset by peer" failed the repeat (CI, 2026-12-03)
-            server = handles[followers[0]] if engine.listen_port and followers else None
-            codes.update(backend.stop([h for h in draining if h is not server]))
-            codes.update(backend.stop([h for h in draining if h is server]))
+            # the clients before their server: a broker stopped under a load stream cut
+            # the stream's writes, and its log's "connection reset by peer" failed the
+            # repeat (CI, 2026-12-03)
+            for group in ([r for r in followers if r != server], [server]):
+                codes.update(backend.stop([handles[r] for r in group
+                                           if r in handles and codes.get(r) is None]))
     except DeploymentError as exc:  # this repeat could not be deployed; the run goes on
         entry.reason = f"deployment failed: {exc}"
     except _Refused as exc:

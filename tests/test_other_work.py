@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from k8sdds.errors import TestbedError
 from k8sdds.testbed.calibrate import bounded
-from k8sdds.testbed.other_work import LIMIT_CORES, Snapshot, busy, cores
+from k8sdds.testbed.other_work import LIMIT_CORES, Snapshot, busy, cores, snapshot
 
 
 def test_other_work_is_the_machines_busy_time_less_this_process_trees():
@@ -38,11 +41,6 @@ def test_a_budget_at_the_searchs_bound_is_refused(cpu, bound):
 def test_the_cpu_of_threads_doing_this_trees_work_counts_as_its_own():
     """A task that is not this process's reaped child (here a running child, as a testbed's
     NAPI kernel thread is nobody's) counts as own work only when named."""
-    import subprocess
-    import sys
-
-    from k8sdds.testbed.other_work import snapshot
-
     spin = subprocess.Popen([sys.executable, "-c",
                              "import time\nend = time.process_time() + 0.6\n"
                              "while time.process_time() < end: pass\n"

@@ -5,9 +5,10 @@ test suite it fits the suite's leftovers (a budget of 1.0 CPU, the search's ceil
 once stored so and used on the idle machine), so a step that finds the machine busy ends it,
 and nothing is kept. The kernel threads that do the testbed's own packet work (its threaded
 NAPI: the switch ports' and the nodes' uplinks') are the calibration's work, not other work:
-their CPU is counted as this tree's. On a slower machine they took up to 0.16 of a core at
-a calibration's high budgets, and with them counted the other work read 0.28 (a calibration
-refused on an otherwise idle machine, 2026-12-03). What the kernel does for the traffic
+their CPU is counted as this tree's. On a slower machine, twice in a row, a calibration on
+an otherwise idle machine was refused with 0.28 of a core of other work; beside the next try
+these threads took up to 0.16 of a core at the same high budgets (2026-12-03). What the
+kernel does for the traffic
 outside them (softirq on the way) still counts as other work: a few hundredths of a core.
 `snapshot` reads /proc/stat, /proc/PID/stat and getrusage; the rest is pure."""
 
