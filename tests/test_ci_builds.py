@@ -129,6 +129,31 @@ def _started(root: Path) -> list[str]:
     return (root / "started").read_text().split() if (root / "started").exists() else []
 
 
+@pytest.mark.parametrize("recipe,left", [("@echo $* >> started", []),
+                                          ("@case $* in zenoh-amd64) exit 3;; esac", ["log"])])
+def test_the_builds_folder_is_removed_unless_a_log_is_needed(tmp_path, recipe, left):
+    """Without $K8SDDS_BUILDS the lanes write into a folder of their own under $TMPDIR: gone
+    once every build is done, kept (and named) when a failed build's log is in it."""
+    root = tmp_path / "project"
+    (root / ".ci").mkdir(parents=True)
+    (root / ".ci" / "builds").write_text(builds.BUILDS.read_text())
+    (root / "Makefile").write_text(f"build-%:\n\t{recipe}\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("K8SDDS_BUILDS", "K8SDDS_TIMELINE")}
+    done = subprocess.run([sys.executable, str(root / ".ci" / "builds"), "--", "true"],
+                          cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**env, "TMPDIR": str(scratch)})
+    folders = list(scratch.iterdir())
+    if not left:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert folders == []
+    else:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert len(folders) == 1 and str(folders[0]) in done.stdout
+        assert (folders[0] / "zenoh-amd64.log").exists()
+
+
 @pytest.mark.parametrize("signum,group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
 def test_a_stop_before_the_tests_ends_every_build_and_starts_no_other(tmp_path, signum,
                                                                         group):
