@@ -46,12 +46,12 @@ def test_throughput_roles_and_argv():
     engine = ENGINES["ddsperf"]
     assert engine.roles(BASE) == ["pub", "sub0", "sub1"]
     pub = engine.command(BASE, _ctx("pub"))
-    assert pub.argv == ("ddsperf", "-D", "5", "-Q", "minmatch:2", "-Q", "initwait:10",
+    assert pub.argv == ("ddsperf", "-D", "5", "-Q", "minmatch:2", "-Q", "initwait:20",
                         "pub", "inf", "size", "1024")
     sub = engine.command(BASE, _ctx("sub1"))
     assert sub.argv[-1] == "sub" and "minmatch:1" in sub.argv
     assert sub.env["CYCLONEDDS_URI"] == "file:///tmp/x/sub1.cyclonedds.xml"
-    # beside a stream at full rate the peers get 30 s to match, not 10
+    # beside a stream at full rate the peers get 30 s to match, not 20
     loaded = replace(BASE, latency_test=True, load="max", load_len=1024)
     assert "initwait:30" in engine.command(loaded, _ctx("pub")).argv
 

@@ -560,7 +560,7 @@ def test_peers_that_never_match_fail_the_repeat_within_bounds(tmp_path, env):
         outcome = json.loads(proc.stdout)
         assert len(outcome["failed"]) == 1
         assert "too few matching participants" in outcome["failed"][0]
-        assert elapsed < 40
+        assert elapsed < 50  # ddsperf's 20 s wait for its peers, the testbed's up, the run's set-up
         manifest = json.loads(open(f"{outcome['run_dir']}/manifest.json").read())
         entry = manifest["repeats"]["test-1/rep-1"]
         assert entry["status"] == "failed" and entry["exit_codes"]["pub"] == 1

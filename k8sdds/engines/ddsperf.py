@@ -32,7 +32,11 @@ from k8sdds.parsers.ddsperf import PARSER
 MIN_SIZE = 12  # ddsperf: the KS topic's fixed part; smaller sizes are refused
 MAX_SIZE = 16 * 1024 * 1024
 TCP_BASE_PORT = 7410
-DISCOVERY_WAIT = 10  # seconds a process waits for its peers before it gives up (-Q initwait)
+# seconds a process waits for its peers before it gives up (-Q initwait): a guard, not a
+# figure (ddsperf goes on once they match). On an emulated Cortex-A7 pod with the host's load
+# at 11 (a cold CI run, 2026-12-03) the pong side saw its peer's participant but not yet its
+# writers after 10 s
+DISCOVERY_WAIT = 20
 WAIT_PER_SUBSCRIBER = 0.25  # more participants take longer to discover each other
 # beside a stream at full rate (`load`), discovery's packets queue behind the stream's and
 # its threads wait for the CPU: on a slower 2-core machine (kubelet pods, load=max,
@@ -41,7 +45,7 @@ LOAD_WAIT = 30
 
 
 def discovery_wait(test: Test) -> int:
-    """-Q initwait: 10 s (30 s beside a load stream), and a quarter second more per
+    """-Q initwait: 20 s (30 s beside a load stream), and a quarter second more per
     subscriber beyond the first four; ddsperf goes on as soon as its peers match."""
     base = LOAD_WAIT if test.load else DISCOVERY_WAIT
     return int(base + WAIT_PER_SUBSCRIBER * max(0, test.num_subscribers - 4))
