@@ -129,9 +129,9 @@ def _started(root: Path) -> list[str]:
     return (root / "started").read_text().split() if (root / "started").exists() else []
 
 
-@pytest.mark.parametrize("recipe,left", [("@echo $* >> started", []),
-                                          ("@case $* in zenoh-amd64) exit 3;; esac", ["log"])])
-def test_the_builds_folder_is_removed_unless_a_log_is_needed(tmp_path, recipe, left):
+@pytest.mark.parametrize("recipe,kept", [("@echo $* >> started", False),
+                                          ("@case $* in zenoh-amd64) exit 3;; esac", True)])
+def test_the_builds_folder_is_removed_unless_a_log_is_needed(tmp_path, recipe, kept):
     """Without $K8SDDS_BUILDS the lanes write into a folder of their own under $TMPDIR: gone
     once every build is done, kept (and named) when a failed build's log is in it."""
     root = tmp_path / "project"
@@ -145,13 +145,34 @@ def test_the_builds_folder_is_removed_unless_a_log_is_needed(tmp_path, recipe, l
                           cwd=root, capture_output=True, text=True, timeout=120,
                           env={**env, "TMPDIR": str(scratch)})
     folders = list(scratch.iterdir())
-    if not left:
+    if not kept:
         assert done.returncode == 0, done.stdout + done.stderr
         assert folders == []
     else:
         assert done.returncode == 1, done.stdout + done.stderr
         assert len(folders) == 1 and str(folders[0]) in done.stdout
         assert (folders[0] / "zenoh-amd64.log").exists()
+
+
+def test_a_stop_of_named_builds_ends_them_and_leaves_no_folder(tmp_path):
+    """`.ci/builds NAME...` in the foreground, told to stop: the build ends with its
+    children, 130, and the folder of its cut-short logs is gone."""
+    root = _fake_project(tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, str(root / ".ci" / "builds"), "k8s-amd64",
+                             "mqtt-amd64"], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 20
+    while not _started(root) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _started(root) == ["k8s-amd64"]
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert _started(root) == ["k8s-amd64"]  # the second never began
+    assert list(scratch.iterdir()) == [] and _sleeping(root) == []
 
 
 @pytest.mark.parametrize("signum,group", [(signal.SIGINT, True), (signal.SIGTERM, False)])
